@@ -1,0 +1,46 @@
+# perflearn: set-up, native builds, demo, tests, benchmarks.
+# Every target installs what it needs on a fresh machine (Debian, root or sudo).
+
+PYTHON       ?= python3
+SUDO         := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+APT_PACKAGES := fio iperf3 hyperfine memcached redis-server ethtool zstd procps iproute2 linux-perf
+# Native parts: each directory has a Makefile with `deps`, `build`, `test` targets.
+NATIVE_DIRS  := $(wildcard native/*/Makefile)
+NATIVE_DIRS  := $(NATIVE_DIRS:/Makefile=)
+
+.PHONY: setup deps python native demo test test-python test-native bench clean
+
+setup: deps python native
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@for d in $(NATIVE_DIRS); do $(MAKE) --no-print-directory -C $$d deps || exit 1; done
+
+python:
+	@$(PYTHON) -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[test]'
+
+native:
+	@for d in $(NATIVE_DIRS); do $(MAKE) --no-print-directory -C $$d build || exit 1; done
+
+demo: setup
+	@$(PYTHON) -m perflearn.demo
+
+test-native: setup
+	@for d in $(NATIVE_DIRS); do $(MAKE) --no-print-directory -C $$d test || exit 1; done
+
+test-python: setup
+	$(PYTHON) -m pytest -q -p no:cacheprovider
+
+# Native tests first so that pytest's summary is the closing line.
+test: test-native test-python
+
+bench: setup
+	$(PYTHON) bench/runner_overhead.py
+
+clean:
+	rm -rf build dist src/*.egg-info .pytest_cache
+	@for d in $(NATIVE_DIRS); do $(MAKE) --no-print-directory -C $$d clean; done

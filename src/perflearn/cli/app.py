@@ -1,0 +1,81 @@
+"""The one Typer app. Area modules (core, learn, wire, ...) register commands on it.
+
+Errors: a PerflearnError becomes one line on stderr and its exit code; any
+other exception is a bug and is shown as one line too, with the traceback only
+under PERFLEARN_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from perflearn.errors import PerflearnError
+
+from . import terminal
+
+DEFAULT_STORE = Path("perflearn.duckdb")
+
+
+def debug() -> bool:
+    return os.environ.get("PERFLEARN_DEBUG", "") not in ("", "0")
+
+
+class _Group(TyperGroup):
+    """Maps perflearn's errors to one line and an exit code (also under CliRunner)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except PerflearnError as exc:
+            if debug():
+                raise
+            terminal.error(str(exc))
+            ctx.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except KeyboardInterrupt:
+            terminal.error("interrupted")
+            ctx.exit(130)
+        except OSError as exc:
+            if debug():
+                raise
+            terminal.error(f"{exc.filename or 'system'}: {exc.strerror or exc}")
+            ctx.exit(1)
+        except Exception as exc:  # a bug: still one line unless debugging
+            if debug():
+                raise
+            terminal.error(f"internal error ({type(exc).__name__}: {exc}); rerun with PERFLEARN_DEBUG=1 for the traceback")
+            ctx.exit(70)
+
+
+app = typer.Typer(
+    cls=_Group,
+    name="perflearn",
+    help="Learn how a system's knobs drive its performance, and act on it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+StoreOpt = Annotated[
+    Path,
+    typer.Option("--store", "-s", envvar="PERFLEARN_STORE", help="Results store (DuckDB file).", show_default=True),
+]
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True)] = False,
+) -> None:
+    if version:
+        from perflearn import __version__
+
+        terminal.out.print(f"perflearn {__version__}")
+        raise typer.Exit(0)

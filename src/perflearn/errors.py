@@ -1,0 +1,47 @@
+"""The one root exception, and the few kinds the CLI maps to exit codes.
+
+Every user-facing error is one line naming what is wrong and where (file, key,
+line). ``perflearn.cli`` prints ``str(error)`` and exits; tracebacks only with
+PERFLEARN_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+
+class PerflearnError(Exception):
+    """Root of every error perflearn raises on purpose.
+
+    ``where`` is the user's own location (``spec.toml:12``, ``knobs.bs.values``,
+    ``data.csv column 3``); it prefixes the message.
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, where: str | None = None):
+        self.message = message
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class SpecError(PerflearnError):
+    """An experiment spec is malformed or asks for something impossible."""
+
+    exit_code = 2
+
+
+class UsageError(PerflearnError):
+    """A command-line argument or input file is wrong."""
+
+    exit_code = 2
+
+
+class StoreError(PerflearnError):
+    """The results store cannot be opened, is of another schema, or lacks data."""
+
+
+class UnsupportedError(PerflearnError):
+    """This machine lacks a feature (PMU, cpufreq, cgroup controller, ethtool)."""
+
+
+class RunnerError(PerflearnError):
+    """The runner could not go on (other than a workload failing, which is recorded)."""

@@ -1,0 +1,1 @@
+"""perflearn.manage"""

@@ -1,0 +1,120 @@
+"""A dataset: one row per run, knob and context columns, then metric columns.
+
+This is what the learning side consumes, whether the runs were measured by
+perflearn's runner or imported from a CSV measured elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from perflearn.errors import UsageError
+
+RUN_COLUMNS = ("run_id", "point_id", "rep", "status")
+
+
+@dataclass
+class Dataset:
+    """Runs of one experiment in wide form.
+
+    ``frame`` has the columns ``run_id, point_id, rep, status``, then one column
+    per knob and per context feature, then one float column per metric, where a
+    missing value (unsupported, failed run) is NaN, never 0.
+    ``kinds`` says for each knob/context column whether it is ``numeric`` or
+    ``categorical``; ``units`` gives each metric's unit ("" when unknown).
+    """
+
+    experiment: str
+    frame: pd.DataFrame
+    knobs: list[str]
+    metrics: list[str]
+    context: list[str] = field(default_factory=list)
+    units: dict[str, str] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def features(self) -> list[str]:
+        """Knob and context columns: what a model may predict from."""
+        return [*self.knobs, *self.context]
+
+    def ok(self) -> pd.DataFrame:
+        """Only the runs whose status is ok."""
+        return self.frame[self.frame["status"] == "ok"]
+
+    @classmethod
+    def from_csv(
+        cls,
+        path: str | Path,
+        metrics: list[str],
+        knobs: list[str] | None = None,
+        context: list[str] | None = None,
+        name: str | None = None,
+    ) -> "Dataset":
+        """Read a CSV of knob columns + metric columns (one row per run).
+
+        Columns named in ``metrics`` are metrics, those in ``context`` are context;
+        every other column is a knob unless ``knobs`` names them explicitly.
+        A ``status`` column is kept if present (else every row is ``ok``).
+        """
+        path = Path(path)
+        try:
+            raw = pd.read_csv(path)
+        except FileNotFoundError:
+            raise UsageError("no such file", where=str(path)) from None
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise UsageError(f"not a readable CSV ({str(exc).splitlines()[0]})", where=str(path)) from None
+        return cls.from_frame(raw, metrics, knobs, context, name or path.stem, where=str(path))
+
+    @classmethod
+    def from_frame(
+        cls,
+        raw: pd.DataFrame,
+        metrics: list[str],
+        knobs: list[str] | None = None,
+        context: list[str] | None = None,
+        name: str = "dataset",
+        where: str = "dataset",
+    ) -> "Dataset":
+        context = list(context or [])
+        if not metrics:
+            raise UsageError("name at least one metric column", where=where)
+        columns = list(raw.columns)
+        for col in [*metrics, *context, *(knobs or [])]:
+            if col not in columns:
+                raise UsageError(f"no column {col!r} (columns: {', '.join(map(str, columns))})", where=where)
+        reserved = set(RUN_COLUMNS)
+        if knobs is None:
+            knobs = [c for c in columns if c not in metrics and c not in context and c not in reserved]
+        if not knobs and not context:
+            raise UsageError("no knob or context columns left besides the metrics", where=where)
+        frame = pd.DataFrame(index=raw.index)
+        frame["run_id"] = raw["run_id"] if "run_id" in raw else range(1, len(raw) + 1)
+        features = [*knobs, *context]
+        frame["point_id"] = raw.groupby(features, dropna=False, sort=False).ngroup() + 1
+        frame["rep"] = raw.groupby(features, dropna=False, sort=False).cumcount()
+        frame["status"] = raw["status"].astype(str) if "status" in raw else "ok"
+        kinds = {}
+        for col in features:
+            frame[col] = raw[col]
+            kinds[col] = "numeric" if pd.api.types.is_numeric_dtype(raw[col]) else "categorical"
+        for col in metrics:
+            values = pd.to_numeric(raw[col], errors="coerce")
+            bad = values.isna() & raw[col].notna()
+            if bad.any():
+                row = int(bad.idxmax())
+                raise UsageError(
+                    f"metric column {col!r} has a non-numeric value {raw[col][row]!r} (data row {row + 1})", where=where
+                )
+            frame[col] = values.astype(float)
+        return cls(
+            experiment=name,
+            frame=frame.reset_index(drop=True),
+            knobs=list(knobs),
+            metrics=list(metrics),
+            context=context,
+            units={m: "" for m in metrics},
+            kinds=kinds,
+        )
