@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from rich.console import Console
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+import sys
+
+# Off a terminal (pipes, files, CI logs) tables are not squeezed to 80 columns.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 400)
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 400)
 
 
 def error(message: str) -> None:

@@ -1,0 +1,250 @@
+"""Core commands: validate and run experiments; list, show, export and import results."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from perflearn.errors import UsageError
+from perflearn.experiment.design import plan
+from perflearn.experiment.spec import load_spec
+from perflearn.runner.runner import Observer, check_machine, run_experiment
+from perflearn.store import Dataset, open_store
+from perflearn.store.export import FORMATS, export
+from perflearn.store.summary import describe, summarize
+
+from . import terminal
+from .app import DEFAULT_STORE, StoreOpt, app
+
+SpecArg = Annotated[Path, typer.Argument(help="Experiment spec (TOML).", show_default=False)]
+
+
+@app.command()
+def validate(
+    spec_path: SpecArg,
+    show_plan: Annotated[bool, typer.Option("--plan", help="Print every planned run.")] = False,
+) -> None:
+    """Check a spec and this machine without running anything; print the plan's size."""
+    spec = load_spec(spec_path)
+    _, _, warnings = check_machine(spec)
+    for warning in warnings:
+        terminal.warn(warning)
+    runs = plan(spec)
+    points = len({r.point_id for r in runs})
+    terminal.out.print(f"{spec.path}: ok — experiment {spec.name!r}, {len(spec.knobs)} knobs, "
+                       f"{len(spec.metrics)} metrics, {points} points x {spec.design.repeat} repeats = {len(runs)} runs")
+    if show_plan:
+        table = Table("seq", "point", "rep", *spec.knobs, box=None)
+        for r in runs:
+            table.add_row(str(r.seq), str(r.point_id), str(r.rep), *(_fmt(v) for _, v in r.values))
+        terminal.out.print(table)
+
+
+class _Progress(Observer):
+    """A progress bar with ETA, and a line per point with mean ± 95% CI as its runs complete."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.progress: Progress | None = None
+        self.task = None
+        self.by_point: dict[int, list] = {}
+        self.remaining: dict[int, int] = {}
+        self.metrics: list[str] = []
+        self.started_at = time.monotonic()
+
+    def warning(self, message: str) -> None:
+        terminal.warn(message)
+
+    def started(self, experiment, total, todo) -> None:
+        self.metrics = [m.name for m in experiment.metrics][:3]
+        for run in todo:
+            self.remaining[run.point_id] = self.remaining.get(run.point_id, 0) + 1
+        done = total - len(todo)
+        terminal.info(f"experiment {experiment.name!r}: {total} runs planned, {done} stored already, {len(todo)} to run")
+        if self.quiet or not todo:
+            return
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                 console=terminal.err, transient=True)
+        self.progress.start()
+        self.task = self.progress.add_task("running", total=len(todo))
+
+    def run_started(self, planned) -> None:
+        if self.progress:
+            self.progress.update(self.task, description=f"point {planned.point_id} rep {planned.rep}")
+
+    def run_finished(self, planned, record) -> None:
+        self.by_point.setdefault(planned.point_id, []).append(record)
+        self.remaining[planned.point_id] -= 1
+        if record.status != "ok" and not self.quiet:
+            terminal.warn(f"point {planned.point_id} rep {planned.rep}: {record.status}: {record.error}")
+        if self.progress:
+            self.progress.advance(self.task)
+        if self.remaining[planned.point_id] == 0 and not self.quiet:
+            records = self.by_point[planned.point_id]
+            ok = [r for r in records if r.status == "ok"]
+            knobs = " ".join(f"{k}={_fmt(v)}" for k, v in planned.values)
+            parts = []
+            for metric in self.metrics:
+                stats = describe([r.values.get(metric) for r in ok])
+                if stats["n"]:
+                    ci = "" if math.isnan(stats["ci95"]) else f" ± {_num(stats['ci95'])}"
+                    parts.append(f"{metric} {_num(stats['mean'])}{ci}")
+            failed = len(records) - len(ok)
+            line = f"point {planned.point_id} [{knobs}]: " + (", ".join(parts) or "no values")
+            line += f" (n={len(ok)}" + (f", {failed} not ok)" if failed else ")")
+            (self.progress.console if self.progress else terminal.err).print(line, markup=False, highlight=False)
+
+    def close(self) -> None:
+        if self.progress:
+            self.progress.stop()
+
+
+@app.command()
+def run(
+    spec_path: SpecArg,
+    store: StoreOpt = DEFAULT_STORE,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a stopped experiment; runs stored are not rerun.")] = False,
+    allow_changed_spec: Annotated[bool, typer.Option("--allow-changed-spec", help="With --resume: continue even though the spec changed.")] = False,
+    name: Annotated[Optional[str], typer.Option("--name", help="Experiment name (default: the spec's).")] = None,
+    keep_run_dirs: Annotated[bool, typer.Option("--keep-run-dirs", help="Keep each run's directory (outputs) for inspection.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+) -> None:
+    """Run an experiment: every point of the design, each run stored as it completes."""
+    spec = load_spec(spec_path)
+    if name:
+        spec.name = name
+    observer = _Progress(quiet)
+    with open_store(store) as results:
+        try:
+            outcome = run_experiment(spec, results, resume=resume, allow_changed_spec=allow_changed_spec,
+                                     observer=observer, keep_run_dirs=keep_run_dirs)
+        finally:
+            observer.close()
+        statuses = ", ".join(f"{n} {s}" for s, n in sorted(outcome.by_status.items())) or "nothing to run"
+        terminal.info(f"{outcome.experiment}: {statuses}; {outcome.already + outcome.ran}/{outcome.planned} runs stored in {store}")
+        if not quiet and outcome.ran:
+            _print_summary(results.dataset(spec.name))
+
+
+@app.command("ls")
+def list_experiments(store: StoreOpt = DEFAULT_STORE) -> None:
+    """List the experiments in the store."""
+    with open_store(store, read_only=True) as results:
+        frame = results.experiments()
+    table = Table("experiment", "source", "created", "runs", "ok", "failed", "timeout", "skipped", box=None)
+    for row in frame.itertuples(index=False):
+        table.add_row(row.name, row.source, f"{row.created:%Y-%m-%d %H:%M}", str(row.runs), str(row.ok),
+                      str(row.failed), str(row.timeout), str(row.skipped))
+    terminal.out.print(table)
+
+
+@app.command()
+def show(
+    experiment: Annotated[str, typer.Argument(help="Experiment name (see perflearn ls).")],
+    store: StoreOpt = DEFAULT_STORE,
+    metric: Annotated[Optional[list[str]], typer.Option("--metric", "-m", help="Only these metrics.")] = None,
+    runs: Annotated[bool, typer.Option("--runs", help="One row per run, with status and error, instead of per point.")] = False,
+    full: Annotated[bool, typer.Option("--full", help="Mean, median, std and 95% CI in separate columns.")] = False,
+) -> None:
+    """A table per point: mean ± 95% CI of each metric over ok runs (--full: median, std too); failures counted."""
+    with open_store(store, read_only=True) as results:
+        info = results.require(experiment)
+        if runs:
+            frame = results.runs(experiment)
+            table = Table("run", "point", "rep", "status", "exit", "wall s", "error", box=None)
+            for row in frame.itertuples(index=False):
+                table.add_row(str(row.run_id), str(row.point_id), str(row.rep), row.status, _fmt(row.exit_code),
+                              _num(row.wall_s), row.error or "")
+            terminal.out.print(table)
+            return
+        dataset = results.dataset(experiment)
+    unknown = [m for m in (metric or []) if m not in dataset.metrics]
+    if unknown:
+        raise UsageError(f"no metric {unknown[0]!r} in {experiment!r} (metrics: {', '.join(dataset.metrics)})")
+    host = info.host
+    if host:
+        terminal.info(f"{experiment}: {info.source} on {host.get('hostname')} ({host.get('cpu_model')}, "
+                      f"{host.get('cores')} cores, kernel {host.get('kernel')})")
+    _print_summary(dataset, metric, full)
+
+
+def _print_summary(dataset: Dataset, metrics: list[str] | None = None, full: bool = False) -> None:
+    metrics = metrics or dataset.metrics
+    summary = summarize(dataset, metrics)
+    table = Table("point", *dataset.features, "runs", "not ok", box=None)
+    for m in metrics:
+        unit = f" [{dataset.units.get(m)}]" if dataset.units.get(m) else ""
+        if full:
+            for stat in ("mean", "median", "std", "±95%"):
+                table.add_column(f"{m}{unit} {stat}" if stat == "mean" else stat, justify="right")
+        else:
+            table.add_column(f"{m}{unit}", justify="right")
+    for row in summary.to_dict("records"):
+        cells = [str(row["point_id"]), *(_fmt(row[f]) for f in dataset.features), str(row["runs"]), str(row["failed"])]
+        for m in metrics:
+            mean, ci = row[f"{m}.mean"], row[f"{m}.ci95"]
+            if full:
+                cells += [_num(mean), _num(row[f"{m}.median"]), _num(row[f"{m}.std"]), _num(ci)]
+            else:
+                cells.append(_num(mean) + ("" if math.isnan(ci) else f" ± {_num(ci)}"))
+        table.add_row(*cells)
+    terminal.out.print(table)
+
+
+@app.command("export")
+def export_cmd(
+    experiment: Annotated[str, typer.Argument(help="Experiment name.")],
+    store: StoreOpt = DEFAULT_STORE,
+    fmt: Annotated[str, typer.Option("--format", "-f", help=f"One of: {', '.join(FORMATS)}.")] = "csv",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default EXPERIMENT.FORMAT).")] = None,
+) -> None:
+    """Write the dataset (one row per run: knob columns + metric columns) to CSV or Parquet."""
+    if fmt not in FORMATS:
+        raise UsageError(f"--format: unknown format {fmt!r} (one of: {', '.join(FORMATS)})")
+    with open_store(store, read_only=True) as results:
+        dataset = results.dataset(experiment)
+    path = export(dataset, output or Path(f"{experiment}.{fmt}"), fmt)
+    terminal.info(f"wrote {len(dataset.frame)} runs to {path}")
+
+
+@app.command("import")
+def import_cmd(
+    csv: Annotated[Path, typer.Argument(help="CSV with one row per run: knob columns and metric columns.")],
+    metric: Annotated[list[str], typer.Option("--metric", "-m", help="A metric column (repeat for several).")],
+    store: StoreOpt = DEFAULT_STORE,
+    context: Annotated[Optional[list[str]], typer.Option("--context", "-c", help="A context column.")] = None,
+    knob: Annotated[Optional[list[str]], typer.Option("--knob", "-k", help="Knob columns (default: all other columns).")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="Experiment name (default: the file's stem).")] = None,
+) -> None:
+    """Import a dataset measured elsewhere, so models can be trained on it too."""
+    dataset = Dataset.from_csv(csv, metrics=metric, knobs=knob, context=context, name=name)
+    with open_store(store) as results:
+        results.import_dataset(dataset, dataset.experiment)
+    terminal.info(f"imported {len(dataset.frame)} runs as {dataset.experiment!r}: knobs {', '.join(dataset.knobs)}; "
+                  f"metrics {', '.join(dataset.metrics)}")
+
+
+def _num(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    value = float(value)
+    if value == 0:
+        return "0"
+    if abs(value) >= 1e6 or abs(value) < 1e-3:
+        return f"{value:.3e}"
+    return f"{value:.4g}"
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)

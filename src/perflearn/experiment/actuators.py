@@ -1,0 +1,320 @@
+"""Actuators apply a knob's value: to a command, an environment, a process's CPUs,
+a cgroup, a sysctl, a NIC's interrupt coalescing, or through a user hook.
+
+Each actuator declares its options (checked when the spec is read), checks the
+machine before the sweep (``check``: raises UnsupportedError when the machine lacks
+the feature), applies a value for one run (``apply``) and puts the system back
+after the experiment (``restore``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any, ClassVar
+
+from perflearn.errors import UnsupportedError
+
+from . import cgroups
+from .knobs import Knob
+from .launch import RunContext, fill
+
+
+def parse_cpus(value: Any) -> set[int]:
+    """CPU set from 3, [0, 2] or "0-3,6". Raises ValueError."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a CPU list: {value!r}")
+    if isinstance(value, int):
+        return {value}
+    if isinstance(value, (list, tuple)):
+        return set().union(*(parse_cpus(v) for v in value)) if value else set()
+    cpus: set[int] = set()
+    for part in str(value).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise ValueError(f"not a CPU list: {value!r} (expected e.g. 3, [0, 2] or \"0-3,6\")")
+        cpus.update(range(int(low), int(high or low) + 1))
+    if not cpus:
+        raise ValueError(f"empty CPU list: {value!r}")
+    return cpus
+
+
+def cpu_list(cpus: set[int]) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+class Actuator:
+    kind: ClassVar[str]
+    # option -> (accepted types, required)
+    OPTIONS: ClassVar[dict[str, tuple[tuple[type, ...], bool]]] = {}
+
+    def __init__(self, knob: Knob, experiment: str):
+        self.knob = knob
+        self.experiment = experiment
+        self.options = knob.options
+
+    @property
+    def target(self) -> str:
+        return self.options.get("target", "workload")
+
+    def validate_value(self, value: Any) -> None:
+        """Raise ValueError when ``value`` cannot be applied (known before the sweep)."""
+
+    def check(self) -> None:
+        """Raise UnsupportedError when this machine cannot apply the knob."""
+
+    def apply(self, value: Any, run: RunContext) -> None:
+        raise NotImplementedError
+
+    def restore(self) -> None:
+        """Put the system back as it was before the experiment."""
+
+    def _process(self, run: RunContext):
+        return run.processes[self.target]
+
+
+class Placeholder(Actuator):
+    """The value only fills ``{name}`` in commands (done for every knob)."""
+
+    kind = "placeholder"
+
+    def apply(self, value: Any, run: RunContext) -> None:
+        pass
+
+
+class Env(Actuator):
+    kind = "env"
+    OPTIONS = {"var": ((str,), False), "target": ((str,), False)}
+
+    def apply(self, value: Any, run: RunContext) -> None:
+        var = self.options.get("var", self.knob.name.upper())
+        targets = run.processes.values() if self.target == "*" else [self._process(run)]
+        for process in targets:
+            process.env[var] = str(value)
+
+
+class Affinity(Actuator):
+    """CPU affinity of one process (sched_setaffinity before exec; children inherit it)."""
+
+    kind = "affinity"
+    OPTIONS = {"target": ((str,), False)}
+
+    def validate_value(self, value: Any) -> None:
+        cpus = parse_cpus(value)
+        allowed = os.sched_getaffinity(0)
+        if not cpus <= allowed:
+            raise ValueError(f"CPUs {cpu_list(cpus - allowed)} are not available here (allowed: {cpu_list(allowed)})")
+
+    def apply(self, value: Any, run: RunContext) -> None:
+        self._process(run).cpus = parse_cpus(value)
+
+
+class _CgroupActuator(Actuator):
+    controller: ClassVar[str]
+
+    def __init__(self, knob: Knob, experiment: str):
+        super().__init__(knob, experiment)
+        self._group: cgroups.Group | None = None
+
+    def check(self) -> None:
+        self._group = cgroups.create(f"{_safe(self.experiment)}-{_safe(self.target)}-{self.controller}", {self.controller})
+
+    def apply(self, value: Any, run: RunContext) -> None:
+        if self._group is None:
+            self.check()
+        self._set(self._group, value)
+        process = self._process(run)
+        for procs in self._group.procs_files:
+            if procs not in process.cgroup_procs:
+                process.cgroup_procs.append(procs)
+
+    def restore(self) -> None:
+        if self._group is not None:
+            self._group.remove()
+            self._group = None
+
+
+class CgroupCpuset(_CgroupActuator):
+    """The CPUs a process (and all it starts) may run on, as a cgroup cpuset."""
+
+    kind = "cgroup-cpuset"
+    controller = "cpuset"
+    OPTIONS = {"target": ((str,), False)}
+
+    def validate_value(self, value: Any) -> None:
+        Affinity.validate_value(self, value)
+
+    def _set(self, group: cgroups.Group, value: Any) -> None:
+        group.set_cpus(cpu_list(parse_cpus(value)))
+
+
+class CgroupQuota(_CgroupActuator):
+    """CPU bandwidth in CPUs' worth of time (0.5 = half a core; 0 = unlimited), CFS quota."""
+
+    kind = "cgroup-quota"
+    controller = "cpu"
+    OPTIONS = {"target": ((str,), False), "period_us": ((int,), False)}
+
+    def validate_value(self, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"a CPU quota is a number of CPUs >= 0 (0 = unlimited), got {value!r}")
+        if value and value * self.options.get("period_us", 100_000) < 1000:
+            raise ValueError(f"quota {value} CPUs is below the kernel's 1 ms minimum per period")
+
+    def _set(self, group: cgroups.Group, value: Any) -> None:
+        group.set_quota(float(value), int(self.options.get("period_us", 100_000)))
+
+
+class Sysctl(Actuator):
+    kind = "sysctl"
+    OPTIONS = {"key": ((str,), True)}
+
+    def __init__(self, knob: Knob, experiment: str):
+        super().__init__(knob, experiment)
+        self.path = Path("/proc/sys") / self.options["key"].replace(".", "/")
+        self._original: str | None = None
+
+    def check(self) -> None:
+        if not self.path.exists():
+            raise UnsupportedError(f"sysctl {self.options['key']} does not exist on this kernel ({self.path})")
+        if not os.access(self.path, os.W_OK):
+            raise UnsupportedError(f"sysctl {self.options['key']} is not writable here (run as root?)")
+
+    def apply(self, value: Any, run: RunContext) -> None:
+        if self._original is None:
+            self._original = self.path.read_text().strip()
+        try:
+            self.path.write_text(str(value))
+        except OSError as exc:
+            raise UnsupportedError(f"sysctl {self.options['key']}={value}: {exc.strerror}") from None
+
+    def restore(self) -> None:
+        if self._original is not None:
+            try:
+                self.path.write_text(self._original)
+            except OSError:
+                pass
+            self._original = None
+
+
+# ethtool -c prints "rx-usecs: 8"; -C takes the same names.
+COALESCE_PARAMS = (
+    "adaptive-rx", "adaptive-tx", "rx-usecs", "rx-frames", "rx-usecs-irq", "rx-frames-irq",
+    "tx-usecs", "tx-frames", "tx-usecs-irq", "tx-frames-irq", "sample-interval",
+)
+
+
+class EthtoolCoalesce(Actuator):
+    """NIC interrupt coalescing (ethtool -C IFACE PARAM VALUE), where the NIC supports it."""
+
+    kind = "ethtool-coalesce"
+    OPTIONS = {"iface": ((str,), True), "param": ((str,), True)}
+
+    def __init__(self, knob: Knob, experiment: str):
+        super().__init__(knob, experiment)
+        if self.options["param"] not in COALESCE_PARAMS:
+            raise ValueError(f"param: unknown coalescing parameter {self.options['param']!r} "
+                             f"(one of {', '.join(COALESCE_PARAMS)})")
+        self._original: str | None = None
+
+    def current(self) -> str:
+        iface, param = self.options["iface"], self.options["param"]
+        try:
+            shown = subprocess.run(["ethtool", "-c", iface], capture_output=True, text=True, timeout=10)
+        except FileNotFoundError:
+            raise UnsupportedError("ethtool is not installed") from None
+        if shown.returncode != 0:
+            reason = (shown.stderr.strip().splitlines() or ["unknown error"])[-1]
+            raise UnsupportedError(f"interrupt coalescing on {iface} is not supported here ({reason})")
+        for line in shown.stdout.splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() == param:
+                value = value.strip()
+                if value in ("n/a", ""):
+                    break
+                return value
+        raise UnsupportedError(f"{iface} does not support coalescing parameter {param}")
+
+    def check(self) -> None:
+        self.current()
+
+    def apply(self, value: Any, run: RunContext) -> None:
+        if self._original is None:
+            self._original = self.current()
+        self._set(str(value))
+
+    def _set(self, value: str) -> None:
+        iface, param = self.options["iface"], self.options["param"]
+        done = subprocess.run(["ethtool", "-C", iface, param, value], capture_output=True, text=True, timeout=10)
+        # ethtool exits 80 ("unmodified") when the value is already set: not an error.
+        if done.returncode not in (0, 80):
+            raise UnsupportedError(f"ethtool -C {iface} {param} {value}: {done.stderr.strip()}")
+
+    def restore(self) -> None:
+        if self._original is not None:
+            try:
+                self._set(self._original)
+            except UnsupportedError:
+                pass
+            self._original = None
+
+
+class Hook(Actuator):
+    """A user's shell command (with ``{value}`` and every placeholder) or Python entry point."""
+
+    kind = "hook"
+    OPTIONS = {"command": ((str,), False), "entry_point": ((str,), False), "restore": ((str,), False)}
+
+    def __init__(self, knob: Knob, experiment: str):
+        super().__init__(knob, experiment)
+        has_command, has_entry = "command" in self.options, "entry_point" in self.options
+        if has_command == has_entry:
+            raise ValueError("a hook takes exactly one of command or entry_point")
+        self._function = None
+        self._applied = False
+
+    def check(self) -> None:
+        entry = self.options.get("entry_point")
+        if entry:
+            module, _, name = entry.partition(":")
+            try:
+                self._function = getattr(importlib.import_module(module), name)
+            except (ImportError, AttributeError) as exc:
+                raise UnsupportedError(f"entry point {entry!r} cannot be loaded ({exc})") from None
+
+    def apply(self, value: Any, run: RunContext) -> None:
+        self._applied = True
+        if "command" in self.options:
+            command = fill(self.options["command"], {**run.values, "value": shlex.quote(str(value))})
+            done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                tail = (done.stderr.strip().splitlines() or [""])[-1]
+                raise RuntimeError(f"hook of knob {self.knob.name!r} exited {done.returncode}: {tail}")
+        else:
+            if self._function is None:
+                self.check()
+            self._function(value, dict(run.values))
+
+    def restore(self) -> None:
+        if self._applied and "restore" in self.options:
+            subprocess.run(self.options["restore"], shell=True, capture_output=True, timeout=300)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+
+
+ACTUATORS: dict[str, type[Actuator]] = {
+    cls.kind: cls
+    for cls in (Placeholder, Env, Affinity, CgroupCpuset, CgroupQuota, Sysctl, EthtoolCoalesce, Hook)
+}
+
+
+def build(knob: Knob, experiment: str) -> Actuator:
+    return ACTUATORS[knob.actuator](knob, experiment)

@@ -1,0 +1,99 @@
+"""cgroup v1 and v2: create a group per process of an experiment, set cpus and quota.
+
+The runner's child process joins its groups itself (writing its pid to
+``cgroup.procs`` before exec), so the workload starts inside them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from perflearn.errors import UnsupportedError
+
+ROOT = Path(os.environ.get("PERFLEARN_CGROUP_ROOT", "/sys/fs/cgroup"))
+
+
+def version() -> int | None:
+    """2 for a unified hierarchy with the cpu and cpuset controllers, 1 for v1, else None."""
+    controllers = ROOT / "cgroup.controllers"
+    if controllers.exists():
+        return 2
+    if (ROOT / "cpu").is_dir() or (ROOT / "cpuset").is_dir():
+        return 1
+    return None
+
+
+@dataclass
+class Group:
+    """One process's groups for the controllers it needs (cpuset, cpu)."""
+
+    name: str
+    dirs: dict[str, Path]  # controller -> directory
+
+    @property
+    def procs_files(self) -> list[str]:
+        return sorted({str(d / "cgroup.procs") for d in self.dirs.values()})
+
+    def set_cpus(self, cpus: str) -> None:
+        _write(self.dirs["cpuset"] / "cpuset.cpus", cpus)
+
+    def set_quota(self, cpus: float, period_us: int) -> None:
+        """Limit to ``cpus`` CPUs' worth of time per period (0 = unlimited)."""
+        directory = self.dirs["cpu"]
+        quota = int(round(cpus * period_us)) if cpus > 0 else -1
+        if (directory / "cpu.max").exists():
+            _write(directory / "cpu.max", f"{quota if quota > 0 else 'max'} {period_us}")
+        else:
+            _write(directory / "cpu.cfs_period_us", str(period_us))
+            _write(directory / "cpu.cfs_quota_us", str(quota))
+
+    def remove(self) -> None:
+        for directory in self.dirs.values():
+            try:
+                directory.rmdir()
+            except OSError:
+                pass  # still has processes (a stray child): leave it, it is harmless
+
+
+def create(name: str, controllers: set[str]) -> Group:
+    """Create (or reuse) ``perflearn/<name>`` for each controller in ``controllers``."""
+    ver = version()
+    if ver is None:
+        raise UnsupportedError(f"no cgroup hierarchy under {ROOT}")
+    dirs: dict[str, Path] = {}
+    if ver == 2:
+        enabled = (ROOT / "cgroup.controllers").read_text().split()
+        for controller in controllers:
+            if controller not in enabled:
+                raise UnsupportedError(f"cgroup v2 controller {controller!r} is not enabled under {ROOT}")
+        parent = ROOT / "perflearn"
+        parent.mkdir(exist_ok=True)
+        wanted = " ".join(f"+{c}" for c in sorted(controllers))
+        _write(ROOT / "cgroup.subtree_control", wanted)
+        _write(parent / "cgroup.subtree_control", wanted)
+        directory = parent / name
+        directory.mkdir(exist_ok=True)
+        return Group(name, {c: directory for c in controllers})
+    for controller in controllers:
+        base = ROOT / controller
+        if not base.is_dir():
+            raise UnsupportedError(f"cgroup v1 controller {controller!r} is not mounted at {base}")
+        parent = base / "perflearn"
+        directory = parent / name
+        for d in (parent, directory):
+            d.mkdir(exist_ok=True)
+            if controller == "cpuset":  # a v1 cpuset group needs cpus and mems before it takes tasks
+                for file in ("cpuset.cpus", "cpuset.mems"):
+                    if not (d / file).read_text().strip():
+                        _write(d / file, (d.parent / file).read_text().strip())
+        dirs[controller] = directory
+    return Group(name, dirs)
+
+
+def _write(path: Path, value: str) -> None:
+    try:
+        path.write_text(value)
+    except OSError as exc:
+        raise UnsupportedError(f"cannot write {value!r} to {path}: {exc.strerror}") from None

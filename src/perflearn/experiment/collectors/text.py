@@ -1,0 +1,151 @@
+"""Metrics read from a process's output or a file: a regular expression, or a JSON path.
+
+``process`` names whose output (workload or a companion), ``stream`` stdout or
+stderr; or ``file`` a path template (``{run_dir}/out.json``) read after the run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+
+import jmespath
+import jmespath.exceptions
+
+from ..launch import fill
+from .base import Collector, Missing, number
+
+_SOURCE_OPTIONS = {"process": ((str,), False), "stream": ((str,), False), "file": ((str,), False), "scale": ((int, float), False)}
+
+
+def _validate_source(metric) -> None:
+    stream = metric.options.get("stream", "stdout")
+    if stream not in ("stdout", "stderr"):
+        raise ValueError(f"stream: expected 'stdout' or 'stderr', got {stream!r}")
+    if "file" in metric.options and ("stream" in metric.options or "process" in metric.options):
+        raise ValueError("file: give either file, or process/stream, not both")
+
+
+def _text(metric, run, result) -> str | Missing:
+    if "file" in metric.options:
+        path = fill(metric.options["file"], run.values)
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError as exc:
+            return Missing(f"cannot read {path}: {exc.strerror}")
+    process = metric.options.get("process", "workload")
+    stream = metric.options.get("stream", "stdout")
+    if process not in result.processes:
+        return Missing(f"process {process!r} did not run")
+    return getattr(result.processes[process], stream)
+
+
+def _where(metric) -> str:
+    if "file" in metric.options:
+        return metric.options["file"]
+    return f"{metric.options.get('process', 'workload')} {metric.options.get('stream', 'stdout')}"
+
+
+class Regex(Collector):
+    source = "regex"
+    OPTIONS = {**_SOURCE_OPTIONS, "pattern": ((str,), True), "group": ((int, str), False), "match": ((str,), False)}
+    REDUCERS = ("first", "last", "sum", "mean", "count")
+
+    @classmethod
+    def validate(cls, metric):
+        _validate_source(metric)
+        try:
+            pattern = re.compile(metric.options["pattern"], re.MULTILINE)
+        except re.error as exc:
+            raise ValueError(f"pattern: not a valid regular expression ({exc})") from None
+        group = metric.options.get("group")
+        if isinstance(group, int) and group > pattern.groups:
+            raise ValueError(f"group: the pattern has {pattern.groups} group(s), not {group}")
+        if isinstance(group, str) and group not in pattern.groupindex:
+            raise ValueError(f"group: the pattern has no group named {group!r}")
+        if metric.options.get("match", "first") not in cls.REDUCERS:
+            raise ValueError(f"match: expected one of {', '.join(cls.REDUCERS)}")
+
+    def values(self, run, result):
+        out = {}
+        for metric in self.metrics:
+            text = _text(metric, run, result)
+            out[metric.name] = text if isinstance(text, Missing) else self._extract(metric, text)
+        return out
+
+    @staticmethod
+    def _extract(metric, text: str):
+        pattern = re.compile(metric.options["pattern"], re.MULTILINE)
+        group = metric.options.get("group")
+        if group is None:
+            group = "value" if "value" in pattern.groupindex else (1 if pattern.groups else 0)
+        reduce = metric.options.get("match", "first")
+        found = [m.group(group) for m in pattern.finditer(text)]
+        if reduce == "count":
+            return float(len(found))
+        if not found:
+            return Missing(f"pattern {metric.options['pattern']!r} did not match {_where(metric)}")
+        numbers = []
+        for raw in found:
+            value = number(raw, f"match {raw!r}")
+            if isinstance(value, Missing):
+                return value
+            numbers.append(value)
+        scale = float(metric.options.get("scale", 1.0))
+        picked = {"first": numbers[0], "last": numbers[-1], "sum": sum(numbers), "mean": statistics.fmean(numbers)}[reduce]
+        return picked * scale
+
+
+def parse_json_document(text: str):
+    """The JSON document in ``text``, skipping any lines a tool printed before it."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    for match in re.finditer(r"^[\[{]", text, re.MULTILINE):
+        try:
+            return json.JSONDecoder().raw_decode(text[match.start():])[0]
+        except json.JSONDecodeError:
+            continue
+    raise ValueError("no JSON document found")
+
+
+class JsonPath(Collector):
+    source = "json"
+    OPTIONS = {**_SOURCE_OPTIONS, "path": ((str,), True)}
+
+    @classmethod
+    def validate(cls, metric):
+        _validate_source(metric)
+        try:
+            jmespath.compile(metric.options["path"])
+        except jmespath.exceptions.ParseError as exc:
+            raise ValueError(f"path: not a valid JMESPath expression ({str(exc).splitlines()[0]})") from None
+
+    def values(self, run, result):
+        out = {}
+        documents: dict[str, object] = {}
+        for metric in self.metrics:
+            text = _text(metric, run, result)
+            if isinstance(text, Missing):
+                out[metric.name] = text
+                continue
+            where = _where(metric)
+            if where not in documents:
+                try:
+                    documents[where] = parse_json_document(text)
+                except ValueError:
+                    documents[where] = Missing(f"{where} holds no JSON document")
+            document = documents[where]
+            if isinstance(document, Missing):
+                out[metric.name] = document
+                continue
+            found = jmespath.search(metric.options["path"], document)
+            if found is None:
+                out[metric.name] = Missing(f"path {metric.options['path']!r} not found in {where}")
+                continue
+            value = number(found, f"path {metric.options['path']!r}")
+            out[metric.name] = value if isinstance(value, Missing) else value * float(metric.options.get("scale", 1.0))
+        return out

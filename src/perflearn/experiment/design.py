@@ -1,0 +1,103 @@
+"""Designs choose the points of an experiment; the plan orders their runs.
+
+factorial: every combination of knob levels; random: independent uniform draws;
+lhs: a Latin hypercube (scipy.stats.qmc); list: the points the spec names.
+Constraints drop points; repeats and a seeded shuffle give the run order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random as random_mod
+from dataclasses import dataclass
+from typing import Any
+
+from scipy.stats import qmc
+
+from perflearn.errors import SpecError
+
+from .knobs import Knob
+from .spec import Spec
+
+MAX_DRAWS_PER_SAMPLE = 1000
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    seq: int  # position in the run order, 0-based
+    point_id: int  # 1-based index of the point in the design
+    rep: int  # repetition, 0-based
+    values: tuple[tuple[str, Any], ...]
+
+    @property
+    def point(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+def points(spec: Spec) -> list[dict[str, Any]]:
+    """The design's points, in design order, constraints applied."""
+    knobs = list(spec.knobs.values())
+    design = spec.design
+    if design.kind == "factorial":
+        levels = [k.domain.levels() for k in knobs]
+        candidates = [dict(zip((k.name for k in knobs), combo)) for combo in itertools.product(*levels)]
+        chosen = [p for p in candidates if _allowed(spec, p)]
+    elif design.kind == "list":
+        chosen = [dict(p) for p in design.points if _allowed(spec, p)]
+    else:
+        chosen = _sampled(spec, knobs)
+    if not chosen:
+        raise SpecError("the design has no point left: every point breaks a constraint", where=str(spec.path))
+    return chosen
+
+
+def _sampled(spec: Spec, knobs: list[Knob]) -> list[dict[str, Any]]:
+    design = spec.design
+    rng = random_mod.Random(design.seed)
+    sampler = qmc.LatinHypercube(d=max(len(knobs), 1), seed=design.seed) if design.kind == "lhs" else None
+    out: list[dict[str, Any]] = []
+    draws = 0
+    while len(out) < design.samples:
+        # LHS draws whole batches so that each batch is stratified; rejected points are redrawn.
+        needed = design.samples - len(out)
+        batch = sampler.random(needed) if sampler else [[rng.random() for _ in knobs] for _ in range(needed)]
+        for row in batch:
+            point = {k.name: k.domain.from_unit(float(u)) for k, u in zip(knobs, row)}
+            if _allowed(spec, point):
+                out.append(point)
+        draws += needed
+        if draws > MAX_DRAWS_PER_SAMPLE * design.samples:
+            raise SpecError(f"could draw only {len(out)} of {design.samples} samples that meet the constraints",
+                            where=str(spec.path))
+    return out
+
+
+def _allowed(spec: Spec, point: dict[str, Any]) -> bool:
+    for constraint in spec.design.constraints:
+        try:
+            if not constraint(point):
+                return False
+        except (TypeError, ValueError, ZeroDivisionError) as exc:
+            raise SpecError(f"design.constraints: {constraint.source!r} fails on {point}: {exc}",
+                            where=str(spec.path)) from None
+    return True
+
+
+def plan(spec: Spec) -> list[PlannedRun]:
+    """Every run of the experiment in execution order (deterministic for a spec)."""
+    chosen = points(spec)
+    runs = [(pid, rep) for rep in range(spec.design.repeat) for pid in range(1, len(chosen) + 1)]
+    if spec.design.order == "random":
+        random_mod.Random(spec.design.seed).shuffle(runs)
+    else:
+        runs.sort()  # all repetitions of a point together, points in design order
+    return [
+        PlannedRun(seq, pid, rep, tuple(chosen[pid - 1].items()))
+        for seq, (pid, rep) in enumerate(runs)
+    ]
+
+
+def point_key(values: dict[str, Any]) -> str:
+    """A stable text key of a point, to recognise it across resumes."""
+    return json.dumps(values, sort_keys=True, default=list)

@@ -1,0 +1,80 @@
+"""What one run launches, as actuators shape it and collectors read it."""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Placeholders every command may use besides the knob names.
+BUILTIN_PLACEHOLDERS = {"rep", "point_id", "run_dir", "port", "experiment"}
+
+
+def placeholders(template: str) -> set[str]:
+    """Field names of a ``{name}`` template (``{{`` escapes a brace). Raises ValueError."""
+    names = set()
+    for _, field_name, _, _ in string.Formatter().parse(template):
+        if field_name is not None:
+            if not field_name.isidentifier():
+                raise ValueError(f"placeholder {{{field_name}}} is not a name")
+            names.add(field_name)
+    return names
+
+
+def fill(template: str, values: dict[str, Any]) -> str:
+    return template.format_map(values)
+
+
+@dataclass
+class ProcessLaunch:
+    """One process of a run: the workload, or a companion (e.g. a server)."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    cpus: set[int] | None = None  # CPU affinity set before exec
+    cgroup_procs: list[str] = field(default_factory=list)  # cgroup.procs files to join before exec
+    stop_signal: int = 15  # how a companion is asked to stop (SIGTERM), then SIGKILL after stop_grace
+    stop_grace: float = 5.0
+
+
+@dataclass
+class RunContext:
+    """One run in flight: its values, directory and processes."""
+
+    experiment: str
+    seq: int
+    point_id: int
+    rep: int
+    values: dict[str, Any]  # knob and built-in placeholder values
+    run_dir: Path
+    processes: dict[str, ProcessLaunch] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what actuators did, for the run's record
+
+
+@dataclass
+class ProcessResult:
+    name: str
+    exit_code: int | None  # None when killed by a signal
+    signal: int | None
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class RunResult:
+    """What happened: the workload's exit, time and resource usage, every process's output."""
+
+    status: str  # ok | failed | timeout
+    wall_s: float
+    exit_code: int | None
+    signal: int | None
+    rusage: Any | None  # resource.struct_rusage of the workload (and its reaped children)
+    processes: dict[str, ProcessResult]
+    error: str | None = None
+
+    @property
+    def workload(self) -> ProcessResult:
+        return self.processes["workload"]

@@ -1,0 +1,185 @@
+"""One run, as a pipeline of named stages: apply knobs, start companions, run the
+workload, collect metrics, clean up. Whatever happens, it returns a RunRecord
+(status ok / failed / timeout / skipped) — a failure is data, not an exception.
+Only KeyboardInterrupt goes through (after every process of the run is stopped).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from perflearn.errors import UnsupportedError
+from perflearn.experiment.actuators import Actuator, cpu_list
+from perflearn.experiment.collectors import Collector, Missing
+from perflearn.experiment.collectors.derived import Derived
+from perflearn.experiment.design import PlannedRun
+from perflearn.experiment.launch import ProcessLaunch, ProcessResult, RunContext, RunResult, fill
+from perflearn.experiment.spec import ProcessSpec, Spec, derived_order
+from perflearn.store import RunRecord
+
+from . import process as proc_mod
+
+
+class RunExecutor:
+    """Runs planned runs of one spec with its built actuators and collectors."""
+
+    def __init__(self, spec: Spec, actuators: dict[str, Actuator], collectors: list[Collector],
+                 keep_run_dirs: bool = False, run_root: Path | None = None):
+        self.spec = spec
+        self.actuators = actuators
+        self.collectors = collectors
+        self.keep_run_dirs = keep_run_dirs
+        self.run_root = run_root
+        self.uses_port = any("{port}" in t for p in spec.workload.processes for t in p.templates()) or any(
+            "{port}" in str(m.options.get("file", "")) for m in spec.metrics.values())
+        self.base_env = dict(os.environ)
+
+    # -- the pipeline ---------------------------------------------------------
+    def execute(self, planned: PlannedRun, measure: bool = True) -> RunRecord:
+        run_dir = Path(tempfile.mkdtemp(prefix=f"perflearn-{planned.point_id}.{planned.rep}-", dir=self.run_root))
+        record = RunRecord(point_id=planned.point_id, rep=planned.rep, seq=planned.seq, status="ok",
+                           started=datetime.now())
+        running: list[proc_mod.Running] = []
+        try:
+            run = self._context(planned, run_dir)
+            failure = self._apply_knobs(planned, run)
+            if failure:
+                record.status, record.error = failure
+                return self._no_values(record)
+            failure = self._start_companions(run, running)
+            if failure:
+                record.status, record.error = "failed", failure
+                return self._no_values(record)
+            result = self._run_workload(run, running)
+            self._stop_companions(running, result)
+            record.exit_code, record.signal, record.wall_s = result.exit_code, result.signal, result.wall_s
+            record.notes = "; ".join(run.notes) or None
+            record.status, record.error = result.status, result.error
+            if result.status != "ok":
+                record.stderr_tail = proc_mod.tail(result.workload.stderr)
+                return self._no_values(record)
+            if measure:
+                self._collect(run, result, record)
+            return record
+        finally:
+            for proc in reversed(running):
+                proc_mod.stop(proc, proc.launch.stop_signal, 2.0)
+            if not self.keep_run_dirs:
+                shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _context(self, planned: PlannedRun, run_dir: Path) -> RunContext:
+        values: dict[str, Any] = {}
+        for name, value in planned.values:
+            values[name] = cpu_list(set(value)) if isinstance(value, (list, tuple)) else value
+        values.update(point_id=planned.point_id, rep=planned.rep, run_dir=str(run_dir), experiment=self.spec.name)
+        if self.uses_port:
+            values["port"] = proc_mod.free_port()
+        run = RunContext(self.spec.name, planned.seq, planned.point_id, planned.rep, values, run_dir)
+        for pspec in self.spec.workload.processes:
+            run.processes[pspec.name] = self._launch(pspec, values)
+        return run
+
+    def _launch(self, pspec: ProcessSpec, values: dict[str, Any]) -> ProcessLaunch:
+        if pspec.shell:
+            quoted = {k: shlex.quote(str(v)) for k, v in values.items()}
+            argv = ["/bin/sh", "-c", fill(pspec.command, quoted)]
+        else:
+            argv = [fill(arg, values) for arg in pspec.command]
+        env = dict(self.base_env)
+        env.update({k: fill(v, values) for k, v in pspec.env.items()})
+        cwd = fill(pspec.cwd, values) if pspec.cwd else None
+        return ProcessLaunch(pspec.name, argv, env, cwd or os.getcwd(),
+                             stop_signal=pspec.stop_signal, stop_grace=pspec.stop_grace)
+
+    def _apply_knobs(self, planned: PlannedRun, run: RunContext) -> tuple[str, str] | None:
+        for name, value in planned.values:
+            try:
+                self.actuators[name].apply(value, run)
+            except UnsupportedError as exc:
+                return "skipped", f"knob {name}={value!r}: {exc}"
+            except Exception as exc:  # a user hook or the system refused: this run fails, the sweep goes on
+                return "failed", f"knob {name}={value!r}: {exc}"
+        return None
+
+    def _start_companions(self, run: RunContext, running: list) -> str | None:
+        for pspec in self.spec.workload.companions:
+            try:
+                proc = proc_mod.spawn(run.processes[pspec.name], run.run_dir)
+            except OSError as exc:
+                return f"companion {pspec.name} cannot start: {exc.strerror or exc} ({run.processes[pspec.name].argv[0]})"
+            running.append(proc)
+            port = int(fill(pspec.ready_port, run.values)) if pspec.ready_port else None
+            problem = proc_mod.wait_ready(proc, port, pspec.ready_pattern, pspec.ready_delay, pspec.ready_timeout)
+            if problem:
+                stderr = proc_mod.tail(proc.output("stderr"), lines=3, chars=300).replace("\n", " | ")
+                return f"companion {pspec.name} {problem}" + (f": {stderr}" if stderr else "")
+        return None
+
+    def _run_workload(self, run: RunContext, running: list) -> RunResult:
+        for collector in self.collectors:
+            collector.before(run)
+        launch = run.processes["workload"]
+        timeout = self.spec.workload.timeout
+        try:
+            proc = proc_mod.spawn(launch, run.run_dir)
+        except OSError as exc:
+            results = {"workload": ProcessResult("workload", None, None, "", "")}
+            return RunResult("failed", 0.0, None, None, None, results,
+                             error=f"cannot start {launch.argv[0]!r}: {exc.strerror or exc}")
+        running.append(proc)
+        finished = proc_mod.wait(proc, timeout)
+        wall = time.perf_counter() - proc.started
+        for collector in self.collectors:
+            collector.after(run)
+        status, error = "ok", None
+        if not finished:
+            proc_mod.stop(proc, grace=2.0)
+            status, error = "timeout", f"no exit within the timeout of {timeout:g} s; process group killed"
+        elif proc.exit_code != 0:
+            status, error = "failed", f"workload exited with {proc_mod.describe_exit(proc)}"
+        proc_mod.stop(proc)  # reaps it, and kills what it left behind in its group
+        results = {p.launch.name: ProcessResult(p.launch.name, p.exit_code, p.signal, p.output("stdout"),
+                                                p.output("stderr")) for p in running}
+        return RunResult(status, wall, proc.exit_code, proc.signal, proc.rusage, results, error)
+
+    def _stop_companions(self, running: list, result: RunResult) -> None:
+        for proc in running:
+            if proc.launch.name == "workload":
+                continue
+            proc_mod.stop(proc, proc.launch.stop_signal, proc.launch.stop_grace)
+            result.processes[proc.launch.name] = ProcessResult(
+                proc.launch.name, proc.exit_code, proc.signal, proc.output("stdout"), proc.output("stderr"))
+
+    def _collect(self, run: RunContext, result: RunResult, record: RunRecord) -> None:
+        known: dict[str, float | Missing] = {k: v for k, v in run.values.items() if k in self.spec.knobs}
+        for collector in self.collectors:
+            try:
+                known.update(collector.values(run, result))
+            except Exception as exc:  # a collector bug must not lose the run
+                for metric in collector.metrics:
+                    known[metric.name] = Missing(f"collector {collector.source} failed: {type(exc).__name__}: {exc}")
+        for metric in derived_order(self.spec):
+            known[metric.name] = Derived.evaluate(metric, known)
+        for name, metric in self.spec.metrics.items():
+            value = known.get(name, Missing("not collected"))
+            if isinstance(value, Missing):
+                record.values[name] = None
+                record.missing[name] = value.reason
+                if metric.required and record.status == "ok":
+                    record.status, record.error = "failed", f"required metric {name} is missing: {value.reason}"
+            else:
+                record.values[name] = float(value)
+
+    def _no_values(self, record: RunRecord) -> RunRecord:
+        """A run that did not complete has no measurements: every metric NULL, with why."""
+        for name in self.spec.metrics:
+            record.values[name] = None
+            record.missing[name] = f"run {record.status}"
+        return record

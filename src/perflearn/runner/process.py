@@ -1,0 +1,170 @@
+"""Start, wait for and stop the processes of a run.
+
+Each process gets its own process group (a timeout kills all it started), joins
+its cgroups and takes its CPU affinity before exec (so the workload runs there
+from its first instruction), and dies with the runner (PR_SET_PDEATHSIG) so that
+a killed runner leaves no workload behind. Waiting uses a pidfd and wait4(), which
+gives the exact resource usage of that one process and what it waited for.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from perflearn.experiment.launch import ProcessLaunch
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@dataclass
+class Running:
+    launch: ProcessLaunch
+    popen: subprocess.Popen
+    stdout_path: Path
+    stderr_path: Path
+    started: float  # perf_counter
+    exit_status: int | None = None  # raw wait status once reaped
+    rusage: object | None = None
+    killed_by_us: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def output(self, stream: str) -> str:
+        path = self.stdout_path if stream == "stdout" else self.stderr_path
+        try:
+            return path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    @property
+    def exit_code(self) -> int | None:
+        if self.exit_status is None or not os.WIFEXITED(self.exit_status):
+            return None
+        return os.WEXITSTATUS(self.exit_status)
+
+    @property
+    def signal(self) -> int | None:
+        if self.exit_status is None or not os.WIFSIGNALED(self.exit_status):
+            return None
+        return os.WTERMSIG(self.exit_status)
+
+
+def spawn(launch: ProcessLaunch, run_dir: Path) -> Running:
+    """Start one process with its output in ``run_dir/<name>.stdout|stderr``."""
+    cgroup_files, cpus = list(launch.cgroup_procs), set(launch.cpus) if launch.cpus else None
+
+    def in_child() -> None:  # runs between fork and exec
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        pid = str(os.getpid())
+        for procs in cgroup_files:  # join cgroups first: joining a cpuset resets the affinity
+            with open(procs, "w") as f:
+                f.write(pid)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    stdout_path = run_dir / f"{launch.name}.stdout"
+    stderr_path = run_dir / f"{launch.name}.stderr"
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        started = time.perf_counter()
+        popen = subprocess.Popen(
+            launch.argv, cwd=launch.cwd, env=launch.env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            process_group=0, preexec_fn=in_child, close_fds=True,
+        )
+    return Running(launch, popen, stdout_path, stderr_path, started)
+
+
+def wait(proc: Running, timeout: float | None) -> bool:
+    """Wait for the process to exit; True if it did within ``timeout`` (it is then reaped)."""
+    if proc.exit_status is not None:
+        return True
+    fd = os.pidfd_open(proc.pid)
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            return False
+        _, status, rusage = os.wait4(proc.pid, 0)
+    finally:
+        os.close(fd)
+    proc.exit_status, proc.rusage = status, rusage
+    proc.popen.returncode = os.waitstatus_to_exitcode(status)  # tell Popen it is reaped
+    return True
+
+
+def stop(proc: Running, sig: int = signal.SIGTERM, grace: float = 5.0) -> None:
+    """Signal the whole process group, then SIGKILL it after ``grace`` seconds; reap."""
+    if proc.exit_status is None:
+        proc.killed_by_us = True
+        _killpg(proc.pid, sig)
+        if not wait(proc, grace):
+            _killpg(proc.pid, signal.SIGKILL)
+            wait(proc, None)
+    _killpg(proc.pid, signal.SIGKILL)  # anything it left running in its group
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def wait_ready(proc: Running, port: int | None, pattern: str | None, delay: float, timeout: float) -> str | None:
+    """Wait until a companion accepts on ``port`` / prints ``pattern``; None when ready, else why not."""
+    deadline = time.monotonic() + timeout
+    regex = re.compile(pattern, re.MULTILINE) if pattern else None
+    while True:
+        if wait(proc, 0):
+            return f"exited with {_describe_exit(proc)} before it was ready"
+        ok = True
+        if port is not None:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    pass
+            except OSError:
+                ok = False
+        if ok and regex is not None:
+            ok = bool(regex.search(proc.output("stdout")) or regex.search(proc.output("stderr")))
+        if ok:
+            break
+        if time.monotonic() > deadline:
+            what = f"port {port}" if port is not None else f"output matching {pattern!r}"
+            return f"not ready after {timeout:g} s (waiting for {what})"
+        time.sleep(0.01)
+    if delay:
+        time.sleep(delay)
+        if wait(proc, 0):
+            return f"exited with {_describe_exit(proc)} right after start"
+    return None
+
+
+def _describe_exit(proc: Running) -> str:
+    if proc.signal is not None:
+        return f"signal {signal.Signals(proc.signal).name}"
+    return f"code {proc.exit_code}"
+
+
+def describe_exit(proc: Running) -> str:
+    return _describe_exit(proc)
+
+
+def free_port() -> int:
+    """A TCP port on loopback that is free now (for the {port} placeholder)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tail(text: str, lines: int = 20, chars: int = 2000) -> str:
+    return "\n".join(text.splitlines()[-lines:])[-chars:]

@@ -1,0 +1,192 @@
+"""The run loop: plan, check the machine, run every point not yet recorded, store
+each run in its own transaction, and leave the system as it found it.
+
+Measurements never overlap: runs go one at a time. A SIGKILLed runner loses at
+most the run in flight; ``resume=True`` continues where it stopped, and refuses a
+changed spec unless ``allow_changed_spec``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perflearn.errors import PerflearnError, RunnerError, SpecError, StoreError, UnsupportedError
+from perflearn.experiment import actuators as actuators_mod
+from perflearn.experiment import collectors as collectors_mod
+from perflearn.experiment.design import PlannedRun, plan, point_key
+from perflearn.experiment.launch import fill
+from perflearn.experiment.spec import Spec
+from perflearn.store import ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
+
+from .execute import RunExecutor
+from .host import host_metadata
+
+
+class Interrupted(PerflearnError):
+    exit_code = 130
+
+
+class Observer:
+    """What a front end hears from the runner (the CLI draws progress from it)."""
+
+    def warning(self, message: str) -> None: ...
+    def started(self, experiment: ExperimentInfo, total: int, todo: list[PlannedRun]) -> None: ...
+    def run_started(self, planned: PlannedRun) -> None: ...
+    def run_finished(self, planned: PlannedRun, record: RunRecord) -> None: ...
+
+
+@dataclass
+class Outcome:
+    experiment: str
+    planned: int
+    already: int  # recorded before this invocation
+    by_status: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ran(self) -> int:
+        return sum(self.by_status.values())
+
+
+def check_machine(spec: Spec) -> tuple[dict[str, actuators_mod.Actuator], list[collectors_mod.Collector], list[str]]:
+    """Build actuators and collectors and check this machine can apply and measure
+    everything the spec asks for. Raises UnsupportedError/SpecError before the sweep."""
+    warnings = list(spec.warnings)
+    built: dict[str, actuators_mod.Actuator] = {}
+    for knob in spec.knobs.values():
+        actuator = actuators_mod.build(knob, spec.name)
+        try:
+            actuator.check()
+        except UnsupportedError as exc:
+            raise UnsupportedError(f"knob {knob.name} (apply = {knob.actuator}): {exc.message}",
+                                   where=str(spec.path)) from None
+        built[knob.name] = actuator
+    collectors = collectors_mod.build(list(spec.metrics.values()))
+    for collector in collectors:
+        try:
+            warnings += collector.check()
+        except UnsupportedError as exc:
+            raise UnsupportedError(exc.message, where=str(spec.path)) from None
+        except ValueError as exc:
+            raise SpecError(str(exc), where=str(spec.path)) from None
+    return built, collectors, warnings
+
+
+def _check_executables(spec: Spec) -> None:
+    for pspec in spec.workload.processes:
+        if pspec.shell:
+            continue
+        program = pspec.command[0]
+        if "{" in program:
+            continue  # chosen by a knob: known only per run
+        if shutil.which(program, path=None) is None and not Path(program).exists():
+            raise SpecError(f"{'workload' if pspec.name == 'workload' else 'companion ' + pspec.name}: "
+                            f"program {program!r} not found (is it installed and on PATH?)", where=str(spec.path))
+
+
+def _run_commands(commands: list[str], spec: Spec, what: str) -> None:
+    for command in commands:
+        command = fill(command, {"experiment": shlex.quote(spec.name)})
+        done = subprocess.run(command, shell=True, capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = (done.stderr.strip().splitlines() or [""])[-1]
+            raise RunnerError(f"{what} command {command!r} exited {done.returncode}: {tail}", where=str(spec.path))
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the sweep as cleanly as Ctrl-C (processes stopped, knobs restored)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _knob_infos(spec: Spec) -> list[KnobInfo]:
+    infos = []
+    for knob in spec.knobs.values():
+        domain = {k: v for k, v in vars(knob.domain).items() if v not in (None, (), False)}
+        infos.append(KnobInfo(knob.name, knob.role, "categorical" if knob.categorical else "numeric",
+                              knob.actuator, domain, knob.unit))
+    return infos
+
+
+def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, allow_changed_spec: bool = False,
+                   observer: Observer | None = None, keep_run_dirs: bool = False) -> Outcome:
+    observer = observer or Observer()
+    planned = plan(spec)
+    existing = store.experiment(spec.name)
+    if existing is not None and not resume:
+        raise StoreError(f"experiment {spec.name!r} exists already ({len(store.recorded(existing))} runs); "
+                         "continue it with --resume, or name a new one with --name", where=getattr(store, "path", None))
+    if existing is not None and existing.spec_hash != spec.hash and not allow_changed_spec:
+        raise StoreError(f"the spec of {spec.name!r} changed since it was started ({existing.spec_hash} -> {spec.hash}); "
+                         "pass --allow-changed-spec to continue anyway, or --name to start a new experiment",
+                         where=str(spec.path))
+    if existing is not None and existing.source != "run":
+        raise StoreError(f"experiment {spec.name!r} was imported, not run; choose another --name",
+                         where=getattr(store, "path", None))
+
+    actuators, collectors, warnings = check_machine(spec)
+    for warning in warnings:
+        observer.warning(warning)
+
+    experiment = existing or store.create_experiment(
+        spec.name, "run", _knob_infos(spec),
+        [MetricInfo(m.name, m.source, m.unit) for m in spec.metrics.values()],
+        description=spec.description, spec_text=spec.text, spec_hash=spec.hash,
+        spec_path=str(Path(spec.path).resolve()), host=host_metadata(),
+    )
+    points = {r.point_id: r.point for r in planned}
+    store.add_points(experiment, [(pid, point_key(values), values) for pid, values in sorted(points.items())])
+    recorded = store.recorded(experiment)
+    todo = [r for r in planned if (r.point_id, r.rep) not in recorded]
+    outcome = Outcome(spec.name, len(planned), len(planned) - len(todo))
+    observer.started(experiment, len(planned), todo)
+    if not todo:
+        return outcome
+
+    executor = RunExecutor(spec, actuators, collectors, keep_run_dirs=keep_run_dirs)
+    warmed: set[int] = set()
+    try:
+        with _sigterm_as_interrupt():
+            try:
+                _run_commands(spec.workload.setup, spec, "setup")
+                _check_executables(spec)
+                for run in todo:
+                    if run.point_id not in warmed:
+                        warmed.add(run.point_id)
+                        for _ in range(spec.workload.warmup):
+                            executor.execute(run, measure=False)
+                    observer.run_started(run)
+                    record = executor.execute(run)
+                    store.record_run(experiment, record)
+                    outcome.by_status[record.status] = outcome.by_status.get(record.status, 0) + 1
+                    observer.run_finished(run, record)
+            except KeyboardInterrupt:
+                raise Interrupted(
+                    f"interrupted after {outcome.ran} of {len(todo)} runs; every finished run is stored and the one "
+                    f"in flight was dropped; continue with: perflearn run {spec.path} --resume") from None
+    finally:
+        for actuator in actuators.values():
+            actuator.restore()
+        try:
+            _run_commands(spec.workload.teardown, spec, "teardown")
+        except RunnerError as exc:
+            observer.warning(str(exc))
+    return outcome

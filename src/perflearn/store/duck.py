@@ -1,0 +1,282 @@
+"""The results store in an embedded DuckDB file (or in memory with ":memory:")."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from perflearn import __version__
+from perflearn.errors import StoreError
+
+from .base import STATUSES, ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
+from .dataset import Dataset
+
+SCHEMA_VERSION = 1
+# version -> SQL that brings a store of that version to the next one.
+MIGRATIONS: dict[int, str] = {}
+
+
+class DuckDBStore(ResultsStore):
+    def __init__(self, path: str | Path = "perflearn.duckdb", read_only: bool = False):
+        self.path = str(path)
+        if read_only and self.path != ":memory:" and not Path(self.path).exists():
+            raise StoreError("no results store here (run an experiment or import a CSV first)", where=self.path)
+        try:
+            self.db = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.IOException as exc:
+            text = str(exc)
+            if "lock" in text.lower():
+                raise StoreError("the store is in use by another perflearn process", where=self.path) from None
+            raise StoreError(f"cannot open the store ({text.splitlines()[0]})", where=self.path) from None
+        except duckdb.Error as exc:
+            raise StoreError(f"not a perflearn store ({str(exc).splitlines()[0]})", where=self.path) from None
+        self._open_schema(read_only)
+
+    # -- schema -------------------------------------------------------------
+    def _open_schema(self, read_only: bool) -> None:
+        tables = {r[0] for r in self.db.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if not tables:
+            if read_only:
+                raise StoreError("the store is empty", where=self.path)
+            with self._transaction():
+                self.db.execute(resources.files("perflearn.store").joinpath("schema.sql").read_text())
+                self.db.execute("INSERT INTO meta VALUES ('schema_version', ?), ('created_by', ?)",
+                                [str(SCHEMA_VERSION), f"perflearn {__version__}"])
+            return
+        if "meta" not in tables:
+            raise StoreError("not a perflearn store (no meta table)", where=self.path)
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"store schema version {version} is newer than this perflearn's ({SCHEMA_VERSION}); "
+                             "upgrade perflearn", where=self.path)
+        while version < SCHEMA_VERSION:
+            if read_only:
+                raise StoreError(f"store schema version {version} needs migrating; open it once for writing",
+                                 where=self.path)
+            if version not in MIGRATIONS:
+                raise StoreError(f"no migration from store schema version {version}", where=self.path)
+            with self._transaction():
+                self.db.execute(MIGRATIONS[version])
+                version += 1
+                self.db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(version)])
+
+    def _transaction(self):
+        db = self.db
+
+        class _Tx:
+            def __enter__(self):
+                db.execute("BEGIN TRANSACTION")
+
+            def __exit__(self, kind, exc, tb):
+                db.execute("ROLLBACK" if kind else "COMMIT")
+
+        return _Tx()
+
+    # -- experiments ----------------------------------------------------------
+    def create_experiment(self, name, source, knobs, metrics, *, description="", spec_text=None, spec_hash=None,
+                          spec_path=None, host=None):
+        if self.experiment(name) is not None:
+            raise StoreError(f"an experiment named {name!r} exists already", where=self.path)
+        with self._transaction():
+            (eid,) = self.db.execute("SELECT nextval('experiment_ids')").fetchone()
+            self.db.execute(
+                "INSERT INTO experiments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [eid, name, description, source, spec_path, spec_text, spec_hash, datetime.now(),
+                 json.dumps(host or {}), __version__],
+            )
+            self.db.executemany(
+                "INSERT INTO knobs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [[eid, k.name, i, k.role, k.kind, k.actuator, json.dumps(k.domain, default=list), k.unit]
+                 for i, k in enumerate(knobs)],
+            ) if knobs else None
+            self.db.executemany(
+                "INSERT INTO metrics VALUES (?, ?, ?, ?, ?)",
+                [[eid, m.name, i, m.source, m.unit] for i, m in enumerate(metrics)],
+            ) if metrics else None
+        return self.experiment(name)
+
+    def experiment(self, name):
+        row = self.db.execute(
+            "SELECT experiment_id, name, source, description, spec_hash, spec_path, created, host "
+            "FROM experiments WHERE name = ?", [name]).fetchone()
+        if row is None:
+            return None
+        eid = row[0]
+        knobs = [KnobInfo(n, r, k, a, json.loads(d) if d else None, u or "") for n, r, k, a, d, u in self.db.execute(
+            "SELECT name, role, kind, actuator, domain, unit FROM knobs WHERE experiment_id = ? ORDER BY position",
+            [eid]).fetchall()]
+        metrics = [MetricInfo(n, s, u or "") for n, s, u in self.db.execute(
+            "SELECT name, source, unit FROM metrics WHERE experiment_id = ? ORDER BY position", [eid]).fetchall()]
+        return ExperimentInfo(eid, row[1], row[2], row[3] or "", row[4], row[5], row[6],
+                              json.loads(row[7]) if row[7] else {}, knobs, metrics)
+
+    def require(self, name: str) -> ExperimentInfo:
+        info = self.experiment(name)
+        if info is None:
+            names = [r[0] for r in self.db.execute("SELECT name FROM experiments ORDER BY name").fetchall()]
+            known = f" (experiments: {', '.join(names)})" if names else " (the store has no experiments yet)"
+            raise StoreError(f"no experiment named {name!r}{known}", where=self.path)
+        return info
+
+    def experiments(self):
+        counts = ", ".join(f"count(r.run_id) FILTER (WHERE r.status = '{s}') AS {s}" for s in STATUSES)
+        return self.db.execute(f"""
+            SELECT e.name, e.source, e.created, count(r.run_id) AS runs, {counts}, e.description
+            FROM experiments e LEFT JOIN runs r USING (experiment_id)
+            GROUP BY ALL ORDER BY e.created""").df()
+
+    # -- points and runs ------------------------------------------------------
+    def add_points(self, experiment, points):
+        existing = self.points(experiment)
+        new = [[experiment.experiment_id, pid, key, json.dumps(values, default=list)]
+               for pid, key, values in points if pid not in existing]
+        for pid, key, _ in points:
+            if pid in existing and existing[pid] != key:
+                raise StoreError(f"point {pid} of {experiment.name!r} was stored with other knob values", where=self.path)
+        if new:
+            with self._transaction():
+                self.db.executemany("INSERT INTO points VALUES (?, ?, ?, ?)", new)
+
+    def points(self, experiment):
+        return dict(self.db.execute("SELECT point_id, point_key FROM points WHERE experiment_id = ?",
+                                    [experiment.experiment_id]).fetchall())
+
+    def record_run(self, experiment, run: RunRecord) -> int:
+        if run.status not in STATUSES:
+            raise StoreError(f"unknown run status {run.status!r}", where=self.path)
+        with self._transaction():
+            (run_id,) = self.db.execute("SELECT nextval('run_ids')").fetchone()
+            try:
+                self.db.execute(
+                    "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [run_id, experiment.experiment_id, run.point_id, run.rep, run.seq, run.status, run.exit_code,
+                     run.signal, run.started, run.wall_s, run.error, run.stderr_tail, run.notes],
+                )
+            except duckdb.ConstraintException:
+                raise StoreError(f"run (point {run.point_id}, rep {run.rep}) of {experiment.name!r} "
+                                 "is recorded already", where=self.path) from None
+            names = list(dict.fromkeys([*run.values, *run.missing]))
+            if names:
+                # One statement for all measurements: a run's cost must stay small.
+                rows = [(run_id, n, run.values.get(n), run.missing.get(n) if run.values.get(n) is None else None)
+                        for n in names]
+                self.db.execute(
+                    "INSERT INTO measurements VALUES " + ", ".join(["(?, ?, ?, ?)"] * len(rows)),
+                    [x for row in rows for x in row],
+                )
+            if run.samples:
+                frame = pd.DataFrame(run.samples, columns=["metric", "t", "value"])
+                frame.insert(0, "run_id", run_id)
+                self.db.register("_samples", frame)
+                self.db.execute("INSERT INTO samples SELECT run_id, metric, t, value FROM _samples")
+                self.db.unregister("_samples")
+        return run_id
+
+    def recorded(self, experiment):
+        return {(p, r) for p, r in self.db.execute(
+            "SELECT point_id, rep FROM runs WHERE experiment_id = ?", [experiment.experiment_id]).fetchall()}
+
+    def runs(self, name):
+        info = self.require(name)
+        return self.db.execute("""
+            SELECT r.run_id, r.point_id, r.rep, r.seq, r.status, r.exit_code, r.signal, r.started, r.wall_s,
+                   r.error, r.stderr_tail, r.notes, p.knob_values
+            FROM runs r JOIN points p USING (experiment_id, point_id)
+            WHERE r.experiment_id = ? ORDER BY r.run_id""", [info.experiment_id]).df()
+
+    def measurements(self, name: str) -> pd.DataFrame:
+        """Long form: run_id, metric, value, missing_reason."""
+        info = self.require(name)
+        return self.db.execute("""
+            SELECT m.run_id, m.metric, m.value, m.missing_reason FROM measurements m
+            JOIN runs r USING (run_id) WHERE r.experiment_id = ? ORDER BY m.run_id""", [info.experiment_id]).df()
+
+    def samples(self, name):
+        info = self.require(name)
+        return self.db.execute("""
+            SELECT s.run_id, s.metric, s.t, s.value FROM samples s JOIN runs r USING (run_id)
+            WHERE r.experiment_id = ? ORDER BY s.run_id, s.metric, s.t""", [info.experiment_id]).df()
+
+    # -- datasets -------------------------------------------------------------
+    def dataset(self, name):
+        info = self.require(name)
+        runs = self.db.execute("""
+            SELECT r.run_id, r.point_id, r.rep, r.status, p.knob_values FROM runs r
+            JOIN points p USING (experiment_id, point_id)
+            WHERE r.experiment_id = ? ORDER BY r.run_id""", [info.experiment_id]).fetchall()
+        frame = pd.DataFrame([{"run_id": r[0], "point_id": r[1], "rep": r[2], "status": r[3], **json.loads(r[4])}
+                              for r in runs],
+                             columns=["run_id", "point_id", "rep", "status", *(k.name for k in info.knobs)])
+        frame = frame.astype({"run_id": "int64", "point_id": "int64", "rep": "int64"})
+        for knob in info.knobs:  # lists (CPU sets) become text so that every value is hashable
+            frame[knob.name] = frame[knob.name].map(lambda v: ",".join(map(str, v)) if isinstance(v, list) else v)
+        values = self.measurements(name)
+        metric_names = [m.name for m in info.metrics]
+        if len(values):
+            wide = values.pivot(index="run_id", columns="metric", values="value")
+            frame = frame.join(wide.reindex(columns=metric_names), on="run_id")
+        for metric in metric_names:
+            if metric not in frame:
+                frame[metric] = float("nan")
+            frame[metric] = frame[metric].astype(float)
+        return Dataset(
+            experiment=name,
+            frame=frame.reset_index(drop=True),
+            knobs=[k.name for k in info.knobs if k.role == "knob"],
+            metrics=metric_names,
+            context=[k.name for k in info.knobs if k.role == "context"],
+            units={m.name: m.unit for m in info.metrics},
+            kinds={k.name: k.kind for k in info.knobs},
+        )
+
+    def import_dataset(self, dataset, name=None):
+        name = name or dataset.experiment
+        knobs = [KnobInfo(c, "context" if c in dataset.context else "knob", dataset.kinds.get(c, "numeric"))
+                 for c in dataset.features]
+        metrics = [MetricInfo(m, "import", dataset.units.get(m, "")) for m in dataset.metrics]
+        info = self.create_experiment(name, "import", knobs, metrics, description=f"imported {len(dataset.frame)} rows")
+        frame = dataset.frame
+        points = {}
+        for row in frame[["point_id", *dataset.features]].drop_duplicates("point_id").itertuples(index=False):
+            values = {c: _plain(v) for c, v in zip(dataset.features, row[1:])}
+            points[int(row[0])] = (int(row[0]), json.dumps(values, sort_keys=True), values)
+        self.add_points(info, list(points.values()))
+        with self._transaction():
+            ids = [r[0] for r in self.db.execute("SELECT nextval('run_ids') FROM range(?)", [len(frame)]).fetchall()]
+            runs = pd.DataFrame({
+                "run_id": ids,
+                "experiment_id": info.experiment_id,
+                "point_id": frame["point_id"].astype(int).to_numpy(),
+                "rep": frame["rep"].astype(int).to_numpy(),
+                "status": frame["status"].to_numpy(),
+            })
+            self.db.register("_runs", runs)
+            self.db.execute("INSERT INTO runs (run_id, experiment_id, point_id, rep, status) "
+                            "SELECT run_id, experiment_id, point_id, rep, status FROM _runs")
+            self.db.unregister("_runs")
+            long = frame[dataset.metrics].copy()
+            long.insert(0, "run_id", runs["run_id"].to_numpy())
+            long = long.melt(id_vars="run_id", var_name="metric", value_name="value")
+            long["missing_reason"] = long["value"].isna().map({True: "missing in the imported file", False: None})
+            self.db.register("_m", long)
+            self.db.execute("INSERT INTO measurements SELECT run_id, metric, value, missing_reason FROM _m")
+            self.db.unregister("_m")
+        return info
+
+    def close(self):
+        try:
+            self.db.close()
+        except duckdb.Error:
+            pass
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars -> Python values, for JSON."""
+    return value.item() if hasattr(value, "item") else value
