@@ -20,4 +20,7 @@ for _area in _AREAS:
 
 
 def main() -> None:
-    app(prog_name="perflearn")
+    try:
+        app(prog_name="perflearn")
+    except KeyboardInterrupt:  # before a command started (e.g. while importing)
+        raise SystemExit(130) from None

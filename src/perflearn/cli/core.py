@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.markup import escape
 from rich.table import Table
 
 from perflearn.errors import UsageError
@@ -161,7 +162,7 @@ def show(
             table = Table("run", "point", "rep", "status", "exit", "wall s", "error", box=None)
             for row in frame.itertuples(index=False):
                 table.add_row(str(row.run_id), str(row.point_id), str(row.rep), row.status, _fmt(row.exit_code),
-                              _num(row.wall_s), row.error or "")
+                              _num(row.wall_s), escape(row.error or ""))
             terminal.out.print(table)
             return
         dataset = results.dataset(experiment)
@@ -180,7 +181,7 @@ def _print_summary(dataset: Dataset, metrics: list[str] | None = None, full: boo
     summary = summarize(dataset, metrics)
     table = Table("point", *dataset.features, "runs", "not ok", box=None)
     for m in metrics:
-        unit = f" [{dataset.units.get(m)}]" if dataset.units.get(m) else ""
+        unit = escape(f" [{dataset.units.get(m)}]") if dataset.units.get(m) else ""
         if full:
             for stat in ("mean", "median", "std", "±95%"):
                 table.add_column(f"{m}{unit} {stat}" if stat == "mean" else stat, justify="right")
@@ -243,8 +244,9 @@ def _num(value) -> str:
 
 
 def _fmt(value) -> str:
+    """A knob value or text for a table cell (escaped: "[x]" is not rich markup)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value))
-    return str(value)
+    return escape(str(value))

@@ -13,8 +13,6 @@ import random as random_mod
 from dataclasses import dataclass
 from typing import Any
 
-from scipy.stats import qmc
-
 from perflearn.errors import SpecError
 
 from .knobs import Knob
@@ -53,6 +51,8 @@ def points(spec: Spec) -> list[dict[str, Any]]:
 
 
 def _sampled(spec: Spec, knobs: list[Knob]) -> list[dict[str, Any]]:
+    from scipy.stats import qmc  # imported here: scipy.stats costs a second at start-up
+
     design = spec.design
     rng = random_mod.Random(design.seed)
     sampler = qmc.LatinHypercube(d=max(len(knobs), 1), seed=design.seed) if design.kind == "lhs" else None

@@ -27,19 +27,29 @@ from perflearn.store import RunRecord
 from . import process as proc_mod
 
 
+def default_run_root() -> Path | None:
+    """Where run directories go: PERFLEARN_RUN_DIR, else /dev/shm (a disk's metadata
+    operations cost milliseconds per run), else the system's temporary directory."""
+    chosen = os.environ.get("PERFLEARN_RUN_DIR")
+    if chosen:
+        return Path(chosen)
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
 class RunExecutor:
     """Runs planned runs of one spec with its built actuators and collectors."""
 
     def __init__(self, spec: Spec, actuators: dict[str, Actuator], collectors: list[Collector],
-                 keep_run_dirs: bool = False, run_root: Path | None = None):
+                 keep_run_dirs: bool = False, run_root: Path | None = None, store: str = ""):
         self.spec = spec
         self.actuators = actuators
         self.collectors = collectors
         self.keep_run_dirs = keep_run_dirs
-        self.run_root = run_root
+        self.run_root = run_root or default_run_root()
         self.uses_port = any("{port}" in t for p in spec.workload.processes for t in p.templates()) or any(
             "{port}" in str(m.options.get("file", "")) for m in spec.metrics.values())
-        self.base_env = dict(os.environ)
+        self.base_env = {**os.environ, proc_mod.RUNNER_VAR: str(os.getpid()), proc_mod.STORE_VAR: store}
 
     # -- the pipeline ---------------------------------------------------------
     def execute(self, planned: PlannedRun, measure: bool = True) -> RunRecord:

@@ -27,6 +27,7 @@ from perflearn.experiment.spec import Spec
 from perflearn.store import ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
 
 from .execute import RunExecutor
+from .process import reap_orphans
 from .host import host_metadata
 
 
@@ -161,7 +162,13 @@ def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, all
     if not todo:
         return outcome
 
-    executor = RunExecutor(spec, actuators, collectors, keep_run_dirs=keep_run_dirs)
+    store_id = str(getattr(store, "path", ""))
+    if store_id and store_id != ":memory:":
+        store_id = str(Path(store_id).resolve())
+        leftovers = reap_orphans(store_id)
+        if leftovers:
+            observer.warning(f"stopped {leftovers} process group(s) left running by a killed runner of this store")
+    executor = RunExecutor(spec, actuators, collectors, keep_run_dirs=keep_run_dirs, store=store_id)
     warmed: set[int] = set()
     try:
         with _sigterm_as_interrupt():

@@ -25,6 +25,7 @@ MIGRATIONS: dict[int, str] = {}
 class DuckDBStore(ResultsStore):
     def __init__(self, path: str | Path = "perflearn.duckdb", read_only: bool = False):
         self.path = str(path)
+        self._next_run_id: int | None = None
         if read_only and self.path != ":memory:" and not Path(self.path).exists():
             raise StoreError("no results store here (run an experiment or import a CSV first)", where=self.path)
         try:
@@ -151,8 +152,8 @@ class DuckDBStore(ResultsStore):
     def record_run(self, experiment, run: RunRecord) -> int:
         if run.status not in STATUSES:
             raise StoreError(f"unknown run status {run.status!r}", where=self.path)
+        run_id = self._take_run_ids(1)
         with self._transaction():
-            (run_id,) = self.db.execute("SELECT nextval('run_ids')").fetchone()
             try:
                 self.db.execute(
                     "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -178,6 +179,15 @@ class DuckDBStore(ResultsStore):
                 self.db.execute("INSERT INTO samples SELECT run_id, metric, t, value FROM _samples")
                 self.db.unregister("_samples")
         return run_id
+
+    def _take_run_ids(self, count: int) -> int:
+        """The first of ``count`` new run ids. Only one process writes (DuckDB's file lock),
+        so ids are counted here rather than asked of the database for every run."""
+        if self._next_run_id is None:
+            ((self._next_run_id,),) = self.db.execute("SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchall()
+        first = self._next_run_id
+        self._next_run_id += count
+        return first
 
     def recorded(self, experiment):
         return {(p, r) for p, r in self.db.execute(
@@ -249,7 +259,8 @@ class DuckDBStore(ResultsStore):
             points[int(row[0])] = (int(row[0]), json.dumps(values, sort_keys=True), values)
         self.add_points(info, list(points.values()))
         with self._transaction():
-            ids = [r[0] for r in self.db.execute("SELECT nextval('run_ids') FROM range(?)", [len(frame)]).fetchall()]
+            first = self._take_run_ids(len(frame))
+            ids = list(range(first, first + len(frame)))
             runs = pd.DataFrame({
                 "run_id": ids,
                 "experiment_id": info.experiment_id,

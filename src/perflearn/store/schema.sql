@@ -1,7 +1,6 @@
 -- perflearn results store, schema version 1. docs/store.md describes every column.
 CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
 CREATE SEQUENCE experiment_ids START 1;
-CREATE SEQUENCE run_ids START 1;
 CREATE TABLE experiments (
     experiment_id     INTEGER PRIMARY KEY,
     name              VARCHAR NOT NULL UNIQUE,

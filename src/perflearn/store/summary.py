@@ -6,13 +6,13 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
-
 from .dataset import Dataset
 
 
 def confidence_halfwidth(values: np.ndarray, level: float = 0.95) -> float:
     """Half-width of the Student-t confidence interval of the mean (NaN below 2 values)."""
+    from scipy import stats  # imported here: scipy.stats costs a second at start-up
+
     n = len(values)
     if n < 2:
         return math.nan

@@ -1,0 +1,5 @@
+"""``python -m perflearn`` is the ``perflearn`` command."""
+
+from perflearn.cli import main
+
+main()

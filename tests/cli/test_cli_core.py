@@ -1,0 +1,87 @@
+"""The core commands through the real CLI: output, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from perflearn.cli import app
+
+SPEC = """
+    [experiment]
+    name = "cli-demo"
+    [workload]
+    command = "echo value {x}"
+    [knobs.x]
+    values = [1, 2]
+    [metrics.v]
+    source = "regex"
+    pattern = 'value (\\d+)'
+    unit = "things"
+    [design]
+    repeat = 2
+"""
+
+
+@pytest.fixture
+def cli():
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(app, [str(a) for a in args])
+
+    return invoke
+
+
+def assert_one_line_error(result, code, *fragments):
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_validate_run_ls_show_export(cli, write_spec, store_path, tmp_path):
+    spec = write_spec(SPEC)
+    result = cli("validate", spec, "--plan")
+    assert result.exit_code == 0 and "2 points x 2 repeats = 4 runs" in result.output
+    result = cli("run", spec, "--store", store_path)
+    assert result.exit_code == 0, result.output
+    assert "4 ok; 4/4 runs stored" in result.output
+    result = cli("ls", "--store", store_path)
+    assert "cli-demo" in result.output and " 4 " in result.output
+    result = cli("show", "cli-demo", "--store", store_path, "--full")
+    assert result.exit_code == 0 and "v [things] mean" in result.output
+    result = cli("show", "cli-demo", "--store", store_path, "--runs")
+    assert result.output.count(" ok ") == 4
+    out = tmp_path / "out.csv"
+    result = cli("export", "cli-demo", "--store", store_path, "-o", out)
+    assert result.exit_code == 0
+    frame = pd.read_csv(out)
+    assert list(frame.columns) == ["run_id", "point_id", "rep", "status", "x", "v"]
+    assert (frame["v"] == frame["x"]).all()
+
+
+def test_import_csv_then_show(cli, store_path, tmp_path):
+    csv = tmp_path / "measured.csv"
+    pd.DataFrame({"threads": [1, 2, 1], "perf": [10.0, 20.0, 12.0]}).to_csv(csv, index=False)
+    result = cli("import", csv, "--metric", "perf", "--store", store_path, "--name", "elsewhere")
+    assert result.exit_code == 0 and "imported 3 runs as 'elsewhere'" in result.output
+    result = cli("show", "elsewhere", "--store", store_path)
+    assert "11 ± 12.71" in result.output  # mean and 95% CI of 10 and 12
+
+
+def test_bad_inputs_are_one_line(cli, write_spec, store_path, tmp_path):
+    spec = write_spec(SPEC.replace("echo value {x}", "echo {y}"))
+    assert_one_line_error(cli("run", spec, "--store", store_path), 2, "spec.toml:4", "unknown placeholder {y}")
+    assert_one_line_error(cli("validate", tmp_path / "missing.toml"), 2, "no such spec file")
+    assert_one_line_error(cli("show", "nope", "--store", store_path), 1, "no results store here")
+    good = write_spec(SPEC, "good.toml")
+    cli("run", good, "--store", store_path)
+    assert_one_line_error(cli("show", "nope", "--store", store_path), 1, "no experiment named 'nope'", "cli-demo")
+    assert_one_line_error(cli("show", "cli-demo", "--store", store_path, "-m", "zzz"), 2, "no metric 'zzz'")
+    assert_one_line_error(cli("export", "cli-demo", "--store", store_path, "--format", "xls"), 2, "unknown format 'xls'")
+    assert_one_line_error(cli("import", tmp_path / "none.csv", "--metric", "p", "--store", store_path), 2, "no such file")
+    assert_one_line_error(cli("run", good, "--store", store_path), 1, "exists already", "--resume")

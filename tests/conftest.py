@@ -1,0 +1,48 @@
+"""Shared fixtures: a spec writer and a throwaway results store."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).parent.parent
+
+
+@pytest.fixture
+def write_spec(tmp_path):
+    """write_spec(text, name="spec.toml") -> Path of a spec file holding the dedented text."""
+
+    def write(text: str, name: str = "spec.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text).lstrip())
+        return path
+
+    return write
+
+
+@pytest.fixture
+def store_path(tmp_path) -> Path:
+    return tmp_path / "results.duckdb"
+
+
+@pytest.fixture
+def alive():
+    """alive(pid) -> True while the process runs (a zombie waiting for its reaper counts as gone)."""
+
+    def check(pid: int) -> bool:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        return False
+            except FileNotFoundError:
+                return False
+            time.sleep(0.05)
+        return True
+
+    return check

@@ -1,0 +1,211 @@
+"""Actuators, applied for real through the runner: the workload reports what it got."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from perflearn.errors import UnsupportedError
+from perflearn.experiment import cgroups
+from perflearn.experiment.actuators import parse_cpus
+from perflearn.experiment.spec import load_spec
+from perflearn.runner.runner import check_machine, run_experiment
+from perflearn.store import open_store
+
+
+def run_spec(path):
+    spec = load_spec(path)
+    store = open_store(":memory:")
+    outcome = run_experiment(spec, store)
+    return outcome, store.dataset(spec.name), store
+
+
+def test_parse_cpus():
+    assert parse_cpus("0-2,5") == {0, 1, 2, 5}
+    assert parse_cpus([0, 3]) == {0, 3} and parse_cpus(1) == {1}
+    for bad in ("a-b", "", True):
+        with pytest.raises(ValueError):
+            parse_cpus(bad)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
+def test_affinity_of_workload_and_companion(write_spec, tmp_path):
+    path = write_spec(f"""
+        [workload]
+        command = "grep Cpus_allowed_list /proc/self/status; cat {tmp_path}/server.cpus"
+        shell = true
+        [workload.companions.server]
+        command = "grep Cpus_allowed_list /proc/self/status > {tmp_path}/server.cpus; exec sleep 30"
+        shell = true
+        ready_delay = "0.2s"
+        [knobs.client]
+        categorical = [0, 1]
+        apply = "affinity"
+        [knobs.server]
+        categorical = [0, 1]
+        apply = "affinity"
+        target = "server"
+        [metrics.client_cpu]
+        source = "regex"
+        pattern = 'Cpus_allowed_list:\\s+(\\d+)'
+        match = "first"
+        [metrics.server_cpu]
+        source = "regex"
+        pattern = 'Cpus_allowed_list:\\s+(\\d+)'
+        match = "last"
+    """)
+    outcome, ds, _ = run_spec(path)
+    assert outcome.by_status == {"ok": 4}
+    frame = ds.ok()
+    assert (frame["client_cpu"] == frame["client"]).all()
+    assert (frame["server_cpu"] == frame["server"]).all()
+
+
+@pytest.mark.skipif(cgroups.version() != 1, reason="cgroup v1 cpu controller not mounted")
+def test_cgroup_quota_and_cpuset_v1(write_spec):
+    path = write_spec("""
+        [workload]
+        command = "d=$(grep -E ':cpu(,cpuacct)?:' /proc/self/cgroup | cut -d: -f3); cat /sys/fs/cgroup/cpu$d/cpu.cfs_quota_us; grep Cpus_allowed_list /proc/self/status"
+        shell = true
+        [knobs.quota]
+        values = [0.5, 1.5, 0]
+        apply = "cgroup-quota"
+        [knobs.cpus]
+        categorical = ["1", "0-1"]
+        apply = "cgroup-cpuset"
+        [metrics.quota_us]
+        source = "regex"
+        pattern = '^(-?\\d+)$'
+        [metrics.last_cpu]
+        source = "regex"
+        pattern = 'Cpus_allowed_list:\\s+(?:\\d+-)?(\\d+)'
+    """)
+    outcome, ds, _ = run_spec(path)
+    assert outcome.by_status == {"ok": 6}
+    frame = ds.ok()
+    expected = frame["quota"].map(lambda q: q * 100_000 if q else -1)
+    assert (frame["quota_us"] == expected).all()
+    assert (frame["last_cpu"] == 1).all()  # "1" and "0-1" both end at CPU 1
+    assert not any(p.exists() for p in Path("/sys/fs/cgroup/cpu/perflearn").glob("spec-*"))  # removed after
+
+
+def test_env_knob_and_hook(write_spec, tmp_path):
+    marker = tmp_path / "hook.log"
+    path = write_spec(f"""
+        [workload]
+        command = "echo threads=$OMP_NUM_THREADS"
+        shell = true
+        [knobs.threads]
+        values = [1, 3]
+        apply = "env"
+        var = "OMP_NUM_THREADS"
+        [knobs.mode]
+        categorical = ["a", "b"]
+        apply = "hook"
+        command = "echo {{value}} >> {marker}"
+        restore = "echo restored >> {marker}"
+        [metrics.threads_seen]
+        source = "regex"
+        pattern = 'threads=(\\d+)'
+    """)
+    outcome, ds, _ = run_spec(path)
+    assert outcome.by_status == {"ok": 4}
+    assert (ds.ok()["threads_seen"] == ds.ok()["threads"]).all()
+    assert marker.read_text().split() == ["a", "b", "a", "b", "restored"]
+
+
+def test_failing_hook_fails_the_run_not_the_sweep(write_spec):
+    path = write_spec("""
+        [workload]
+        command = "true"
+        [knobs.x]
+        values = [1, 2]
+        apply = "hook"
+        command = "test {value} -eq 1"
+        [metrics.t]
+        source = "time"
+    """)
+    outcome, ds, store = run_spec(path)
+    assert outcome.by_status == {"ok": 1, "failed": 1}
+    runs = store.runs("spec")
+    failed = runs[runs["status"] == "failed"].iloc[0]
+    assert "hook of knob 'x' exited 1" in failed["error"]
+    assert ds.frame.loc[ds.frame["status"] == "failed", "t"].isna().all()  # NULL, never 0
+
+
+def test_sysctl_applied_then_restored(write_spec):
+    sysctl = Path("/proc/sys/vm/swappiness")
+    if not os.access(sysctl, os.W_OK):
+        pytest.skip("needs root to write sysctls")
+    before = sysctl.read_text().strip()
+    path = write_spec("""
+        [workload]
+        command = "cat /proc/sys/vm/swappiness"
+        [knobs.swappiness]
+        values = [11, 13]
+        apply = "sysctl"
+        key = "vm.swappiness"
+        [metrics.seen]
+        source = "regex"
+        pattern = '(\\d+)'
+    """)
+    outcome, ds, _ = run_spec(path)
+    assert (ds.ok()["seen"] == ds.ok()["swappiness"]).all() and len(ds.ok()) == 2
+    assert sysctl.read_text().strip() == before
+
+
+def test_missing_sysctl_is_refused_before_the_sweep(write_spec):
+    spec = load_spec(write_spec("""
+        [workload]
+        command = "true"
+        [knobs.x]
+        values = [1]
+        apply = "sysctl"
+        key = "net.nothing.here"
+        [metrics.t]
+        source = "time"
+    """))
+    with pytest.raises(UnsupportedError, match="sysctl net.nothing.here does not exist"):
+        check_machine(spec)
+
+
+ETHTOOL_SPEC = """
+    [workload]
+    command = "true"
+    [knobs.rx_usecs]
+    values = [8, 64]
+    apply = "ethtool-coalesce"
+    iface = "@IFACE@"
+    param = "rx-usecs"
+    [metrics.t]
+    source = "time"
+"""
+
+
+def test_ethtool_coalescing_unsupported_nic_is_one_clear_line(write_spec):
+    """Loopback (and veth) have no interrupt coalescing: say so before the sweep."""
+    spec = load_spec(write_spec(ETHTOOL_SPEC.replace("@IFACE@", "lo")))
+    with pytest.raises(UnsupportedError) as caught:
+        check_machine(spec)
+    assert "knob rx_usecs" in str(caught.value) and "coalescing on lo is not supported" in str(caught.value)
+
+
+def test_ethtool_coalescing_applied_and_restored(write_spec, tmp_path, monkeypatch):
+    """The supported path, with a stand-in ethtool: no NIC here has coalescing to set."""
+    state = tmp_path / "rx-usecs"
+    state.write_text("3")
+    fake = tmp_path / "bin" / "ethtool"
+    fake.parent.mkdir()
+    fake.write_text(f"""#!/bin/sh
+if [ "$1" = "-c" ]; then echo "Coalesce parameters for $2:"; echo "rx-usecs: $(cat {state})"; echo "tx-usecs: n/a"; exit 0; fi
+if [ "$1" = "-C" ]; then echo "$4" > {state}; echo "$4" >> {state}.log; exit 0; fi
+exit 1
+""")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    outcome, _, _ = run_spec(write_spec(ETHTOOL_SPEC.replace("@IFACE@", "eth9")))
+    assert outcome.by_status == {"ok": 2}
+    assert (tmp_path / "rx-usecs.log").read_text().split() == ["8", "64", "3"]  # both values, then restored

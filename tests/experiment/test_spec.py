@@ -1,0 +1,169 @@
+"""Spec validation: every error path gives one line with file, line and key."""
+
+from __future__ import annotations
+
+import pytest
+
+from perflearn.errors import SpecError
+from perflearn.experiment.spec import load_spec
+
+GOOD = """
+[experiment]
+name = "demo"
+
+[workload]
+command = "echo {bs} {mode}"
+timeout = "2s"
+
+[knobs.bs]
+values = [1, 2, 4]
+
+[knobs.mode]
+categorical = ["a", "b"]
+
+[metrics.t]
+source = "time"
+"""
+
+
+def error_of(write_spec, text: str) -> str:
+    with pytest.raises(SpecError) as caught:
+        load_spec(write_spec(text))
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_good_spec_reads(write_spec):
+    spec = load_spec(write_spec(GOOD))
+    assert spec.name == "demo"
+    assert spec.workload.main.command == ["echo", "{bs}", "{mode}"]
+    assert spec.workload.timeout == 2.0
+    assert spec.knobs["bs"].domain.levels() == [1, 2, 4]
+    assert spec.knobs["mode"].categorical and not spec.knobs["bs"].categorical
+    assert spec.warnings == []
+
+
+def test_hash_ignores_comments_but_not_values(write_spec):
+    base = load_spec(write_spec(GOOD)).hash
+    assert load_spec(write_spec("# a comment\n" + GOOD, "b.toml")).hash == base
+    assert load_spec(write_spec(GOOD.replace("[1, 2, 4]", "[1, 2, 8]"), "c.toml")).hash != base
+
+
+def test_malformed_toml_names_the_line(write_spec):
+    message = error_of(write_spec, GOOD.replace('values = [1, 2, 4]', 'values = [1, 2,'))
+    assert "spec.toml:" in message and "not valid TOML" in message
+
+
+def test_unknown_key_names_line_and_key(write_spec):
+    message = error_of(write_spec, GOOD.replace("timeout = ", "timout = "))
+    assert "spec.toml:6" in message and "workload.timout" in message and "unknown key" in message
+
+
+def test_unknown_placeholder(write_spec):
+    message = error_of(write_spec, GOOD.replace("echo {bs} {mode}", "echo {bs} {size}"))
+    assert "spec.toml:5" in message and "unknown placeholder {size}" in message
+
+
+def test_value_outside_domain_in_list_design(write_spec):
+    text = GOOD + '\n[design]\nkind = "list"\npoints = [{bs = 3, mode = "a"}]\n'
+    message = error_of(write_spec, text)
+    assert "design.points" in message and "bs = 3 is outside" in message
+
+
+def test_default_outside_domain(write_spec):
+    message = error_of(write_spec, GOOD.replace("values = [1, 2, 4]", "values = [1, 2, 4]\ndefault = 3"))
+    assert "knobs.bs.default" in message
+
+
+def test_bad_regex(write_spec):
+    text = GOOD + '\n[metrics.r]\nsource = "regex"\npattern = "(unclosed"\n'
+    message = error_of(write_spec, text)
+    assert "metrics.r.pattern" in message and "not a valid regular expression" in message
+
+
+def test_regex_group_out_of_range(write_spec):
+    text = GOOD + '\n[metrics.r]\nsource = "regex"\npattern = "x (\\\\d+)"\ngroup = 2\n'
+    assert "has 1 group" in error_of(write_spec, text)
+
+
+def test_unknown_source_and_actuator(write_spec):
+    assert "unknown source 'clock'" in error_of(write_spec, GOOD.replace('source = "time"', 'source = "clock"'))
+    assert "unknown actuator 'magic'" in error_of(write_spec, GOOD.replace("values = [1, 2, 4]", 'values = [1, 2, 4]\napply = "magic"'))
+
+
+def test_missing_metrics(write_spec):
+    text = GOOD[: GOOD.index("[metrics.t]")]
+    assert "metrics: missing" in error_of(write_spec, text)
+
+
+def test_wrong_type(write_spec):
+    message = error_of(write_spec, GOOD.replace('timeout = "2s"', "timeout = true"))
+    assert "workload.timeout" in message
+    assert "duration" in error_of(write_spec, GOOD.replace('timeout = "2s"', 'timeout = "soon"'))
+
+
+def test_continuous_range_needs_step_for_factorial(write_spec):
+    message = error_of(write_spec, GOOD.replace("values = [1, 2, 4]", "range = [1.0, 4.0]"))
+    assert "continuous range" in message and "design.kind" in message
+
+
+def test_log_range_needs_positive_low(write_spec):
+    assert "low > 0" in error_of(write_spec, GOOD.replace("values = [1, 2, 4]", "log_range = [0, 64]"))
+
+
+def test_constraint_on_unknown_knob(write_spec):
+    text = GOOD + '\n[design]\nconstraints = ["bs * threads < 8"]\n'
+    assert "threads, which is not a knob" in error_of(write_spec, text)
+
+
+def test_constraint_refuses_code(write_spec):
+    text = GOOD + '\n[design]\nconstraints = ["__import__(\'os\').system(\'true\')"]\n'
+    assert "not allowed" in error_of(write_spec, text)
+
+
+def test_derived_metric_cycle_and_unknown(write_spec):
+    text = GOOD + '\n[metrics.a]\nsource = "derived"\nexpr = "b + 1"\n[metrics.b]\nsource = "derived"\nexpr = "a * 2"\n'
+    assert "cycle" in error_of(write_spec, text)
+    text = GOOD + '\n[metrics.a]\nsource = "derived"\nexpr = "nothing / t"\n'
+    assert "'nothing' is neither a metric nor a knob" in error_of(write_spec, text)
+
+
+def test_affinity_target_must_be_a_process(write_spec):
+    text = GOOD.replace("values = [1, 2, 4]", 'values = [1, 2, 4]') + '\n[knobs.cpu]\nvalues = [0]\napply = "affinity"\ntarget = "server"\n'
+    assert "no process 'server'" in error_of(write_spec, text)
+
+
+def test_affinity_cpu_must_exist(write_spec):
+    text = GOOD + '\n[knobs.cpu]\nvalues = [0, 4096]\napply = "affinity"\n'
+    assert "not available here" in error_of(write_spec, text)
+
+
+def test_companion_stop_signal_and_placeholder(write_spec):
+    text = GOOD + '\n[workload.companions.server]\ncommand = "sleep {port}"\nstop_signal = "NOPE"\n'
+    assert "unknown signal 'NOPE'" in error_of(write_spec, text)
+
+
+def test_metric_process_must_exist(write_spec):
+    text = GOOD + '\n[metrics.r]\nsource = "regex"\npattern = "x"\nprocess = "server"\n'
+    assert "no process 'server'" in error_of(write_spec, text)
+
+
+def test_unused_knob_warns(write_spec):
+    spec = load_spec(write_spec(GOOD + "\n[knobs.unused]\nvalues = [1]\n"))
+    assert any("unused" in w for w in spec.warnings)
+
+
+def test_setup_may_not_use_run_placeholders(write_spec):
+    text = GOOD.replace('timeout = "2s"', 'timeout = "2s"\nsetup = "mkdir {run_dir}"')
+    assert "setup/teardown run once" in error_of(write_spec, text)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(SpecError, match="no such spec file"):
+        load_spec(tmp_path / "nope.toml")
+
+
+def test_shell_needs_string(write_spec):
+    text = GOOD.replace('command = "echo {bs} {mode}"', 'command = ["echo", "{bs}", "{mode}"]\nshell = true')
+    assert "shell = true needs the command as one string" in error_of(write_spec, text)

@@ -1,0 +1,92 @@
+"""SIGKILL the runner at random moments, then resume: every run is stored exactly
+once, and each kill loses at most the run that was in flight."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from perflearn.store import open_store
+
+SPEC = """
+    [workload]
+    command = "echo {x} >> @LOG@; sleep 0.05"
+    shell = true
+    [knobs.x]
+    range = [1, 24]
+    step = 1
+    [metrics.t]
+    source = "time"
+    [design]
+    repeat = 1
+    order = "random"
+    seed = 4
+"""
+
+
+def start(path, store_path, *extra):
+    cmd = [sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "-q", *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    assert "runs planned" in line, line
+    return proc
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_then_resume(write_spec, store_path, tmp_path):
+    log = tmp_path / "executions.log"
+    path = write_spec(SPEC.replace("@LOG@", str(log)))
+    rng = random.Random(20261122)
+    kills = 0
+    proc = start(path, store_path)
+    for _ in range(4):
+        time.sleep(rng.uniform(0.05, 0.6))
+        if proc.poll() is not None:
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        proc = start(path, store_path, "--resume")
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    assert kills >= 2
+    with open_store(store_path) as store:
+        runs = store.runs("spec")
+    assert sorted(runs["point_id"]) == list(range(1, 25))  # every point once, none twice
+    assert (runs["status"] == "ok").all()
+    executions = log.read_text().split()
+    assert set(executions) == {str(x) for x in range(1, 25)}
+    assert len(executions) <= 24 + kills  # at most the run in flight is lost per kill
+
+
+def test_resume_stops_what_a_killed_runner_left_running(write_spec, store_path, tmp_path, alive):
+    """A SIGKILLed runner cannot stop its workload; the next run of the same store does,
+    so that no measurement overlaps with a leftover."""
+    pidfile = tmp_path / "workload.pid"
+    path = write_spec(f"""
+        [workload]
+        command = "echo $$ > {pidfile}; exec sleep 30"
+        shell = true
+        timeout = "0.2s"
+        [metrics.t]
+        source = "time"
+    """)
+    proc = start(path, store_path)
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    orphan = int(pidfile.read_text())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert alive(orphan)
+    pidfile.unlink()
+    resumed = subprocess.run([sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "-q",
+                              "--resume"], capture_output=True, text=True, timeout=60)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "stopped 1 process group(s) left running by a killed runner" in resumed.stderr
+    assert not alive(orphan)

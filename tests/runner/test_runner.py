@@ -1,0 +1,214 @@
+"""The run loop: failures are data, timeouts kill the whole group, resume never reruns."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from perflearn.errors import SpecError, StoreError
+from perflearn.experiment.spec import load_spec
+from perflearn.runner.runner import run_experiment
+from perflearn.store import open_store
+
+
+def run(path, store=None, **kwargs):
+    store = store or open_store(":memory:")
+    return run_experiment(load_spec(path), store, **kwargs), store
+
+
+def test_failed_run_is_stored_with_exit_code_and_stderr(write_spec):
+    path = write_spec("""
+        [workload]
+        command = "echo out {x}; echo 'broken pipe somewhere' >&2; exit {x}"
+        shell = true
+        [knobs.x]
+        values = [0, 3]
+        [metrics.v]
+        source = "regex"
+        pattern = 'out (\\d+)'
+    """)
+    outcome, store = run(path)
+    assert outcome.by_status == {"ok": 1, "failed": 1}
+    runs = store.runs("spec").set_index("point_id")
+    assert runs.loc[2, "status"] == "failed" and runs.loc[2, "exit_code"] == 3
+    assert "exited with code 3" in runs.loc[2, "error"] and "broken pipe" in runs.loc[2, "stderr_tail"]
+    ds = store.dataset("spec")
+    assert ds.frame.set_index("point_id").loc[2, "v"] != ds.frame.set_index("point_id").loc[2, "v"]  # NaN
+    reasons = store.measurements("spec")
+    assert reasons[reasons["value"].isna()]["missing_reason"].str.contains("run failed").all()
+
+
+def test_timeout_kills_the_whole_process_group(write_spec, tmp_path, alive):
+    pidfile = tmp_path / "child.pid"
+    path = write_spec(f"""
+        [workload]
+        command = "sleep 60 & echo $! > {pidfile}; wait"
+        shell = true
+        timeout = "0.5s"
+        [metrics.t]
+        source = "time"
+    """)
+    started = time.monotonic()
+    outcome, store = run(path)
+    assert outcome.by_status == {"timeout": 1}
+    assert time.monotonic() - started < 10
+    assert not alive(int(pidfile.read_text()))  # the grandchild is gone too
+    assert "timeout of 0.5 s" in store.runs("spec")["error"][0]
+
+
+def test_missing_program_is_refused_before_the_sweep(write_spec):
+    path = write_spec("""
+        [workload]
+        command = "no-such-program-xyz --flag"
+        [metrics.t]
+        source = "time"
+    """)
+    with pytest.raises(SpecError, match="program 'no-such-program-xyz' not found"):
+        run(path)
+
+
+def test_regex_that_never_matches_is_null_with_reason_and_required_fails(write_spec):
+    path = write_spec("""
+        [workload]
+        command = "echo hello"
+        [metrics.loose]
+        source = "regex"
+        pattern = 'nothing (\\d+)'
+        [metrics.strict]
+        source = "regex"
+        pattern = 'nothing (\\d+)'
+        required = true
+    """)
+    outcome, store = run(path)
+    assert outcome.by_status == {"failed": 1}
+    assert "required metric strict is missing" in store.runs("spec")["error"][0]
+
+
+def test_optional_missing_metric_keeps_the_run_ok(write_spec):
+    path = write_spec("""
+        [workload]
+        command = "echo hello"
+        [metrics.t]
+        source = "time"
+        [metrics.loose]
+        source = "regex"
+        pattern = 'nothing (\\d+)'
+    """)
+    outcome, store = run(path)
+    assert outcome.by_status == {"ok": 1}
+    m = store.measurements("spec").set_index("metric")
+    assert m.loc["t", "value"] > 0
+    assert m.loc["loose", "value"] != m.loc["loose", "value"] and "did not match" in m.loc["loose", "missing_reason"]
+
+
+def test_companion_that_dies_fails_the_run(write_spec):
+    path = write_spec("""
+        [workload]
+        command = "true"
+        [workload.companions.server]
+        command = "sh -c 'echo cannot bind >&2; exit 4'"
+        ready_port = "{port}"
+        ready_timeout = "3s"
+        [metrics.t]
+        source = "time"
+    """)
+    outcome, store = run(path)
+    assert outcome.by_status == {"failed": 1}
+    error = store.runs("spec")["error"][0]
+    assert "companion server exited with code 4 before it was ready" in error and "cannot bind" in error
+
+
+def test_companion_is_stopped_after_the_workload(write_spec, tmp_path, alive):
+    pidfile = tmp_path / "server.pid"
+    path = write_spec(f"""
+        [workload]
+        command = "true"
+        [workload.companions.server]
+        command = "echo $$ > {pidfile}; echo ready; exec sleep 60"
+        shell = true
+        ready_pattern = "ready"
+        [metrics.t]
+        source = "time"
+    """)
+    outcome, _ = run(path)
+    assert outcome.by_status == {"ok": 1}
+    assert not alive(int(pidfile.read_text()))
+
+
+def test_resume_skips_stored_runs_and_refuses_changed_spec(write_spec, store_path, tmp_path):
+    log = tmp_path / "ran.log"
+    text = f"""
+        [workload]
+        command = "echo {{x}} >> {log}"
+        shell = true
+        [knobs.x]
+        values = [1, 2, 3]
+        [metrics.t]
+        source = "time"
+        [design]
+        repeat = 2
+    """
+    path = write_spec(text)
+    with open_store(store_path) as store:
+        run(path, store)
+        with pytest.raises(StoreError, match="exists already"):
+            run(path, store)
+        outcome, _ = run(path, store, resume=True)
+        assert outcome.ran == 0 and outcome.already == 6
+    assert len(log.read_text().split()) == 6
+    write_spec(text.replace("[1, 2, 3]", "[1, 2, 3, 4]"))
+    with open_store(store_path) as store:
+        with pytest.raises(StoreError, match="spec of 'spec' changed"):
+            run(path, store, resume=True)
+        outcome, _ = run(path, store, resume=True, allow_changed_spec=True)
+        assert outcome.ran == 2  # only the new point's runs
+        assert len(store.recorded(store.experiment("spec"))) == 8
+
+
+def test_warmup_runs_are_not_stored(write_spec, tmp_path):
+    log = tmp_path / "ran.log"
+    path = write_spec(f"""
+        [workload]
+        command = "echo {{x}} >> {log}"
+        shell = true
+        warmup = 2
+        [knobs.x]
+        values = [1, 2]
+        [metrics.t]
+        source = "time"
+    """)
+    outcome, store = run(path)
+    assert outcome.ran == 2 and len(store.runs("spec")) == 2
+    assert log.read_text().split() == ["1", "1", "1", "2", "2", "2"]
+
+
+def test_sigint_stops_cleanly_and_resume_completes(write_spec, store_path, tmp_path):
+    path = write_spec("""
+        [workload]
+        command = "sleep 0.3{x}"
+        [knobs.x]
+        values = [1, 2, 3, 4, 5, 6]
+        [metrics.t]
+        source = "time"
+    """)
+    cmd = [sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "-q"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    first = proc.stderr.readline()  # "experiment 'spec': 6 runs planned ..." once the sweep starts
+    assert "runs planned" in first
+    time.sleep(0.8)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "interrupted after" in stderr and "--resume" in stderr and "Traceback" not in stderr
+    with open_store(store_path) as store:
+        stored = len(store.recorded(store.experiment("spec")))
+    assert 1 <= stored < 6
+    done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    with open_store(store_path) as store:
+        assert sorted(store.recorded(store.experiment("spec"))) == [(p, 0) for p in range(1, 7)]
