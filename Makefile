@@ -26,8 +26,11 @@ python:
 native:
 	@for d in $(NATIVE_DIRS); do $(MAKE) --no-print-directory -C $$d build || exit 1; done
 
+# The fio sweep of examples/, measured here, stored in perflearn-demo.duckdb, then its table.
+DEMO_STORE := perflearn-demo.duckdb
 demo: setup
-	@$(PYTHON) -m perflearn.demo
+	@rm -f $(DEMO_STORE) $(DEMO_STORE).wal
+	$(PYTHON) -m perflearn run examples/fio-sweep/spec.toml --store $(DEMO_STORE)
 
 test-native: setup
 	@for d in $(NATIVE_DIRS); do $(MAKE) --no-print-directory -C $$d test || exit 1; done
@@ -39,7 +42,7 @@ test-python: setup
 test: test-native test-python
 
 bench: setup
-	$(PYTHON) bench/runner_overhead.py
+	$(PYTHON) bench/runner_overhead.py --runs 500 --repeats 5
 
 clean:
 	rm -rf build dist src/*.egg-info .pytest_cache

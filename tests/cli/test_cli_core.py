@@ -69,8 +69,10 @@ def test_import_csv_then_show(cli, store_path, tmp_path):
     pd.DataFrame({"threads": [1, 2, 1], "perf": [10.0, 20.0, 12.0]}).to_csv(csv, index=False)
     result = cli("import", csv, "--metric", "perf", "--store", store_path, "--name", "elsewhere")
     assert result.exit_code == 0 and "imported 3 runs as 'elsewhere'" in result.output
-    result = cli("show", "elsewhere", "--store", store_path)
+    result = cli("show", "elsewhere", "--store", store_path, "--compact")
     assert "11 ± 12.71" in result.output  # mean and 95% CI of 10 and 12
+    result = cli("show", "elsewhere", "--store", store_path)
+    assert "12.71" in result.output and "1.414" in result.output  # full by default for one metric: std too
 
 
 def test_bad_inputs_are_one_line(cli, write_spec, store_path, tmp_path):

@@ -209,3 +209,86 @@ exit 1
     outcome, _, _ = run_spec(write_spec(ETHTOOL_SPEC.replace("@IFACE@", "eth9")))
     assert outcome.by_status == {"ok": 2}
     assert (tmp_path / "rx-usecs.log").read_text().split() == ["8", "64", "3"]  # both values, then restored
+
+
+def test_machine_without_cgroups_is_one_clear_line(write_spec, tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLEARN_CGROUP_ROOT", str(tmp_path / "no-cgroups"))
+    spec = load_spec(write_spec("""
+        [workload]
+        command = "true"
+        [knobs.quota]
+        values = [0.5]
+        apply = "cgroup-quota"
+        [metrics.t]
+        source = "time"
+    """))
+    with pytest.raises(UnsupportedError, match="knob quota \\(apply = cgroup-quota\\): no cgroup hierarchy under"):
+        check_machine(spec)
+
+
+def test_cgroup_v2_controller_not_enabled(write_spec, tmp_path, monkeypatch):
+    """A v2 hierarchy whose cpu controller is not delegated: refused before the sweep."""
+    (tmp_path / "cgroup.controllers").write_text("memory pids\n")
+    monkeypatch.setenv("PERFLEARN_CGROUP_ROOT", str(tmp_path))
+    spec = load_spec(write_spec("""
+        [workload]
+        command = "true"
+        [knobs.quota]
+        values = [0.5]
+        apply = "cgroup-quota"
+        [metrics.t]
+        source = "time"
+    """))
+    with pytest.raises(UnsupportedError, match="cgroup v2 controller 'cpu' is not enabled"):
+        check_machine(spec)
+
+
+def test_machine_without_perf_is_one_clear_line(write_spec, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no perf on this PATH
+    spec = load_spec(write_spec("""
+        [workload]
+        command = "/bin/true"
+        [metrics.cycles]
+        source = "perf"
+        event = "cycles"
+    """))
+    with pytest.raises(UnsupportedError, match="perf is not installed .* cycles"):
+        check_machine(spec)
+
+
+def hook_entry_point(value, values):
+    """Used by test_hook_entry_point: records what the runner passed."""
+    Path(values["run_dir"]).parent.joinpath("entry-point.log").open("a").write(f"{value}:{values['point_id']}\n")
+
+
+def test_hook_entry_point(write_spec, tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLEARN_RUN_DIR", str(tmp_path))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    path = write_spec("""
+        [workload]
+        command = "true"
+        [knobs.level]
+        values = [5, 7]
+        apply = "hook"
+        entry_point = "test_actuators:hook_entry_point"
+        [metrics.t]
+        source = "time"
+    """)
+    outcome, _, _ = run_spec(path)
+    assert outcome.by_status == {"ok": 2}
+    assert (tmp_path / "entry-point.log").read_text().split() == ["5:1", "7:2"]
+
+
+def test_bad_entry_point_is_refused_before_the_sweep(write_spec):
+    spec = load_spec(write_spec("""
+        [workload]
+        command = "true"
+        [knobs.level]
+        values = [5]
+        apply = "hook"
+        entry_point = "no_such_module_xyz:f"
+        [metrics.t]
+        source = "time"
+    """))
+    with pytest.raises(UnsupportedError, match="entry point 'no_such_module_xyz:f' cannot be loaded"):
+        check_machine(spec)

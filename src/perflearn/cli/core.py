@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -57,7 +56,7 @@ class _Progress(Observer):
         self.by_point: dict[int, list] = {}
         self.remaining: dict[int, int] = {}
         self.metrics: list[str] = []
-        self.started_at = time.monotonic()
+        self.missing_said: set[str] = set()
 
     def warning(self, message: str) -> None:
         terminal.warn(message)
@@ -82,6 +81,12 @@ class _Progress(Observer):
 
     def run_finished(self, planned, record) -> None:
         self.by_point.setdefault(planned.point_id, []).append(record)
+        if record.status == "ok":  # say once per metric that it came out missing, and why
+            for metric, reason in record.missing.items():
+                if metric not in self.missing_said:
+                    self.missing_said.add(metric)
+                    terminal.warn(f"metric {metric} is missing (NULL) in point {planned.point_id} rep {planned.rep}: "
+                                  f"{reason}")
         self.remaining[planned.point_id] -= 1
         if record.status != "ok" and not self.quiet:
             terminal.warn(f"point {planned.point_id} rep {planned.rep}: {record.status}: {record.error}")
@@ -96,7 +101,8 @@ class _Progress(Observer):
                 stats = describe([r.values.get(metric) for r in ok])
                 if stats["n"]:
                     ci = "" if math.isnan(stats["ci95"]) else f" ± {_num(stats['ci95'])}"
-                    parts.append(f"{metric} {_num(stats['mean'])}{ci}")
+                    sd = "" if math.isnan(stats["std"]) else f" (sd {_num(stats['std'])})"
+                    parts.append(f"{metric} {_num(stats['mean'])}{ci}{sd}")
             failed = len(records) - len(ok)
             line = f"point {planned.point_id} [{knobs}]: " + (", ".join(parts) or "no values")
             line += f" (n={len(ok)}" + (f", {failed} not ok)" if failed else ")")
@@ -152,9 +158,9 @@ def show(
     store: StoreOpt = DEFAULT_STORE,
     metric: Annotated[Optional[list[str]], typer.Option("--metric", "-m", help="Only these metrics.")] = None,
     runs: Annotated[bool, typer.Option("--runs", help="One row per run, with status and error, instead of per point.")] = False,
-    full: Annotated[bool, typer.Option("--full", help="Mean, median, std and 95% CI in separate columns.")] = False,
+    full: Annotated[Optional[bool], typer.Option("--full/--compact", help="Mean, median, std and 95% CI in separate columns, or mean ± CI only (default: full for up to 3 metrics).")] = None,
 ) -> None:
-    """A table per point: mean ± 95% CI of each metric over ok runs (--full: median, std too); failures counted."""
+    """A table per point: mean, median, std and 95% CI of each metric over ok runs; failures counted."""
     with open_store(store, read_only=True) as results:
         info = results.require(experiment)
         if runs:
@@ -176,8 +182,10 @@ def show(
     _print_summary(dataset, metric, full)
 
 
-def _print_summary(dataset: Dataset, metrics: list[str] | None = None, full: bool = False) -> None:
+def _print_summary(dataset: Dataset, metrics: list[str] | None = None, full: bool | None = None) -> None:
     metrics = metrics or dataset.metrics
+    if full is None:
+        full = len(metrics) <= 3
     summary = summarize(dataset, metrics)
     table = Table("point", *dataset.features, "runs", "not ok", box=None)
     for m in metrics:

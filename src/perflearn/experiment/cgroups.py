@@ -12,15 +12,17 @@ from pathlib import Path
 
 from perflearn.errors import UnsupportedError
 
-ROOT = Path(os.environ.get("PERFLEARN_CGROUP_ROOT", "/sys/fs/cgroup"))
+def root() -> Path:
+    """The cgroup mount point (PERFLEARN_CGROUP_ROOT overrides /sys/fs/cgroup)."""
+    return Path(os.environ.get("PERFLEARN_CGROUP_ROOT", "/sys/fs/cgroup"))
 
 
 def version() -> int | None:
-    """2 for a unified hierarchy with the cpu and cpuset controllers, 1 for v1, else None."""
-    controllers = ROOT / "cgroup.controllers"
-    if controllers.exists():
+    """2 for a unified hierarchy, 1 for v1 controllers mounted below the root, else None."""
+    base = root()
+    if (base / "cgroup.controllers").exists():
         return 2
-    if (ROOT / "cpu").is_dir() or (ROOT / "cpuset").is_dir():
+    if (base / "cpu").is_dir() or (base / "cpuset").is_dir():
         return 1
     return None
 
@@ -60,6 +62,7 @@ class Group:
 def create(name: str, controllers: set[str]) -> Group:
     """Create (or reuse) ``perflearn/<name>`` for each controller in ``controllers``."""
     ver = version()
+    ROOT = root()
     if ver is None:
         raise UnsupportedError(f"no cgroup hierarchy under {ROOT}")
     dirs: dict[str, Path] = {}
