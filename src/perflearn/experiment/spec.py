@@ -24,6 +24,7 @@ from .collectors import MetricSpec
 from .expr import Expression
 from .knobs import Domain, Knob, is_number
 from .launch import BUILTIN_PLACEHOLDERS, placeholders
+from .sampling import SamplingSpec
 from .tomlpos import Positions
 from .units import parse_duration
 
@@ -91,6 +92,7 @@ class Spec:
     raw: dict[str, Any]
     text: str
     warnings: list[str] = field(default_factory=list)
+    sampling: SamplingSpec | None = None  # interval samples during each run
 
     @property
     def hash(self) -> str:
@@ -202,9 +204,11 @@ def parse_spec(text: str, path: str | Path = "<spec>") -> Spec:
         metrics[metric_name] = _read_metric(metric_name, metrics_table.table(metric_name))
     design_table = root.table("design", {})
     design = _read_design(design_table, knobs)
+    sampling_table = root.table("sampling", None)
+    sampling = _read_sampling(sampling_table) if sampling_table is not None else None
     root.done()
 
-    spec = Spec(path, name, description, workload, knobs, metrics, design, raw, text)
+    spec = Spec(path, name, description, workload, knobs, metrics, design, raw, text, sampling=sampling)
     _check_references(spec, reader)
     return spec
 
@@ -420,6 +424,20 @@ def _read_design(table: _Table, knobs: dict[str, Knob]) -> DesignSpec:
             design.points.append(full)
     table.done()
     return design
+
+
+def _read_sampling(table: _Table) -> SamplingSpec:
+    interval = _duration(table, "interval", 1.0)
+    if interval < 0.01:
+        raise table.error("interval", "must be at least 10ms")
+    events = table.get("perf_events", (list,), [])
+    if not all(isinstance(e, str) and e and "," not in e for e in events):
+        raise table.error("perf_events", "expected a list of perf event names")
+    sampling = SamplingSpec(interval, table.get("system", (bool,), True), table.get("process", (bool,), True), events)
+    if not (sampling.system or sampling.process or sampling.perf_events):
+        raise table.error(None, "samples nothing: enable system, process or perf_events")
+    table.done()
+    return sampling
 
 
 def _check_references(spec: Spec, reader: _Reader) -> None:

@@ -21,6 +21,7 @@ from perflearn.experiment.collectors import Collector, Missing
 from perflearn.experiment.collectors.derived import Derived
 from perflearn.experiment.design import PlannedRun
 from perflearn.experiment.launch import ProcessLaunch, ProcessResult, RunContext, RunResult, fill
+from perflearn.experiment.sampling import Sampler
 from perflearn.experiment.spec import ProcessSpec, Spec, derived_order
 from perflearn.store import RunRecord
 
@@ -67,7 +68,10 @@ class RunExecutor:
             if failure:
                 record.status, record.error = "failed", failure
                 return self._no_values(record)
-            result = self._run_workload(run, running)
+            sampler = Sampler(self.spec.sampling) if self.spec.sampling and measure else None
+            result = self._run_workload(run, running, sampler)
+            if sampler is not None:
+                record.samples = sampler.stop()  # kept whatever the run's outcome
             self._stop_companions(running, result)
             record.exit_code, record.signal, record.wall_s = result.exit_code, result.signal, result.wall_s
             record.notes = "; ".join(run.notes) or None
@@ -132,10 +136,12 @@ class RunExecutor:
                 return f"companion {pspec.name} {problem}" + (f": {stderr}" if stderr else "")
         return None
 
-    def _run_workload(self, run: RunContext, running: list) -> RunResult:
+    def _run_workload(self, run: RunContext, running: list, sampler: Sampler | None) -> RunResult:
         for collector in self.collectors:
             collector.before(run)
         launch = run.processes["workload"]
+        if sampler is not None:
+            launch.argv = sampler.wrap(launch.argv, run.run_dir)
         timeout = self.spec.workload.timeout
         try:
             proc = proc_mod.spawn(launch, run.run_dir)
@@ -144,6 +150,8 @@ class RunExecutor:
             return RunResult("failed", 0.0, None, None, None, results,
                              error=f"cannot start {launch.argv[0]!r}: {exc.strerror or exc}")
         running.append(proc)
+        if sampler is not None:
+            sampler.start(proc.pid)  # its own process group: pgid == pid
         finished = proc_mod.wait(proc, timeout)
         wall = time.perf_counter() - proc.started
         for collector in self.collectors:
