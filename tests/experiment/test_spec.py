@@ -167,3 +167,8 @@ def test_missing_file(tmp_path):
 def test_shell_needs_string(write_spec):
     text = GOOD.replace('command = "echo {bs} {mode}"', 'command = ["echo", "{bs}", "{mode}"]\nshell = true')
     assert "shell = true needs the command as one string" in error_of(write_spec, text)
+
+
+def test_literal_braces_in_setup_say_how_to_escape(write_spec):
+    message = error_of(write_spec, GOOD.replace('timeout = "2s"', 'timeout = "2s"\nsetup = "test -s x || { echo; }"'))
+    assert "workload.setup" in message and "{{" in message

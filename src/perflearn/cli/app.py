@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -29,7 +28,7 @@ def debug() -> bool:
 class _Group(TyperGroup):
     """Maps perflearn's errors to one line and an exit code (also under CliRunner)."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except PerflearnError as exc:
@@ -37,8 +36,6 @@ class _Group(TyperGroup):
                 raise
             terminal.error(str(exc))
             ctx.exit(exc.exit_code)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
-            raise
         except KeyboardInterrupt:
             terminal.error("interrupted")
             ctx.exit(130)
@@ -48,8 +45,8 @@ class _Group(TyperGroup):
             terminal.error(f"{exc.filename or 'system'}: {exc.strerror or exc}")
             ctx.exit(1)
         except Exception as exc:  # a bug: still one line unless debugging
-            if debug():
-                raise
+            if debug() or type(exc).__module__.startswith(("typer", "click")):
+                raise  # the CLI framework's own exits and usage errors
             terminal.error(f"internal error ({type(exc).__name__}: {exc}); rerun with PERFLEARN_DEBUG=1 for the traceback")
             ctx.exit(70)
 
@@ -70,10 +67,14 @@ StoreOpt = Annotated[
 ]
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True)] = False,
+    ctx: typer.Context,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
 ) -> None:
+    if ctx.invoked_subcommand is None and not version:
+        terminal.out.print(ctx.get_help())
+        raise typer.Exit(0)
     if version:
         from perflearn import __version__
 

@@ -451,14 +451,17 @@ def _check_references(spec: Spec, reader: _Reader) -> None:
             try:
                 names = placeholders(template)
             except ValueError as exc:
-                raise reader.error(keys + ("command",), str(exc)) from None
+                raise reader.error(keys + ("command",), f"{exc} (write literal braces as {{{{ and }}}})") from None
             unknown = names - known
             if unknown:
                 raise reader.error(keys + ("command",), f"unknown placeholder {{{sorted(unknown)[0]}}} "
                                    f"(knobs: {', '.join(spec.knobs) or 'none'}; built-in: {', '.join(sorted(BUILTIN_PLACEHOLDERS))})")
             used |= names
     for command in spec.workload.setup + spec.workload.teardown:
-        unknown = placeholders(command) - {"experiment"}
+        try:
+            unknown = placeholders(command) - {"experiment"}
+        except ValueError as exc:
+            raise reader.error(("workload", "setup"), f"{exc} (write literal braces as {{{{ and }}}})") from None
         if unknown:
             raise reader.error(("workload", "setup"), f"setup/teardown run once, so they may only use {{experiment}}, "
                                                       f"not {{{sorted(unknown)[0]}}}")
@@ -467,7 +470,10 @@ def _check_references(spec: Spec, reader: _Reader) -> None:
             raise reader.error(("metrics", metric.name, "process"), f"no process {metric.options['process']!r} "
                                f"(processes: {', '.join(sorted(processes))})")
         if "file" in metric.options:
-            unknown = placeholders(metric.options["file"]) - known
+            try:
+                unknown = placeholders(metric.options["file"]) - known
+            except ValueError as exc:
+                raise reader.error(("metrics", metric.name, "file"), str(exc)) from None
             if unknown:
                 raise reader.error(("metrics", metric.name, "file"), f"unknown placeholder {{{sorted(unknown)[0]}}}")
         if metric.source == "derived":

@@ -1,0 +1,156 @@
+"""Interference: inject it, learn to detect it, watch for it."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from perflearn.errors import UsageError
+
+from . import terminal
+from .app import DEFAULT_STORE, StoreOpt, app
+
+detect_app = typer.Typer(help="Detect interference from interval samples, and predict its slowdown.",
+                         no_args_is_help=True)
+app.add_typer(detect_app, name="detect")
+
+INJECTOR_NAMES = ("none", "cpuoccupy", "membw", "cachecopy", "memleak", "memeater", "iobw", "netflood")
+
+
+@app.command()
+def inject(
+    kind: Annotated[str, typer.Argument(help=f"One of: {', '.join(INJECTOR_NAMES)}.")],
+    intensity: Annotated[float, typer.Option(help="Share of the time (or of memory) it occupies, 0 < x <= 1.")] = 1.0,
+    duration: Annotated[str, typer.Option(help="How long (e.g. 30s); default: until stopped.")] = "1000000s",
+    victim_cpus: Annotated[Optional[str], typer.Option("--victim-cpus", help="CPUs of the workload (e.g. 0 or 0-3).")] = None,
+    level: Annotated[str, typer.Option(help="Cache level for cachecopy: L1, L2 or L3.")] = "L3",
+) -> None:
+    """Occupy one shared resource of this node (HPAS-style), e.g. as a companion in a spec."""
+    from perflearn.detect.injectors import INJECTORS
+    from perflearn.experiment.actuators import parse_cpus
+    from perflearn.experiment.units import parse_duration
+
+    if kind not in INJECTORS:
+        raise UsageError(f"unknown injector {kind!r} (one of: {', '.join(INJECTORS)})")
+    if not 0 < intensity <= 1:
+        raise UsageError(f"--intensity: expected 0 < x <= 1, got {intensity}")
+    if level.upper() not in ("L1", "L2", "L3"):
+        raise UsageError(f"--level: expected L1, L2 or L3, got {level!r}")
+    try:
+        seconds = parse_duration(duration)
+        victim = parse_cpus(victim_cpus) if victim_cpus else set()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        INJECTORS[kind](intensity, seconds, victim, level=level.upper())
+    except KeyboardInterrupt:
+        pass
+
+
+def _training(store: Path, experiment: str, label: str, group: list[str], time_metric: Optional[str], window: int):
+    from perflearn.detect.features import window_features
+    from perflearn.detect.model import training_set
+    from perflearn.detect.watch import samples_interval
+    from perflearn.store import open_store
+
+    with open_store(store, read_only=True) as results:
+        dataset = results.dataset(experiment)
+        samples = results.samples(experiment)
+    interval = samples_interval(samples)
+    windows = window_features(samples, interval, window)
+    if windows.empty:
+        raise UsageError(f"too few samples for windows of {window} ticks in {experiment!r}")
+    return training_set(windows, dataset.frame, label, group, time_metric), interval
+
+
+LabelOpt = Annotated[str, typer.Option(help="Knob that names the interference of a run ('none' = healthy).")]
+GroupOpt = Annotated[Optional[list[str]], typer.Option("--group", help="Knob to hold out in evaluation (workload, input).")]
+TimeOpt = Annotated[Optional[str], typer.Option("--time-metric", help="Runtime metric, for the slowdown regressor.")]
+WindowOpt = Annotated[int, typer.Option(help="Sampling ticks per window.")]
+
+
+@detect_app.command("fit")
+def detect_fit(
+    experiment: Annotated[str, typer.Argument(help="Experiment with [sampling] and an interference knob.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the fitted detector.")],
+    store: StoreOpt = DEFAULT_STORE,
+    label: LabelOpt = "interference",
+    group: GroupOpt = None,
+    time_metric: TimeOpt = None,
+    window: WindowOpt = 4,
+) -> None:
+    """Fit the interference classifier (and slowdown regressor) on an experiment's samples."""
+    from perflearn.detect.model import fit
+
+    data, interval = _training(store, experiment, label, group or [], time_metric, window)
+    detector = fit(data, interval, window)
+    detector.save(output)
+    terminal.out.print(f"detector of {len(detector.classes)} classes ({', '.join(detector.classes)}) from "
+                       f"{detector.info['windows']} windows of {detector.info['runs']} runs; "
+                       f"out-of-bag accuracy {detector.info['oob_score']:.3f}; saved to {output}")
+    table = Table("feature", "importance", box=None)
+    for row in detector.importance().itertuples(index=False):
+        table.add_row(row.feature, f"{row.importance:.3f}")
+    terminal.out.print(table)
+
+
+@detect_app.command("evaluate")
+def detect_evaluate(
+    experiment: Annotated[str, typer.Argument(help="Experiment with [sampling] and an interference knob.")],
+    store: StoreOpt = DEFAULT_STORE,
+    label: LabelOpt = "interference",
+    group: GroupOpt = None,
+    time_metric: TimeOpt = None,
+    window: WindowOpt = 4,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the full report here.")] = None,
+) -> None:
+    """Stratified 5-fold CV, then leave-one-group-out: macro-F1, per class, false alarms, misses."""
+    from perflearn.detect.model import evaluate
+
+    data, _ = _training(store, experiment, label, group or [], time_metric, window)
+    report = evaluate(data)
+    if json_out:
+        json_out.write_text(json.dumps(report, indent=1))
+    summary = Table("evaluation", "macro-F1", "false alarm", "miss", "windows", box=None)
+    for name, part in report.items():
+        if name != "slowdown":
+            summary.add_row(name, f"{part['macro_f1']:.3f}", f"{part['false_alarm']:.3f}", f"{part['miss']:.3f}",
+                            str(part["windows"]))
+    terminal.out.print(summary)
+    per_class = Table("class", *[n for n in report if n != "slowdown"], box=None)
+    for cls in report["kfold"]["per_class_f1"]:
+        per_class.add_row(cls, *[f"{report[n]['per_class_f1'][cls]:.3f}" for n in report if n != "slowdown"])
+    terminal.out.print(per_class)
+    confusion = report["kfold"]["confusion"]
+    matrix = Table("true \\ predicted", *confusion["labels"], box=None)
+    for cls, row in zip(confusion["labels"], confusion["matrix"]):
+        matrix.add_row(cls, *map(str, row))
+    terminal.out.print(matrix)
+    if "slowdown" in report:
+        s = report["slowdown"]
+        terminal.out.print(f"slowdown regressor: MAPE {s['mape']:.1f}% (median {s['median_ape']:.1f}%) over {s['runs']} runs")
+
+
+@detect_app.command("watch")
+def detect_watch(
+    model: Annotated[Path, typer.Option("--model", "-m", help="Directory of a fitted detector.")],
+    pid: Annotated[Optional[int], typer.Option(help="Process to watch (its process group).")] = None,
+    command: Annotated[Optional[list[str]], typer.Argument(help="Or a command to start and watch.")] = None,
+    intervals: Annotated[Optional[int], typer.Option(help="Stop after this many verdicts.")] = None,
+) -> None:
+    """Classify a live workload every interval: verdict, probability, predicted slowdown."""
+    from perflearn.detect.model import Detector
+    from perflearn.detect.watch import watch
+
+    if (pid is None) == (not command):
+        raise UsageError("give either --pid PID or a command after --")
+    detector = Detector.load(model)
+    for verdict in watch(detector, pid=pid, command=command, intervals=intervals):
+        slowdown = f"  slowdown x{verdict['slowdown']:.2f}" if "slowdown" in verdict else ""
+        terminal.out.print(f"t={verdict['t']:.1f}s  {verdict['verdict']:<10} p={verdict['probability']:.2f}{slowdown}")

@@ -1,0 +1,246 @@
+"""Interference detection: which interference (or none) a window shows, and the slowdown
+it causes, with random forests (NiMC), out-of-bag scores and feature importance.
+
+The classifier is a scikit-learn Pipeline — impute, drop constant features, keep the
+k most informative (fitted on training folds only), random forest — so that
+cross-validation never sees test data while selecting features.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perflearn.errors import UsageError
+
+HEALTHY = "none"
+
+
+def classifier(k: int = 60, trees: int = 300, seed: int = 0):
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.feature_selection import SelectKBest, VarianceThreshold, f_classif
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import Pipeline
+
+    return Pipeline([
+        ("impute", SimpleImputer(strategy="median", keep_empty_features=True)),
+        ("variance", VarianceThreshold()),
+        ("select", SelectKBest(f_classif, k="all" if k <= 0 else k)),
+        ("forest", RandomForestClassifier(n_estimators=trees, oob_score=True, class_weight="balanced",
+                                          n_jobs=2, random_state=seed)),
+    ])
+
+
+def regressor(trees: int = 300, seed: int = 0):
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import Pipeline
+
+    return Pipeline([
+        ("impute", SimpleImputer(strategy="median", keep_empty_features=True)),
+        ("forest", RandomForestRegressor(n_estimators=trees, oob_score=True, n_jobs=2, random_state=seed)),
+    ])
+
+
+def _k(features: int, requested: int) -> int:
+    return min(requested, features)
+
+
+def _quiet(function):
+    """Silence scikit-learn's note that a feature is constant within a training fold:
+    VarianceThreshold drops the globally constant ones; the rest carry no harm."""
+
+    def wrapper(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Features .* are constant", category=UserWarning)
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module="sklearn")
+            return function(*args, **kwargs)
+
+    wrapper.__name__, wrapper.__doc__ = function.__name__, function.__doc__
+    return wrapper
+
+
+@dataclass
+class TrainingSet:
+    """Windows with their labels: X (features), y (interference kind), the run each
+    window came from, the groups to hold out, and each run's measured slowdown."""
+
+    X: pd.DataFrame
+    y: pd.Series
+    run: pd.Series
+    groups: dict[str, pd.Series] = field(default_factory=dict)
+    slowdown: pd.Series | None = None
+
+
+def training_set(windows: pd.DataFrame, runs: pd.DataFrame, label: str, group_columns: list[str],
+                 time_metric: str | None) -> TrainingSet:
+    """Join window features to run labels (``runs``: run_id, status, knob columns, metrics)."""
+    for column in [label, *group_columns]:
+        if column not in runs:
+            raise UsageError(f"no knob {column!r} in the experiment (knobs: {', '.join(runs.columns[4:])})")
+    joined = windows.merge(runs, on="run_id", how="inner")
+    joined = joined[joined["status"] == "ok"]
+    if joined.empty:
+        raise UsageError("no windows of ok runs to learn from (too few samples per run, or no sampling?)")
+    features = [c for c in windows.columns if ":" in c]
+    slowdown = None
+    if time_metric:
+        if time_metric not in runs:
+            raise UsageError(f"no metric {time_metric!r} in the experiment")
+        healthy = runs[(runs[label].astype(str) == HEALTHY) & (runs["status"] == "ok")]
+        if healthy.empty:
+            raise UsageError(f"no healthy ({label} = {HEALTHY!r}) runs to measure slowdown against")
+        if group_columns:  # the same workload and input, run without interference
+            base = healthy.groupby(group_columns)[time_metric].median().rename("_base")
+            joined = joined.join(base, on=group_columns)
+        else:
+            joined["_base"] = healthy[time_metric].median()
+        slowdown = (joined[time_metric] / joined["_base"]).rename("slowdown")
+    return TrainingSet(
+        X=joined[features].reset_index(drop=True),
+        y=joined[label].astype(str).reset_index(drop=True),
+        run=joined["run_id"].reset_index(drop=True),
+        groups={c: joined[c].astype(str).reset_index(drop=True) for c in group_columns},
+        slowdown=None if slowdown is None else slowdown.reset_index(drop=True),
+    )
+
+
+def rates(y_true, y_pred) -> dict[str, float]:
+    """False-alarm rate (healthy called interference) and miss rate (interference called healthy)."""
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    healthy = y_true == HEALTHY
+    return {
+        "false_alarm": float((y_pred[healthy] != HEALTHY).mean()) if healthy.any() else float("nan"),
+        "miss": float((y_pred[~healthy] == HEALTHY).mean()) if (~healthy).any() else float("nan"),
+    }
+
+
+def classification_report(y_true, y_pred, labels: list[str]) -> dict:
+    from sklearn.metrics import confusion_matrix, f1_score
+
+    per_class = f1_score(y_true, y_pred, labels=labels, average=None, zero_division=0)
+    return {
+        "macro_f1": float(f1_score(y_true, y_pred, labels=labels, average="macro", zero_division=0)),
+        "per_class_f1": {c: float(v) for c, v in zip(labels, per_class)},
+        **rates(y_true, y_pred),
+        "confusion": {"labels": labels, "matrix": confusion_matrix(y_true, y_pred, labels=labels).tolist()},
+        "windows": int(len(y_true)),
+    }
+
+
+@_quiet
+def evaluate(data: TrainingSet, k: int = 60, trees: int = 300, folds: int = 5, seed: int = 0) -> dict:
+    """Stratified k-fold (grouped by run: a run's windows never straddle train and test),
+    then leave-one-group-out for every group column (unseen workloads, unseen inputs)."""
+    from sklearn.model_selection import LeaveOneGroupOut, StratifiedGroupKFold, cross_val_predict
+
+    labels = sorted(data.y.unique())
+    if data.y.value_counts().min() < 2 or data.run.nunique() < folds:
+        raise UsageError(f"too few runs to evaluate with {folds} folds ({data.run.nunique()} runs)")
+    model = classifier(_k(data.X.shape[1], k), trees, seed)
+    report: dict = {}
+    splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
+    predicted = cross_val_predict(model, data.X, data.y, groups=data.run, cv=splitter)
+    report["kfold"] = classification_report(data.y, predicted, labels)
+    for name, groups in data.groups.items():
+        if groups.nunique() < 2:
+            continue
+        predicted = cross_val_predict(model, data.X, data.y, groups=groups, cv=LeaveOneGroupOut())
+        report[f"leave_one_{name}_out"] = classification_report(data.y, predicted, labels)
+    if data.slowdown is not None and data.slowdown.notna().any():
+        report["slowdown"] = _evaluate_slowdown(data, trees, folds, seed)
+    return report
+
+
+def _evaluate_slowdown(data: TrainingSet, trees: int, folds: int, seed: int) -> dict:
+    from sklearn.model_selection import GroupKFold, cross_val_predict
+
+    keep = data.slowdown.notna()
+    X, y, run = data.X[keep], data.slowdown[keep], data.run[keep]
+    predicted = cross_val_predict(regressor(trees, seed), X, y, groups=run, cv=GroupKFold(n_splits=folds))
+    per_run = pd.DataFrame({"run": run, "actual": y, "predicted": predicted}).groupby("run").mean()
+    ape = (per_run["predicted"] - per_run["actual"]).abs() / per_run["actual"]
+    return {"mape": float(ape.mean() * 100), "median_ape": float(ape.median() * 100), "runs": int(len(per_run))}
+
+
+@dataclass
+class Detector:
+    """A fitted detector: classifier (+ slowdown regressor) and how its features were made."""
+
+    classifier: object
+    regressor: object | None
+    features: list[str]
+    interval: float
+    window: int
+    classes: list[str]
+    info: dict = field(default_factory=dict)
+
+    def predict(self, X: pd.DataFrame) -> pd.DataFrame:
+        X = X.reindex(columns=self.features)
+        proba = self.classifier.predict_proba(X)
+        classes = list(self.classifier.classes_)
+        best = proba.argmax(axis=1)
+        out = pd.DataFrame({"verdict": [classes[i] for i in best], "probability": proba.max(axis=1)})
+        if self.regressor is not None:
+            out["slowdown"] = self.regressor.predict(X)
+        return out
+
+    def importance(self, top: int = 15) -> pd.DataFrame:
+        pipeline = self.classifier
+        mask = pipeline.named_steps["variance"].get_support()
+        kept = np.array(self.features)[mask]
+        kept = kept[pipeline.named_steps["select"].get_support()]
+        forest = pipeline.named_steps["forest"]
+        frame = pd.DataFrame({"feature": kept, "importance": forest.feature_importances_})
+        return frame.sort_values("importance", ascending=False).head(top).reset_index(drop=True)
+
+    def save(self, directory: str | Path) -> Path:
+        import joblib
+        import sklearn
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        joblib.dump({"classifier": self.classifier, "regressor": self.regressor}, directory / "models.joblib")
+        meta = {"features": self.features, "interval": self.interval, "window": self.window, "classes": self.classes,
+                "info": self.info, "versions": {"sklearn": sklearn.__version__, "python": platform.python_version()}}
+        (directory / "detector.json").write_text(json.dumps(meta, indent=1))
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "Detector":
+        import joblib
+        import sklearn
+
+        directory = Path(directory)
+        try:
+            meta = json.loads((directory / "detector.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            raise UsageError("not a detector directory (no readable detector.json)", where=str(directory)) from None
+        if meta["versions"]["sklearn"] != sklearn.__version__:
+            raise UsageError(f"trained with scikit-learn {meta['versions']['sklearn']}, this is {sklearn.__version__}; "
+                             "fit it again", where=str(directory))
+        models = joblib.load(directory / "models.joblib")
+        return cls(models["classifier"], models["regressor"], meta["features"], meta["interval"], meta["window"],
+                   meta["classes"], meta["info"])
+
+
+@_quiet
+def fit(data: TrainingSet, interval: float, window: int, k: int = 60, trees: int = 300, seed: int = 0) -> Detector:
+    if data.y.nunique() < 2:
+        raise UsageError("need at least two classes (healthy and one interference) to fit a detector")
+    model = classifier(_k(data.X.shape[1], k), trees, seed).fit(data.X, data.y)
+    reg = None
+    if data.slowdown is not None and data.slowdown.notna().sum() >= 10:
+        keep = data.slowdown.notna()
+        reg = regressor(trees, seed).fit(data.X[keep], data.slowdown[keep])
+    info = {"oob_score": float(model.named_steps["forest"].oob_score_), "windows": int(len(data.y)),
+            "runs": int(data.run.nunique())}
+    if reg is not None:
+        info["slowdown_oob_r2"] = float(reg.named_steps["forest"].oob_score_)
+    return Detector(model, reg, list(data.X.columns), interval, window, sorted(data.y.unique()), info)

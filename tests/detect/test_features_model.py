@@ -1,0 +1,87 @@
+"""Window features and the detector, on data of known structure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perflearn.detect.features import STATS, window_features
+from perflearn.detect.model import Detector, evaluate, fit, rates, training_set
+from perflearn.errors import UsageError
+
+
+def test_window_statistics_are_exact():
+    samples = pd.DataFrame({"run_id": 1, "metric": "x", "t": [0.1 * i for i in range(1, 9)],
+                            "value": [1.0, 2.0, 3.0, 4.0, 10.0, 10.0, 10.0, 50.0]})
+    features = window_features(samples, 0.1, 4)
+    assert features["window"].tolist() == [0, 1]
+    assert features["x:mean"].tolist() == [2.5, 20.0]
+    assert features["x:max"].tolist() == [4.0, 50.0] and features["x:p50"].tolist() == [2.5, 10.0]
+    assert set(features.columns) == {"run_id", "window", *(f"x:{s}" for s in STATS)}
+
+
+def test_partial_window_is_dropped():
+    samples = pd.DataFrame({"metric": "x", "t": [0.1, 0.2, 0.3, 0.4, 0.5], "value": 1.0})
+    assert window_features(samples, 0.1, 4)["window"].tolist() == [0]
+
+
+def synthetic(seed=0, runs_per_class=6, windows=4):
+    """Three classes, each raising a different signal; two workloads, two inputs."""
+    rng = np.random.default_rng(seed)
+    rows, runs = [], []
+    run_id = 0
+    for label, signal in (("none", None), ("cpuoccupy", "cpu"), ("membw", "mem")):
+        for r in range(runs_per_class):
+            run_id += 1
+            app, inp = ("a", "b")[r % 2], ("small", "large")[(r // 2) % 2]
+            runs.append({"run_id": run_id, "point_id": run_id, "rep": 0, "status": "ok", "app": app, "input": inp,
+                         "interference": label, "runtime": 1.0 + (0.5 if signal else 0.0) + rng.normal(0, 0.01)})
+            for w in range(windows):
+                row = {"run_id": run_id, "window": w}
+                for metric in ("cpu", "mem", "noise"):
+                    base = 5.0 if metric == signal else 1.0
+                    for stat in ("mean", "max"):
+                        row[f"{metric}:{stat}"] = base + rng.normal(0, 0.2)
+                rows.append(row)
+    return pd.DataFrame(rows), pd.DataFrame(runs)
+
+
+def test_detector_separates_known_classes_and_reports():
+    windows, runs = synthetic()
+    data = training_set(windows, runs, "interference", ["app", "input"], "runtime")
+    report = evaluate(data, k=4, trees=50, folds=3)
+    assert report["kfold"]["macro_f1"] > 0.95
+    assert report["leave_one_app_out"]["macro_f1"] > 0.95 and "leave_one_input_out" in report
+    assert report["kfold"]["false_alarm"] < 0.1 and report["kfold"]["miss"] < 0.1
+    assert sum(map(sum, report["kfold"]["confusion"]["matrix"])) == len(windows)
+    assert report["slowdown"]["mape"] < 10
+
+
+def test_fit_importance_save_load(tmp_path):
+    windows, runs = synthetic()
+    data = training_set(windows, runs, "interference", ["app"], "runtime")
+    detector = fit(data, interval=0.2, window=4, k=4, trees=50)
+    assert detector.info["oob_score"] > 0.9
+    top = detector.importance(top=2)["feature"].tolist()
+    assert all(f.split(":")[0] in ("cpu", "mem") for f in top)  # the informative signals, not noise
+    detector.save(tmp_path / "det")
+    loaded = Detector.load(tmp_path / "det")
+    probe = windows[windows["run_id"] == runs.loc[runs["interference"] == "membw", "run_id"].iloc[0]]
+    assert (loaded.predict(probe)["verdict"] == "membw").all()
+    assert (loaded.predict(probe)["slowdown"] > 1.2).all()
+
+
+def test_rates():
+    assert rates(["none", "none", "cpu", "cpu"], ["cpu", "none", "none", "cpu"]) == {"false_alarm": 0.5, "miss": 0.5}
+
+
+def test_bad_inputs():
+    windows, runs = synthetic()
+    with pytest.raises(UsageError, match="no knob 'kind'"):
+        training_set(windows, runs, "kind", [], None)
+    data = training_set(windows, runs[runs["interference"] == "none"], "interference", [], None)
+    with pytest.raises(UsageError, match="at least two classes"):
+        fit(data, 0.2, 4)
+    with pytest.raises(UsageError, match="not a detector directory"):
+        Detector.load("/nonexistent")
