@@ -1,0 +1,91 @@
+"""The QoS-aware manager: policies compared on a calibrated simulator (and, next, live)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from perflearn.errors import UsageError
+
+from . import terminal
+from .app import app
+
+POLICY_HELP = "static, ondemand, hipster, heracles, heimdall, heimdall-uncertain, or all (repeatable)"
+
+
+@app.command()
+def manage(
+    policy: Annotated[list[str], typer.Option("--policy", "-p", help=POLICY_HELP)] = ["all"],
+    simulate: Annotated[bool, typer.Option("--simulate", help="Run on the queueing simulator (the live mode needs the wire analyzer's stream).")] = False,
+    cores: Annotated[int, typer.Option(help="Cores the service may use.")] = 3,
+    levels: Annotated[int, typer.Option(help="Speed levels (frequencies, or CFS quota steps).")] = 17,
+    mu: Annotated[float, typer.Option(help="Requests/s one core serves at full speed (simulator).")] = 12000.0,
+    base_us: Annotated[float, typer.Option("--base-us", help="Network and stack delay, µs (simulator).")] = 100.0,
+    trace: Annotated[str, typer.Option(help="Load: steps (0->100->0 % in 20 % steps) or diurnal.")] = "steps",
+    step_seconds: Annotated[float, typer.Option(help="How long each load step is held.")] = 50.0,
+    interval: Annotated[float, typer.Option(help="Control interval, seconds.")] = 1.0,
+    target_ms: Annotated[Optional[float], typer.Option("--target-ms", help="QoS target for p95 (default: latency at the knee).")] = None,
+    seed: Annotated[int, typer.Option(help="Simulator noise seed.")] = 0,
+    figure: Annotated[Optional[Path], typer.Option(help="Write a figure per policy (load, p95 vs target, speed, cores).")] = None,
+    csv: Annotated[Optional[Path], typer.Option(help="Write every interval of every policy here.")] = None,
+) -> None:
+    """Run QoS policies on a service's load trace; report QoS guarantee, tardiness, energy, changes."""
+    from perflearn.manage.config import ConfigSpace
+    from perflearn.manage.policies import POLICY_NAMES
+
+    names = list(POLICY_NAMES) if "all" in policy else list(dict.fromkeys(policy))
+    unknown = [n for n in names if n not in POLICY_NAMES]
+    if unknown:
+        raise UsageError(f"--policy: unknown policy {unknown[0]!r} (one of: {', '.join(POLICY_NAMES)}, all)")
+    if target_ms is not None and target_ms <= 0:
+        raise UsageError(f"--target-ms: a QoS target must be > 0, got {target_ms:g}")
+    if trace not in ("steps", "diurnal"):
+        raise UsageError(f"--trace: expected steps or diurnal, got {trace!r}")
+    if interval <= 0 or step_seconds < interval:
+        raise UsageError("--interval must be > 0 and --step-seconds at least one interval")
+    try:
+        space = ConfigSpace.make(cores, levels)
+    except ValueError as exc:
+        raise UsageError(f"--cores/--levels: {exc}") from None
+    if not simulate:
+        raise UsageError("live management is not available yet: it needs the wire analyzer's live stream; "
+                         "use --simulate")
+    _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, figure, csv)
+
+
+def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, figure, csv) -> None:
+    import pandas as pd
+
+    from perflearn.manage.compare import compare, figure as draw, latency_model, load_sweep, profile, qos_from_knee
+    from perflearn.manage.power import PowerModel
+    from perflearn.manage.simulator import ServerModel, diurnal_profile, expand, steps_profile
+
+    server = ServerModel(mu_max=mu, base_s=base_s, seed=seed)
+    knee_target, max_rps = qos_from_knee(load_sweep(server, space))
+    target = target_ms / 1e3 if target_ms else knee_target
+    terminal.info(f"simulated service: {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s per core; "
+                  f"knee: p95 {knee_target * 1e3:.3f} ms; QoS target {target * 1e3:.3f} ms; max load {max_rps:.0f} req/s")
+    model = None
+    if any(n.startswith("heimdall") for n in names):
+        samples = profile(server, space, max_rps)
+        model = latency_model(samples)
+        terminal.info(f"heimdall model: random forest on {len(samples)} profiling intervals "
+                      f"({len(space)} configurations x 20 loads)")
+    profile_ = steps_profile(max_rps, step_seconds) if trace == "steps" else diurnal_profile(max_rps, 12 * step_seconds, interval)
+    loads = expand(profile_, interval)
+    power = PowerModel()
+    summary, frames = compare(server, space, loads, interval, power, target, max_rps, names, model)
+    table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes", box=None)
+    for row in summary.itertuples(index=False):
+        table.add_row(row.policy, f"{row.qos_guarantee:.1f}%", f"{row.qos_tardiness:.2f}", f"{row.energy_j / 1e3:.2f} kJ",
+                      f"{row.energy_reduction:+.1f}%", str(row.changes))
+    terminal.out.print(table)
+    if figure:
+        draw({n: frames[n] for n in names}, figure, f"{trace} load, target {target * 1e3:.2f} ms")
+        terminal.info(f"figure: {figure}")
+    if csv:
+        pd.concat([f.assign(policy=n) for n, f in frames.items()]).to_csv(csv, index=False)
+        terminal.info(f"intervals: {csv}")

@@ -1,0 +1,120 @@
+"""Policies side by side on the same load trace: the seed's Table 4.1, reproducibly.
+
+The QoS target and the maximum load come from the knee of the service's load-latency
+curve at maximum configuration (kneedle): target = p95 at the knee, maximum load =
+95 % of the knee's load (seed section 4.1.3). Heimdall's model is trained on a
+profiling sweep over configurations x load, as the seed trains on its 51
+configurations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from perflearn.learn.knee import find_knee
+
+from .config import ConfigSpace
+from .loop import SimulatedService, control_loop, summarize
+from .policies import POLICIES, Heimdall
+from .power import PowerModel
+from .simulator import ServerModel
+
+
+def load_sweep(server: ServerModel, space: ConfigSpace, points: int = 40, intervals: int = 5) -> pd.DataFrame:
+    """p95 against load at the maximum configuration, up to 1.3x its capacity."""
+    capacity = server.capacity(space.maximum)
+    rows = []
+    for rps in np.linspace(0.05, 1.3, points) * capacity:
+        sim = replace(server, seed=server.seed + 1)
+        p95 = [sim.step(space.maximum, rps, 1.0)["p95"] for _ in range(intervals)]
+        rows.append({"rps": rps, "p95": float(np.median(p95))})
+    return pd.DataFrame(rows)
+
+
+def qos_from_knee(sweep: pd.DataFrame) -> tuple[float, float]:
+    """(target p95 in seconds, maximum load in requests/s) from the knee of a load sweep."""
+    finite = sweep[np.isfinite(sweep["p95"])]
+    knee = find_knee(finite["rps"].to_numpy(), finite["p95"].to_numpy(), curve="convex", direction="increasing")
+    return float(knee.y), 0.95 * float(knee.x)
+
+
+def profile(server: ServerModel, space: ConfigSpace, max_rps: float, fractions=None, intervals: int = 3,
+            seed: int = 1) -> pd.DataFrame:
+    """Profiling data for Heimdall: every configuration x load level, a few intervals each."""
+    fractions = np.linspace(0.05, 1.0, 20) if fractions is None else fractions
+    rows = []
+    for config in space:
+        for fraction in fractions:
+            sim = replace(server, seed=seed + len(rows))
+            for _ in range(intervals):
+                out = sim.step(config, fraction * max_rps, 1.0)
+                rows.append({"cores": config.cores, "level": config.level, "rps": fraction * max_rps,
+                             "p95": min(out["p95"], 10.0)})  # an overloaded interval: capped, not infinite
+    return pd.DataFrame(rows)
+
+
+def latency_model(profile_frame: pd.DataFrame, family: str = "rf"):
+    """A perflearn model of log p95 from (cores, level, rps); returns f(frame) -> (mean, spread)."""
+    from perflearn.learn import fit
+    from perflearn.store import Dataset
+
+    ds = Dataset.from_frame(profile_frame, metrics=["p95"], knobs=["cores", "level"], context=["rps"],
+                            name="heimdall-profile")
+    model = fit(ds, "p95", family=family, log_target=True)
+
+    def predict(frame: pd.DataFrame):
+        dist = model.predict_dist(frame[["cores", "level", "rps"]])
+        return dist["pred"].to_numpy(), dist["std"].to_numpy()
+
+    predict.model = model
+    return predict
+
+
+def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interval_s: float, power: PowerModel,
+            target_s: float, max_rps: float, policies: list[str], model=None) -> tuple[pd.DataFrame, dict]:
+    frames: dict[str, pd.DataFrame] = {}
+    for name in ["static", *[p for p in policies if p != "static"]]:
+        kwargs = {}
+        if name.startswith("heimdall"):
+            kwargs = {"model": model, "power": power, "uncertainty_z": 1.0 if name == "heimdall-uncertain" else None}
+            cls = Heimdall
+        else:
+            cls = POLICIES[name]
+            if name == "hipster":
+                kwargs = {"power": power, "learn_intervals": len(loads) // 2}
+        policy = cls(space, target_s, max_rps, interval_s, **kwargs)
+        service = SimulatedService(replace(server, seed=server.seed + 7), space, loads, interval_s)
+        frames[name] = control_loop(policy, service, len(loads), interval_s, power, offered=loads)
+    static_energy = frames["static"]["energy_j"].sum()
+    rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items() if n in policies or n == "static"]
+    return pd.DataFrame(rows), frames
+
+
+def figure(frames: dict[str, pd.DataFrame], path, title: str = "") -> None:
+    """One column per policy, as the seed's Figure 4.7: load, p95 vs target, speed, cores."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(4, len(frames), figsize=(3.2 * len(frames), 7), sharex=True, squeeze=False)
+    for col, (name, frame) in enumerate(frames.items()):
+        ax = axes[:, col]
+        ax[0].plot(frame["t"], frame["rps"] / 1e3)
+        ax[0].set_title(name)
+        ax[1].plot(frame["t"], frame["p95"] * 1e3)
+        ax[1].axhline(frame["target"].iloc[0] * 1e3, color="k", linestyle="--")
+        ax[1].set_ylim(0, frame["target"].iloc[0] * 1e3 * 3)
+        ax[2].step(frame["t"], frame["level"], where="post")
+        ax[3].step(frame["t"], frame["cores"], where="post")
+        if col == 0:
+            for a, label in zip(ax, ("kRPS", "p95 (ms)", "speed level", "cores")):
+                a.set_ylabel(label)
+        ax[3].set_xlabel("time (s)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

@@ -1,0 +1,54 @@
+"""Configurations a manager chooses among: a number of cores and a speed level.
+
+The level is the CPU frequency where the machine has cpufreq (userspace governor);
+where it does not, the CFS quota per core stands in for it (level 0.5 = each core
+runs half the time), as on this project's CI machines. Either way a level is a
+fraction of the maximum speed, in (0, 1].
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Configuration:
+    cores: int
+    level: float  # fraction of the maximum speed (frequency or CFS quota per core)
+
+    def __str__(self) -> str:
+        return f"{self.cores}c@{self.level:g}"
+
+
+@dataclass(frozen=True)
+class ConfigSpace:
+    cores: tuple[int, ...]
+    levels: tuple[float, ...]
+
+    @classmethod
+    def make(cls, max_cores: int, levels: int | list[float]) -> "ConfigSpace":
+        if isinstance(levels, int):
+            levels = [round((i + 1) / levels, 4) for i in range(levels)]
+        if max_cores < 1 or not levels or min(levels) <= 0 or max(levels) > 1:
+            raise ValueError("need at least one core and levels in (0, 1]")
+        return cls(tuple(range(1, max_cores + 1)), tuple(sorted(levels)))
+
+    def __iter__(self):
+        return (Configuration(c, l) for c, l in itertools.product(self.cores, self.levels))
+
+    def __len__(self) -> int:
+        return len(self.cores) * len(self.levels)
+
+    @property
+    def maximum(self) -> Configuration:
+        return Configuration(max(self.cores), max(self.levels))
+
+    @property
+    def minimum(self) -> Configuration:
+        return Configuration(min(self.cores), min(self.levels))
+
+    def clamp(self, cores: int, level: float) -> Configuration:
+        cores = min(max(cores, min(self.cores)), max(self.cores))
+        level = min(self.levels, key=lambda l: abs(l - level))
+        return Configuration(cores, level)

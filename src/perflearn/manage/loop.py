@@ -1,0 +1,135 @@
+"""The control loop: every interval, observe the service, ask the policy, apply.
+
+Reliability rules: when the latency stream stalls (no observation for an interval) or
+the policy fails, the maximum configuration is applied within that interval and the
+reason is recorded; an actuation that fails is recorded and retried next interval,
+never silently skipped; when the loop ends, the service is left at maximum.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+from .config import ConfigSpace, Configuration
+from .policies import Observation, Policy
+from .power import PowerModel
+from .simulator import ServerModel
+
+
+@dataclass
+class Measured:
+    """One interval as the service reports it."""
+
+    rps: float
+    p95: float
+    p99: float
+    utilisation: float
+    power_w: float | None = None  # measured (RAPL) when the service can; else modelled
+
+
+class Service:
+    """What the loop manages: a simulated server, or a real one through knobs."""
+
+    space: ConfigSpace
+
+    def apply(self, config: Configuration) -> None: ...
+    def observe(self, t: float) -> Measured | None: ...  # None: no data for this interval (stalled)
+    def close(self) -> None: ...
+
+
+class SimulatedService(Service):
+    def __init__(self, server: ServerModel, space: ConfigSpace, loads: list[float], interval_s: float):
+        self.server, self.space, self.loads, self.interval = server, space, loads, interval_s
+        self.config = space.maximum
+        self.i = 0
+
+    def apply(self, config):
+        self.config = config
+
+    def observe(self, t):
+        out = self.server.step(self.config, self.loads[self.i], self.interval)
+        self.i += 1
+        return Measured(out["rps"], out["p95"], out["p99"], out["utilisation"])
+
+
+@dataclass
+class IntervalRecord:
+    t: float
+    offered_rps: float | None
+    rps: float
+    p95: float
+    p99: float
+    target: float
+    cores: int
+    level: float
+    predicted: float | None
+    power_w: float
+    energy_j: float
+    changed: bool
+    note: str = ""
+
+
+def control_loop(policy: Policy, service: Service, intervals: int, interval_s: float, power: PowerModel,
+                 offered: list[float] | None = None, realtime: bool = False) -> pd.DataFrame:
+    records: list[IntervalRecord] = []
+    config = service.space.maximum
+    service.apply(config)
+    started = time.monotonic()
+    try:
+        for i in range(intervals):
+            if realtime:
+                time.sleep(max(0.0, started + (i + 1) * interval_s - time.monotonic()))
+            t = (i + 1) * interval_s
+            note = ""
+            measured = service.observe(t)
+            if measured is None:
+                note = "latency stream stalled: maximum configuration applied"
+                new = service.space.maximum
+                measured = Measured(0.0, float("nan"), float("nan"), 1.0)
+            else:
+                power_w = measured.power_w if measured.power_w is not None else power.watts(config, measured.utilisation)
+                measured.power_w = power_w
+                obs = Observation(t, measured.rps, measured.p95, measured.p99, config, measured.utilisation, power_w)
+                try:
+                    new = policy.decide(obs)
+                except Exception as exc:  # a model that fails must not leave the service under-provisioned
+                    note = f"policy failed ({type(exc).__name__}: {exc}): maximum configuration applied"
+                    new = service.space.maximum
+            if measured.power_w is None:
+                measured.power_w = power.watts(config, measured.utilisation)
+            records.append(IntervalRecord(
+                t, offered[i] if offered else None, measured.rps, measured.p95, measured.p99, policy.target,
+                config.cores, config.level, policy.predicted, measured.power_w, measured.power_w * interval_s,
+                new != config, note))
+            if new != config:
+                try:
+                    service.apply(new)
+                    config = new
+                except Exception as exc:  # config stays as it is, so the next decision applies it again
+                    records[-1].note = (records[-1].note + "; " if records[-1].note else "") + f"actuation failed: {exc}"
+    finally:
+        try:
+            service.apply(service.space.maximum)  # leave the service at maximum
+        finally:
+            service.close()
+    return pd.DataFrame([asdict(r) for r in records])
+
+
+def summarize(frame: pd.DataFrame, static_energy_j: float | None = None) -> dict[str, float]:
+    """QoS guarantee (% of intervals at or under target), tardiness (mean p95/target over
+    violating intervals), energy and its reduction against static, configuration changes."""
+    valid = frame.dropna(subset=["p95"])
+    met = valid["p95"] <= valid["target"]
+    violating = valid[~met]
+    energy = float(frame["energy_j"].sum())
+    return {
+        "qos_guarantee": float(met.mean() * 100) if len(valid) else float("nan"),
+        "qos_tardiness": float((violating["p95"] / violating["target"]).mean()) if len(violating) else 1.0,
+        "energy_j": energy,
+        "energy_reduction": float((1 - energy / static_energy_j) * 100) if static_energy_j else 0.0,
+        "changes": int(frame["changed"].sum()),
+        "intervals": int(len(frame)),
+    }

@@ -1,0 +1,130 @@
+"""A simulated latency-critical server, to compare policies reproducibly at any scale.
+
+Requests arrive as a Poisson stream at the load of the interval and are served
+first-come first-served by ``cores`` servers, each at ``mu_max * level`` requests/s
+with exponential service times (an M/M/c queue). The 95th/99th percentile of the
+response time comes from the M/M/c response-time distribution (Erlang C waiting,
+then service); overload is carried across intervals as a backlog that drains at the
+spare rate. A base network delay and multiplicative noise make it look measured.
+``calibrate`` fits ``mu_max`` and the base delay to a load sweep of the real service.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import brentq
+
+from .config import Configuration
+
+
+def erlang_c(c: int, a: float) -> float:
+    """Probability that an arrival waits in an M/M/c queue with offered load a = λ/μ < c."""
+    term, total = 1.0, 1.0
+    for k in range(1, c):
+        term *= a / k
+        total += term
+    last = term * a / c / (1 - a / c)
+    return last / (total + last)
+
+
+def response_quantile(q: float, c: int, lam: float, mu: float) -> float:
+    """q-quantile of the M/M/c response time (seconds); inf when the queue is unstable."""
+    if lam <= 0:
+        return -math.log(1 - q) / mu
+    a = lam / mu
+    if a >= c:
+        return math.inf
+    wait = erlang_c(c, a)
+    theta = c * mu - lam
+
+    def tail(t: float) -> float:
+        if abs(theta - mu) < 1e-9 * mu:
+            waited = math.exp(-mu * t) * (1 + mu * t)
+        else:
+            waited = (mu * math.exp(-theta * t) - theta * math.exp(-mu * t)) / (mu - theta)
+        return (1 - wait) * math.exp(-mu * t) + wait * waited - (1 - q)
+
+    high = 1.0 / mu
+    while tail(high) > 0:
+        high *= 2
+    return brentq(tail, 0.0, high)
+
+
+@dataclass
+class ServerModel:
+    mu_max: float = 40_000.0  # requests/s one core serves at level 1
+    base_s: float = 50e-6  # network and stack delay, seconds
+    noise: float = 0.05  # relative noise of a measured percentile
+    seed: int = 0
+    backlog: float = field(default=0.0, init=False)  # requests queued beyond what the model's steady state holds
+
+    def __post_init__(self) -> None:
+        self._rng = np.random.default_rng(self.seed)
+
+    def capacity(self, config: Configuration) -> float:
+        return config.cores * self.mu_max * config.level
+
+    def step(self, config: Configuration, rps: float, dt: float) -> dict[str, float]:
+        """Serve one interval; returns rps (arrivals), served, p95, p99 (seconds), utilisation."""
+        capacity = self.capacity(config)
+        mu = self.mu_max * config.level
+        self.backlog = max(0.0, self.backlog + (rps - capacity) * dt)
+        served = min(rps + self.backlog / dt, capacity) if self.backlog else min(rps, capacity)
+        utilisation = min(1.0, (rps + (self.backlog / dt if self.backlog else 0.0)) / capacity)
+        drain = self.backlog / capacity if self.backlog else 0.0
+        steady_rate = min(rps, capacity * 0.999)
+        # a sniffer counts requests as they arrive on the wire: the offered load, served or not
+        out = {"rps": rps, "served": served, "utilisation": utilisation}
+        for q, name in ((0.95, "p95"), (0.99, "p99")):
+            value = response_quantile(q, config.cores, steady_rate, mu) + drain + self.base_s
+            out[name] = value * float(self._rng.lognormal(0.0, self.noise))
+        return out
+
+    def reset(self) -> None:
+        self.backlog = 0.0
+        self._rng = np.random.default_rng(self.seed)
+
+
+def calibrate(rps: list[float], p95_s: list[float], cores: int) -> ServerModel:
+    """Fit mu_max and the base delay of an M/M/c model to a load sweep at full speed."""
+    from scipy.optimize import least_squares
+
+    rps, p95 = np.asarray(rps, float), np.asarray(p95_s, float)
+    if len(rps) < 3:
+        raise ValueError("need at least three load levels to calibrate")
+
+    def residual(params):
+        mu, base = params
+        predicted = np.array([response_quantile(0.95, cores, min(r, 0.999 * cores * mu), mu) + base for r in rps])
+        return np.log(predicted) - np.log(p95)
+
+    start = [max(rps) / cores * 1.2, float(min(p95)) / 2]
+    fit = least_squares(residual, start, bounds=([max(rps) / cores * 1.001, 0.0], [np.inf, float(max(p95))]))
+    return ServerModel(mu_max=float(fit.x[0]), base_s=float(fit.x[1]))
+
+
+def steps_profile(max_rps: float, step_s: float, fraction: float = 0.2, cycles: int = 1) -> list[tuple[float, float]]:
+    """The seed's load: 0 -> 100 -> 0 % of max_rps in ``fraction`` steps, each held ``step_s``.
+    Returns (duration_s, rps) segments; 0 % is taken as one step's worth of a light load."""
+    levels = [round(i * fraction, 6) for i in range(int(round(1 / fraction)) + 1)]
+    up_down = levels + levels[-2::-1]
+    segments = [(step_s, max(level, fraction / 4) * max_rps) for level in up_down]
+    return segments * cycles
+
+
+def diurnal_profile(max_rps: float, period_s: float, interval_s: float, low: float = 0.1) -> list[tuple[float, float]]:
+    """A day compressed into ``period_s``: a smooth trough and peak (low .. 100 % of max_rps)."""
+    steps = int(period_s / interval_s)
+    return [(interval_s, max_rps * (low + (1 - low) * 0.5 * (1 - math.cos(2 * math.pi * i / steps))))
+            for i in range(steps)]
+
+
+def expand(profile: list[tuple[float, float]], interval_s: float) -> list[float]:
+    """Load per control interval from (duration, rps) segments."""
+    out = []
+    for duration, rps in profile:
+        out += [rps] * max(1, int(round(duration / interval_s)))
+    return out

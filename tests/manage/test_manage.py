@@ -1,0 +1,168 @@
+"""The manager: queueing maths, policies' rules, the loop's reliability, and the comparison."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from perflearn.cli import app
+from perflearn.manage.config import ConfigSpace, Configuration
+from perflearn.manage.loop import Measured, Service, control_loop, summarize
+from perflearn.manage.policies import Heimdall, Heracles, Hipster, Observation, Ondemand, Static
+from perflearn.manage.power import PowerModel
+from perflearn.manage.simulator import ServerModel, erlang_c, expand, response_quantile, steps_profile
+
+SPACE = ConfigSpace.make(3, 4)
+TARGET = 1e-3
+
+
+def obs(t=1.0, rps=1000.0, p95=0.5e-3, config=None, utilisation=0.5, power_w=30.0):
+    return Observation(t, rps, p95, p95, config or SPACE.maximum, utilisation, power_w)
+
+
+def test_erlang_c_and_response_quantiles():
+    assert erlang_c(1, 0.7) == pytest.approx(0.7)  # M/M/1: P(wait) = rho
+    assert erlang_c(2, 1.0) == pytest.approx(1 / 3)
+    # M/M/1 response time is Exp(mu - lambda)
+    assert response_quantile(0.95, 1, 600.0, 1000.0) == pytest.approx(-math.log(0.05) / 400.0, rel=1e-6)
+    assert response_quantile(0.95, 2, 2500.0, 1000.0) == math.inf
+    assert response_quantile(0.95, 3, 1000.0, 1000.0) < response_quantile(0.95, 2, 1000.0, 1000.0)
+
+
+def test_overload_builds_a_backlog_that_drains():
+    server = ServerModel(mu_max=1000.0, noise=0.0)
+    low = Configuration(1, 1.0)
+    first = server.step(low, 1500.0, 1.0)
+    assert server.backlog == pytest.approx(500.0) and first["p95"] > 0.4
+    server.step(Configuration(3, 1.0), 1000.0, 1.0)
+    assert server.backlog == 0.0
+
+
+def test_steps_profile_is_the_seeds():
+    segments = steps_profile(1000.0, 50.0)
+    assert [round(r) for _, r in segments] == [50, 200, 400, 600, 800, 1000, 800, 600, 400, 200, 50]
+    assert len(expand(segments, 1.0)) == 550
+
+
+def model_of(latency):
+    """A deterministic 'model': p95 from capacity units (cores * level) at a load."""
+
+    def predict(frame):
+        units = frame["cores"] * frame["level"]
+        return latency(units.to_numpy(), frame["rps"].to_numpy()), np.zeros(len(frame))
+
+    return predict
+
+
+def test_heimdall_equation_3_2_and_fallback():
+    model = model_of(lambda units, rps: 0.3e-3 / units * rps / 1000)
+    policy = Heimdall(SPACE, TARGET, 10_000, model=model)
+    chosen = policy.decide(obs(rps=2000.0))
+    # predicted 0.6 ms / units; under 0.9 ms the highest latency is the fewest units >= 0.667
+    assert chosen == Configuration(1, 0.75)
+    hopeless = Heimdall(SPACE, TARGET, 10_000, model=model_of(lambda units, rps: 5e-3 / units))
+    assert hopeless.decide(obs()) == SPACE.maximum  # none meets the target: lowest latency
+    assert policy.decide(obs(rps=2000.0, p95=2e-3)) == SPACE.maximum  # a measured violation: recover
+
+
+def test_heimdall_uncertain_takes_the_cheapest_qualifying():
+    model = lambda frame: (np.full(len(frame), 0.5e-3), np.where(frame["cores"] == 1, 1e-3, 0.0))
+    policy = Heimdall(SPACE, TARGET, 10_000, model=model, uncertainty_z=1.0)
+    chosen = policy.decide(obs(utilisation=0.1, config=Configuration(1, 0.25)))
+    assert chosen.cores == 2 and chosen.level == 0.25  # 1 core is too uncertain; 2 at the lowest speed is cheapest
+
+
+def test_ondemand_static_heracles_rules():
+    assert Static(SPACE, TARGET, 1000).decide(obs()) == SPACE.maximum
+    ondemand = Ondemand(SPACE, TARGET, 1000)
+    assert ondemand.decide(obs(utilisation=0.9, config=Configuration(3, 0.25))) == Configuration(3, 1.0)
+    assert ondemand.decide(obs(utilisation=0.1)).level == 0.25
+    heracles = Heracles(SPACE, TARGET, 10_000)
+    first = heracles.decide(obs(t=1.0, p95=0.1e-3, rps=100.0))
+    assert first.cores == 2  # far below 80 % of target: a core removed
+    assert heracles.decide(obs(t=3.0, p95=0.9e-3, rps=100.0, config=first)).cores == 3  # above 80 %: added
+    heracles.decide(obs(t=5.0, p95=2e-3, rps=100.0))
+    assert heracles.decide(obs(t=16.0, p95=0.1e-3, rps=100.0)) == SPACE.maximum  # main controller: boost
+    assert heracles.decide(obs(t=200.0, p95=0.1e-3, rps=100.0)) == SPACE.maximum  # still boosting (5 min)
+
+
+def test_hipster_learns_from_rewards():
+    hipster = Hipster(SPACE, TARGET, 10_000, learn_intervals=5)
+    config = SPACE.maximum
+    for t in range(10):
+        config = hipster.decide(obs(t=t, rps=5000.0, p95=0.2e-3, config=config, power_w=25.0))
+    assert hipster.q.max() > 0  # meeting QoS at low power was rewarded
+    assert hipster.order[0].cores * hipster.order[0].level <= 0.25 * 3  # least power first
+
+
+class FlakyService(Service):
+    def __init__(self):
+        self.space = SPACE
+        self.applied = []
+        self.calls = 0
+
+    def apply(self, config):
+        self.applied.append(config)
+        if len(self.applied) == 4:  # the decision of the third interval
+            raise OSError("cgroup write refused")
+
+    def observe(self, t):
+        self.calls += 1
+        return None if self.calls == 2 else Measured(1000.0, 0.2e-3, 0.3e-3, 0.3)
+
+    def close(self):
+        self.closed = True
+
+
+class Minimal(Static):
+    def decide(self, o):
+        if o.t == 4.0:
+            raise RuntimeError("model exploded")
+        return self.space.minimum
+
+
+def test_loop_reliability():
+    service = FlakyService()
+    frame = control_loop(Minimal(SPACE, TARGET, 1000), service, 5, 1.0, PowerModel())
+    notes = frame["note"].tolist()
+    assert "stalled" in notes[1] and "maximum" in notes[1]
+    assert "actuation failed: cgroup write refused" in notes[2]
+    assert "policy failed" in notes[3] and "model exploded" in notes[3]
+    assert service.applied[-1] == SPACE.maximum and service.closed  # left at maximum
+    assert service.applied.count(SPACE.minimum) >= 2  # the failed actuation was retried
+
+
+def test_summary_metrics():
+    import pandas as pd
+
+    frame = pd.DataFrame({"p95": [0.5, 1.5, 3.0, 1.0], "target": 1.0, "energy_j": 10.0, "changed": [0, 1, 0, 1]})
+    s = summarize(frame, static_energy_j=80.0)
+    assert s["qos_guarantee"] == 50.0 and s["qos_tardiness"] == 2.25
+    assert s["energy_reduction"] == 50.0 and s["changes"] == 2
+
+
+@pytest.mark.slow
+def test_simulated_comparison_cli(tmp_path):
+    result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "10", "--figure", str(tmp_path / "f.png"),
+                                      "--csv", str(tmp_path / "i.csv")])
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line.split() for line in result.output.splitlines() if line.strip()}
+    guarantee = lambda name: float(rows[name][1].rstrip("%"))
+    saving = lambda name: float(rows[name][5].rstrip("%"))
+    assert guarantee("static") == 100.0 and saving("static") == 0.0
+    assert guarantee("heimdall") > guarantee("ondemand") and saving("heimdall") > 0
+    assert (tmp_path / "f.png").stat().st_size > 10_000 and (tmp_path / "i.csv").exists()
+
+
+def test_bad_flags():
+    cli = CliRunner()
+    for args, fragment in ((["-p", "nope", "--simulate"], "unknown policy 'nope'"),
+                           (["--target-ms", "0", "--simulate"], "must be > 0"),
+                           (["--trace", "weekly", "--simulate"], "--trace"),
+                           (["--cores", "0", "--simulate"], "--cores/--levels"),
+                           ([], "use --simulate")):
+        result = cli.invoke(app, ["manage", *args])
+        assert result.exit_code == 2 and fragment in result.output, result.output
