@@ -56,3 +56,20 @@ def test_zstd_quota(store_path):
     # half a CPU of quota makes a CPU-bound run take at least ~2x its CPU time in wall time
     slow = ok[(ok["level"] == 9) & (ok["quota"] == 0.5)]
     assert (slow["wall"] >= 1.6 * slow["cpu_user"]).all()
+
+
+def _wire_built() -> bool:
+    return (REPO / "native" / "wire" / "target" / "release" / "perflearn-sniff").exists()
+
+
+@pytest.mark.skipif(shutil.which("memcached") is None or not _wire_built(), reason="needs memcached and native/wire")
+def test_memcached_wire(store_path):
+    ds = run_example("memcached-wire", store_path)
+    ok = ds.ok()
+    assert len(ok) == 4
+    assert (ok["wire_rps"] > 0.5 * ok["rate"]).all()  # the capture saw the offered load
+    assert (ok["wire_p99"] >= ok["wire_p95"]).all() and (ok["wire_p95"] > 0).all()
+    assert (ok["client_p99"] > 0).all()
+    with open_store(store_path) as store:
+        samples = store.samples("memcached-wire")
+    assert {"wire.p99_us", "wire.rps"} <= set(samples["metric"])

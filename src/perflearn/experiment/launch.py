@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 # Placeholders every command may use besides the knob names.
-BUILTIN_PLACEHOLDERS = {"rep", "point_id", "run_dir", "port", "experiment"}
+BUILTIN_PLACEHOLDERS = {"rep", "point_id", "run_dir", "port", "experiment", "spec_dir"}
 
 
 def placeholders(template: str) -> set[str]:

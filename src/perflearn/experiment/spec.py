@@ -95,6 +95,11 @@ class Spec:
     sampling: SamplingSpec | None = None  # interval samples during each run
 
     @property
+    def spec_dir(self) -> str:
+        """The spec file's directory, absolute: {spec_dir} in commands."""
+        return str(Path(self.path).resolve().parent)
+
+    @property
     def hash(self) -> str:
         """Identity of what the spec asks for: comments and layout do not count."""
         canonical = json.dumps(self.raw, sort_keys=True, default=str)
@@ -459,11 +464,12 @@ def _check_references(spec: Spec, reader: _Reader) -> None:
             used |= names
     for command in spec.workload.setup + spec.workload.teardown:
         try:
-            unknown = placeholders(command) - {"experiment"}
+            unknown = placeholders(command) - {"experiment", "spec_dir"}
         except ValueError as exc:
             raise reader.error(("workload", "setup"), f"{exc} (write literal braces as {{{{ and }}}})") from None
         if unknown:
-            raise reader.error(("workload", "setup"), f"setup/teardown run once, so they may only use {{experiment}}, "
+            raise reader.error(("workload", "setup"), f"setup/teardown run once, so they may only use {{experiment}} "
+                                                      "and {{spec_dir}}, "
                                                       f"not {{{sorted(unknown)[0]}}}")
     for metric in spec.metrics.values():
         if "process" in metric.options and metric.options["process"] not in processes:

@@ -92,7 +92,8 @@ class RunExecutor:
         values: dict[str, Any] = {}
         for name, value in planned.values:
             values[name] = cpu_list(set(value)) if isinstance(value, (list, tuple)) else value
-        values.update(point_id=planned.point_id, rep=planned.rep, run_dir=str(run_dir), experiment=self.spec.name)
+        values.update(point_id=planned.point_id, rep=planned.rep, run_dir=str(run_dir), experiment=self.spec.name,
+                      spec_dir=self.spec.spec_dir)
         if self.uses_port:
             values["port"] = proc_mod.free_port()
         run = RunContext(self.spec.name, planned.seq, planned.point_id, planned.rep, values, run_dir)
@@ -180,6 +181,7 @@ class RunExecutor:
         for collector in self.collectors:
             try:
                 known.update(collector.values(run, result))
+                record.samples += collector.samples(run)
             except Exception as exc:  # a collector bug must not lose the run
                 for metric in collector.metrics:
                     known[metric.name] = Missing(f"collector {collector.source} failed: {type(exc).__name__}: {exc}")

@@ -94,7 +94,7 @@ def _check_executables(spec: Spec) -> None:
 
 def _run_commands(commands: list[str], spec: Spec, what: str) -> None:
     for command in commands:
-        command = fill(command, {"experiment": shlex.quote(spec.name)})
+        command = fill(command, {"experiment": shlex.quote(spec.name), "spec_dir": shlex.quote(spec.spec_dir)})
         done = subprocess.run(command, shell=True, capture_output=True, text=True)
         if done.returncode != 0:
             tail = (done.stderr.strip().splitlines() or [""])[-1]

@@ -9,9 +9,10 @@ from .perf import PerfStat
 from .procfs import ProcDelta
 from .rusage import Rusage
 from .text import JsonPath, Regex
+from .wire import Wire
 
 SOURCES: dict[str, type[Collector]] = {
-    cls.source: cls for cls in (WallTime, ExitStatus, Regex, JsonPath, PerfStat, ProcDelta, Rusage, Derived)
+    cls.source: cls for cls in (WallTime, ExitStatus, Regex, JsonPath, PerfStat, ProcDelta, Rusage, Wire, Derived)
 }
 
 

@@ -60,6 +60,10 @@ class Collector:
     def values(self, run: RunContext, result: RunResult) -> dict[str, Value]:
         raise NotImplementedError
 
+    def samples(self, run: RunContext) -> list[tuple[str, float, float | None]]:
+        """Interval samples this collector took during the run: (name, t, value)."""
+        return []
+
 
 def number(raw: Any, what: str) -> Value:
     """A float from a parsed value, or Missing saying why not."""
