@@ -166,3 +166,40 @@ def test_bad_flags():
                            ([], "use --simulate")):
         result = cli.invoke(app, ["manage", *args])
         assert result.exit_code == 2 and fragment in result.output, result.output
+
+
+def test_model_trained_on_other_knobs_is_refused():
+    from perflearn.errors import UsageError
+    from perflearn.manage.compare import model_predictor
+
+    class Model:
+        features = ["bs", "rps"]
+
+    with pytest.raises(UsageError, match="trained on bs, rps"):
+        model_predictor(Model(), 1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+def test_live_memcached_under_load(tmp_path):
+    """A real memcached in its own cgroups, perflearn-load's steps, latency from the wire."""
+    from pathlib import Path
+
+    from perflearn.experiment import cgroups
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+    csv = tmp_path / "live.csv"
+    result = CliRunner().invoke(app, ["manage", "--service", "memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0",
+                                      "--cores", "2", "--levels", "4", "--max-rps", "8000", "--target-ms", "2",
+                                      "-p", "static", "-p", "ondemand", "--step-seconds", "1", "--csv", str(csv)])
+    assert result.exit_code == 0, result.output
+    import pandas as pd
+
+    frame = pd.read_csv(csv)
+    static = frame[frame["policy"] == "static"]
+    assert len(static) == 11 and (static["cores"] == 2).all()
+    assert static["rps"].max() > 4000  # the wire saw the peak of the steps
+    assert frame[frame["policy"] == "ondemand"]["level"].nunique() > 1  # it changed speed with the load
+    leftovers = [d for d in (cgroups.root() / "cpu" / "perflearn").glob("manage-service")] if cgroups.version() == 1 else []
+    assert leftovers == [] or not any(Path(d, "cgroup.procs").read_text().strip() for d in leftovers)

@@ -19,7 +19,12 @@ POLICY_HELP = "static, ondemand, hipster, heracles, heimdall, heimdall-uncertain
 @app.command()
 def manage(
     policy: Annotated[list[str], typer.Option("--policy", "-p", help=POLICY_HELP)] = ["all"],
-    simulate: Annotated[bool, typer.Option("--simulate", help="Run on the queueing simulator (the live mode needs the wire analyzer's stream).")] = False,
+    simulate: Annotated[bool, typer.Option("--simulate", help="Run on the queueing simulator instead of a live service.")] = False,
+    service: Annotated[Optional[str], typer.Option(help="Live: the service's command, with {port} (e.g. \"memcached -u root -l 127.0.0.1 -p {port} -t 2\").")] = None,
+    protocol: Annotated[str, typer.Option(help="Live: the service's protocol for the wire analyzer and the load.")] = "memcache-binary",
+    max_rps: Annotated[Optional[float], typer.Option("--max-rps", help="Live: the trace's peak load (95 % of the knee's load).")] = None,
+    model: Annotated[Optional[Path], typer.Option(help="Live: a perflearn model of tail latency (perflearn fit) for heimdall.")] = None,
+    model_unit: Annotated[str, typer.Option(help="Unit of the model's target: us, ms or s.")] = "us",
     cores: Annotated[int, typer.Option(help="Cores the service may use.")] = 3,
     levels: Annotated[int, typer.Option(help="Speed levels (frequencies, or CFS quota steps).")] = 17,
     mu: Annotated[float, typer.Option(help="Requests/s one core serves at full speed (simulator).")] = 12000.0,
@@ -50,10 +55,73 @@ def manage(
         space = ConfigSpace.make(cores, levels)
     except ValueError as exc:
         raise UsageError(f"--cores/--levels: {exc}") from None
-    if not simulate:
-        raise UsageError("live management is not available yet: it needs the wire analyzer's live stream; "
-                         "use --simulate")
-    _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, figure, csv)
+    if simulate:
+        _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, figure, csv)
+        return
+    if not service:
+        raise UsageError("give --service COMMAND to manage a live service, or --simulate")
+    if max_rps is None or max_rps <= 0 or target_ms is None:
+        raise UsageError("a live service needs --max-rps and --target-ms (from a load sweep's knee: perflearn knee)")
+    if model_unit not in ("us", "ms", "s"):
+        raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
+    if any(n.startswith("heimdall") for n in names) and model is None:
+        raise UsageError("heimdall needs --model (a perflearn model of p95 from cores, level or quota, and rps)")
+    _live(names, space, service, protocol, max_rps, target_ms / 1e3, model, {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit],
+          trace, step_seconds, interval, figure, csv)
+
+
+def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,
+          figure, csv) -> None:
+    import pandas as pd
+
+    from perflearn.manage.compare import figure as draw, model_predictor
+    from perflearn.manage.live import LiveService
+    from perflearn.manage.loop import control_loop, summarize
+    from perflearn.manage.policies import POLICIES, Heimdall
+    from perflearn.manage.power import PowerModel, rapl_or_none
+    from perflearn.runner.process import free_port
+
+    if trace != "steps":
+        raise UsageError("--trace: a live service runs the steps trace (perflearn-load --profile steps)")
+    predictor = None
+    if model_dir is not None:
+        from perflearn.learn import load
+
+        predictor = model_predictor(load(model_dir), scale)
+    power = PowerModel()
+    if rapl_or_none() is None:
+        terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
+    intervals = int(11 * step_seconds / interval)
+    frames = {}
+    for name in ["static", *[n for n in names if n != "static"]]:
+        port = free_port()
+        load = ["--server", f"127.0.0.1:{port}", "--protocol", protocol, "--rate", f"{max_rps:g}", "--profile", "steps",
+                "--step-seconds", f"{step_seconds:g}", "--preload", "--connections", "8", "--drain", "1"]
+        kwargs = {}
+        if name.startswith("heimdall"):
+            cls, kwargs = Heimdall, {"model": predictor, "power": power,
+                                     "uncertainty_z": 1.0 if name == "heimdall-uncertain" else None}
+        else:
+            cls = POLICIES[name]
+            if name == "hipster":
+                kwargs = {"power": power, "learn_intervals": intervals // 2}
+        policy = cls(space, target, max_rps, interval, **kwargs)
+        terminal.info(f"{name}: {intervals} intervals of {interval:g} s on {command.format(port=port)}")
+        live = LiveService(command.format(port=port), port, space, interval, protocol, load)
+        frames[name] = control_loop(policy, live, intervals, interval, power, realtime=False)
+    static_energy = frames["static"]["energy_j"].sum()
+    table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes", box=None)
+    for name, frame in frames.items():
+        if name == "static" and "static" not in names:
+            continue
+        row = summarize(frame, static_energy)
+        table.add_row(name, f"{row['qos_guarantee']:.1f}%", f"{row['qos_tardiness']:.2f}", f"{row['energy_j'] / 1e3:.3f} kJ",
+                      f"{row['energy_reduction']:+.1f}%", str(row["changes"]))
+    terminal.out.print(table)
+    if figure:
+        draw({n: frames[n] for n in names}, figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
+    if csv:
+        pd.concat([f.assign(policy=n) for n, f in frames.items()]).to_csv(csv, index=False)
 
 
 def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, figure, csv) -> None:

@@ -123,7 +123,8 @@ class _CgroupActuator(Actuator):
         self._group: cgroups.Group | None = None
 
     def check(self) -> None:
-        self._group = cgroups.create(f"{_safe(self.experiment)}-{_safe(self.target)}-{self.controller}", {self.controller})
+        # one group per process, whatever the controller: in cgroup v2 a process is in exactly one
+        self._group = cgroups.create(f"{_safe(self.experiment)}-{_safe(self.target)}", {self.controller})
 
     def apply(self, value: Any, run: RunContext) -> None:
         if self._group is None:
@@ -141,17 +142,29 @@ class _CgroupActuator(Actuator):
 
 
 class CgroupCpuset(_CgroupActuator):
-    """The CPUs a process (and all it starts) may run on, as a cgroup cpuset."""
+    """The CPUs a process (and all it starts) may run on, as a cgroup cpuset. With
+    ``count = true`` the value is a number of CPUs: the first N the runner may use."""
 
     kind = "cgroup-cpuset"
     controller = "cpuset"
-    OPTIONS = {"target": ((str,), False)}
+    OPTIONS = {"target": ((str,), False), "count": ((bool,), False)}
+
+    def _cpus(self, value: Any) -> set[int]:
+        if self.options.get("count"):
+            allowed = sorted(os.sched_getaffinity(0))
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= len(allowed):
+                raise ValueError(f"with count = true a value is a number of CPUs from 1 to {len(allowed)}, got {value!r}")
+            return set(allowed[:value])
+        return parse_cpus(value)
 
     def validate_value(self, value: Any) -> None:
-        Affinity.validate_value(self, value)
+        cpus = self._cpus(value)
+        allowed = os.sched_getaffinity(0)
+        if not cpus <= allowed:
+            raise ValueError(f"CPUs {cpu_list(cpus - allowed)} are not available here (allowed: {cpu_list(allowed)})")
 
     def _set(self, group: cgroups.Group, value: Any) -> None:
-        group.set_cpus(cpu_list(parse_cpus(value)))
+        group.set_cpus(cpu_list(self._cpus(value)))
 
 
 class CgroupQuota(_CgroupActuator):

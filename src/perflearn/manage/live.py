@@ -1,0 +1,134 @@
+"""A real latency-critical service under the manager: started in its own cgroups,
+driven by perflearn-load, observed by perflearn-sniff's live interval stream.
+
+Cores are a cgroup cpuset (the first N CPUs); the speed level is the CPU frequency
+through cpufreq's userspace governor where the machine has it, else the CFS quota
+per core stands in (quota = cores x level CPUs). Utilisation is the service's CPU
+time (cgroup cpuacct / cpu.stat) over what its configuration allows.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+from perflearn.errors import UnsupportedError, UsageError
+from perflearn.experiment import cgroups
+from perflearn.wire import LiveSniffer, locate
+
+from .config import ConfigSpace, Configuration
+from .loop import Measured, Service
+
+
+def _cpu_seconds(group: cgroups.Group) -> float | None:
+    """CPU time used by the group so far (v1 cpuacct.usage or v2 cpu.stat)."""
+    for controller in ("cpuacct", "cpu"):  # v1: cpuacct mounted alone, or with cpu
+        usage = group.dirs.get(controller, Path("/nonexistent")) / "cpuacct.usage"
+        if usage.exists():
+            return int(usage.read_text()) / 1e9
+    stat = group.dirs.get("cpu", Path("/nonexistent")) / "cpu.stat"
+    if stat.exists():
+        for line in stat.read_text().splitlines():
+            if line.startswith("usage_usec"):
+                return int(line.split()[1]) / 1e6
+    return None
+
+
+class LiveService(Service):
+    def __init__(self, command: str, port: int, space: ConfigSpace, interval_s: float, protocol: str,
+                 load: list[str], interface: str = "lo", name: str = "manage"):
+        if max(space.cores) > len(os.sched_getaffinity(0)):
+            raise UsageError(f"--cores {max(space.cores)}: this machine lets us use {len(os.sched_getaffinity(0))} CPUs")
+        self.space, self.interval = space, interval_s
+        self.cpus = sorted(os.sched_getaffinity(0))
+        controllers = {"cpuset", "cpu"}
+        if cgroups.version() == 1 and (cgroups.root() / "cpuacct").is_dir():
+            controllers.add("cpuacct")  # CPU time, where it is its own v1 hierarchy
+        try:
+            self.group = cgroups.create(f"{name}-service", controllers)
+        except UnsupportedError as exc:
+            raise UnsupportedError(f"the manager needs cgroup cpuset and cpu controllers: {exc.message}") from None
+        self.cpuacct = _cpu_seconds(self.group)
+        self.apply(space.maximum)
+        files = self.group.procs_files
+
+        def join() -> None:
+            for procs in files:
+                with open(procs, "w") as f:
+                    f.write(str(os.getpid()))
+
+        self.service = subprocess.Popen(shlex.split(command), preexec_fn=join, process_group=0,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _wait_port(port, self.service, 10.0)
+        self.lines: queue.Queue = queue.Queue()
+        self.sniffer = LiveSniffer(interface, bpf=f"tcp port {port}", protocol=protocol, ports=[port],
+                                   interval=interval_s, on_line=self._line).start()
+        self.load = subprocess.Popen([str(locate("perflearn-load")), *load], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.last_cpu = _cpu_seconds(self.group)
+        self.last_time = time.monotonic()
+
+    def _line(self, obj: dict) -> None:
+        if obj.get("type") == "interval":
+            self.lines.put(obj)
+
+    def apply(self, config: Configuration) -> None:
+        self.group.set_cpus(",".join(str(c) for c in self.cpus[:config.cores]))
+        self.group.set_quota(config.cores * config.level, 100_000)
+        self.config = config
+
+    def observe(self, t: float) -> Measured | None:
+        try:
+            line = self.lines.get(timeout=self.interval * 1.5)
+        except queue.Empty:
+            return None  # the latency stream stalled
+        while not self.lines.empty():  # take the newest interval if several are waiting
+            line = self.lines.get_nowait()
+        now, cpu = time.monotonic(), _cpu_seconds(self.group)
+        utilisation = 0.0
+        if cpu is not None and self.last_cpu is not None and now > self.last_time:
+            allowed = self.config.cores * self.config.level * (now - self.last_time)
+            utilisation = min(1.0, (cpu - self.last_cpu) / allowed)
+        self.last_cpu, self.last_time = cpu, now
+        p95, p99 = line.get("p95_us"), line.get("p99_us")
+        if not isinstance(p95, (int, float)):
+            return Measured(float(line.get("rps", 0.0)), 0.0, 0.0, utilisation)  # no request: nothing late
+        return Measured(float(line.get("rps", 0.0)), p95 / 1e6, float(p99 or p95) / 1e6, utilisation)
+
+    @property
+    def load_done(self) -> bool:
+        return self.load.poll() is not None
+
+    def close(self) -> None:
+        for proc in (self.load, self.service):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        try:
+            self.sniffer.stop()
+        finally:
+            self.group.remove()
+
+
+def _wait_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise UsageError(f"the service exited with {proc.returncode} before accepting on port {port}: "
+                             f"{(proc.stderr.read() or '').strip()[:200]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise UsageError(f"the service did not accept on port {port} within {timeout:g} s")
