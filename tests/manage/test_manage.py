@@ -203,3 +203,21 @@ def test_live_memcached_under_load(tmp_path):
     assert frame[frame["policy"] == "ondemand"]["level"].nunique() > 1  # it changed speed with the load
     leftovers = [d for d in (cgroups.root() / "cpu" / "perflearn").glob("manage-service")] if cgroups.version() == 1 else []
     assert leftovers == [] or not any(Path(d, "cgroup.procs").read_text().strip() for d in leftovers)
+
+
+def test_knee_command_on_a_stored_sweep(tmp_path):
+    import pandas as pd
+
+    from perflearn.store import Dataset, open_store
+
+    rates = [1000, 2000, 4000, 8000, 12000, 16000, 18000, 19000, 19500]
+    latency = [100 + 2e-7 * r**2 + (5000 if r > 17000 else 0) * (r - 17000) / 2500 for r in rates]
+    ds = Dataset.from_frame(pd.DataFrame({"rate": rates, "p95": latency}), metrics=["p95"], name="sweep")
+    with open_store(tmp_path / "s.duckdb") as store:
+        store.import_dataset(ds, "sweep")
+    result = CliRunner().invoke(app, ["knee", "sweep", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
+    assert result.exit_code == 0, result.output
+    knee_x = float(result.output.split("knee at rate = ")[1].split(",")[0])
+    assert 12000 <= knee_x <= 18000  # where the curve turns up
+    bad = CliRunner().invoke(app, ["knee", "sweep", "--x", "rate", "--y", "p99", "-s", str(tmp_path / "s.duckdb")])
+    assert bad.exit_code == 2 and "no column 'p99'" in bad.output

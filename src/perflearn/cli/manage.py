@@ -61,7 +61,7 @@ def manage(
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
     if max_rps is None or max_rps <= 0 or target_ms is None:
-        raise UsageError("a live service needs --max-rps and --target-ms (from a load sweep's knee: perflearn knee)")
+        raise UsageError("a live service needs --max-rps and --target-ms (from the knee of a load sweep: perflearn knee)")
     if model_unit not in ("us", "ms", "s"):
         raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
     if any(n.startswith("heimdall") for n in names) and model is None:
@@ -157,3 +157,30 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     if csv:
         pd.concat([f.assign(policy=n) for n, f in frames.items()]).to_csv(csv, index=False)
         terminal.info(f"intervals: {csv}")
+
+
+@app.command()
+def knee(
+    experiment: Annotated[str, typer.Argument(help="A load sweep (e.g. memcached-wire at maximum configuration).")],
+    x: Annotated[str, typer.Option("--x", help="The load: a knob or metric (e.g. rate).")],
+    y: Annotated[str, typer.Option("--y", help="The latency metric (e.g. wire_p95).")],
+    store: Annotated[Path, typer.Option("--store", "-s", envvar="PERFLEARN_STORE", help="Results store.")] = Path("perflearn.duckdb"),
+) -> None:
+    """The knee of a load-latency curve (kneedle): QoS target = latency there, max load = 95 % of its load."""
+    from perflearn.learn.knee import find_knee
+    from perflearn.store import open_store
+
+    with open_store(store, read_only=True) as results:
+        dataset = results.dataset(experiment)
+    frame = dataset.ok()
+    for column in (x, y):
+        if column not in frame:
+            raise UsageError(f"no column {column!r} in {experiment!r} (knobs: {', '.join(dataset.features)}; "
+                             f"metrics: {', '.join(dataset.metrics)})")
+    curve = frame.groupby(x)[y].median().dropna().sort_index()
+    if len(curve) < 3:
+        raise UsageError(f"need at least three values of {x} with {y} measured, got {len(curve)}")
+    found = find_knee(curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float), curve="convex",
+                      direction="increasing")
+    terminal.out.print(f"knee at {x} = {found.x:g}, {y} = {found.y:g}: QoS target {found.y:g}, "
+                       f"maximum load {0.95 * found.x:g} (95 % of the knee)")
