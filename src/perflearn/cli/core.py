@@ -12,12 +12,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from perflearn.errors import UsageError
-from perflearn.experiment.design import plan
-from perflearn.experiment.spec import load_spec
-from perflearn.runner.runner import Observer, check_machine, run_experiment
-from perflearn.store import Dataset, open_store
-from perflearn.store.export import FORMATS, export
-from perflearn.store.summary import describe, summarize
+
+# The runner and the store (pandas, DuckDB) are imported inside the commands that use
+# them, so that every command — and `perflearn inject` as a companion — starts fast.
+FORMATS = ("csv", "parquet")  # as perflearn.store.export.FORMATS, without importing the store
 
 from . import terminal
 from .app import DEFAULT_STORE, StoreOpt, app
@@ -31,6 +29,10 @@ def validate(
     show_plan: Annotated[bool, typer.Option("--plan", help="Print every planned run.")] = False,
 ) -> None:
     """Check a spec and this machine without running anything; print the plan's size."""
+    from perflearn.experiment.design import plan
+    from perflearn.experiment.spec import load_spec
+    from perflearn.runner.runner import check_machine
+
     spec = load_spec(spec_path)
     _, _, warnings = check_machine(spec)
     for warning in warnings:
@@ -46,7 +48,7 @@ def validate(
         terminal.out.print(table)
 
 
-class _Progress(Observer):
+class _Progress:
     """A progress bar with ETA, and a line per point with mean ± 95% CI as its runs complete."""
 
     def __init__(self, quiet: bool):
@@ -97,6 +99,8 @@ class _Progress(Observer):
             ok = [r for r in records if r.status == "ok"]
             knobs = " ".join(f"{k}={_fmt(v)}" for k, v in planned.values)
             parts = []
+            from perflearn.store.summary import describe
+
             for metric in self.metrics:
                 stats = describe([r.values.get(metric) for r in ok])
                 if stats["n"]:
@@ -124,6 +128,10 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:
     """Run an experiment: every point of the design, each run stored as it completes."""
+    from perflearn.experiment.spec import load_spec
+    from perflearn.runner.runner import run_experiment
+    from perflearn.store import open_store
+
     spec = load_spec(spec_path)
     if name:
         spec.name = name
@@ -143,6 +151,8 @@ def run(
 @app.command("ls")
 def list_experiments(store: StoreOpt = DEFAULT_STORE) -> None:
     """List the experiments in the store."""
+    from perflearn.store import open_store
+
     with open_store(store, read_only=True) as results:
         frame = results.experiments()
     table = Table("experiment", "source", "created", "runs", "ok", "failed", "timeout", "skipped", box=None)
@@ -161,6 +171,8 @@ def show(
     full: Annotated[Optional[bool], typer.Option("--full/--compact", help="Mean, median, std and 95% CI in separate columns, or mean ± CI only (default: full for up to 3 metrics).")] = None,
 ) -> None:
     """A table per point: mean, median, std and 95% CI of each metric over ok runs; failures counted."""
+    from perflearn.store import open_store
+
     with open_store(store, read_only=True) as results:
         info = results.require(experiment)
         if runs:
@@ -182,7 +194,9 @@ def show(
     _print_summary(dataset, metric, full)
 
 
-def _print_summary(dataset: Dataset, metrics: list[str] | None = None, full: bool | None = None) -> None:
+def _print_summary(dataset, metrics: list[str] | None = None, full: bool | None = None) -> None:
+    from perflearn.store.summary import summarize
+
     metrics = metrics or dataset.metrics
     if full is None:
         full = len(metrics) <= 3
@@ -215,6 +229,9 @@ def export_cmd(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default EXPERIMENT.FORMAT).")] = None,
 ) -> None:
     """Write the dataset (one row per run: knob columns + metric columns) to CSV or Parquet."""
+    from perflearn.store import open_store
+    from perflearn.store.export import export
+
     if fmt not in FORMATS:
         raise UsageError(f"--format: unknown format {fmt!r} (one of: {', '.join(FORMATS)})")
     with open_store(store, read_only=True) as results:
@@ -233,6 +250,8 @@ def import_cmd(
     name: Annotated[Optional[str], typer.Option("--name", help="Experiment name (default: the file's stem).")] = None,
 ) -> None:
     """Import a dataset measured elsewhere, so models can be trained on it too."""
+    from perflearn.store import Dataset, open_store
+
     dataset = Dataset.from_csv(csv, metrics=metric, knobs=knob, context=context, name=name)
     with open_store(store) as results:
         results.import_dataset(dataset, dataset.experiment)
