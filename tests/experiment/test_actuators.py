@@ -211,17 +211,20 @@ exit 1
     assert (tmp_path / "rx-usecs.log").read_text().split() == ["8", "64", "3"]  # both values, then restored
 
 
+QUOTA_SPEC = """
+    [workload]
+    command = "true"
+    [knobs.quota]
+    values = [0.5]
+    apply = "cgroup-quota"
+    [metrics.t]
+    source = "time"
+"""
+
+
 def test_machine_without_cgroups_is_one_clear_line(write_spec, tmp_path, monkeypatch):
     monkeypatch.setenv("PERFLEARN_CGROUP_ROOT", str(tmp_path / "no-cgroups"))
-    spec = load_spec(write_spec("""
-        [workload]
-        command = "true"
-        [knobs.quota]
-        values = [0.5]
-        apply = "cgroup-quota"
-        [metrics.t]
-        source = "time"
-    """))
+    spec = load_spec(write_spec(QUOTA_SPEC))
     with pytest.raises(UnsupportedError, match="knob quota \\(apply = cgroup-quota\\): no cgroup hierarchy under"):
         check_machine(spec)
 
@@ -230,15 +233,7 @@ def test_cgroup_v2_controller_not_enabled(write_spec, tmp_path, monkeypatch):
     """A v2 hierarchy whose cpu controller is not delegated: refused before the sweep."""
     (tmp_path / "cgroup.controllers").write_text("memory pids\n")
     monkeypatch.setenv("PERFLEARN_CGROUP_ROOT", str(tmp_path))
-    spec = load_spec(write_spec("""
-        [workload]
-        command = "true"
-        [knobs.quota]
-        values = [0.5]
-        apply = "cgroup-quota"
-        [metrics.t]
-        source = "time"
-    """))
+    spec = load_spec(write_spec(QUOTA_SPEC))
     with pytest.raises(UnsupportedError, match="cgroup v2 controller 'cpu' is not enabled"):
         check_machine(spec)
 
