@@ -287,3 +287,59 @@ def test_bad_entry_point_is_refused_before_the_sweep(write_spec):
     """))
     with pytest.raises(UnsupportedError, match="entry point 'no_such_module_xyz:f' cannot be loaded"):
         check_machine(spec)
+
+
+EMU = Path(__file__).resolve().parents[2] / "native" / "emu" / "build"
+
+
+@pytest.mark.skipif(not (EMU / "libperflearn_emu.so").exists(), reason="native/emu not built")
+def test_emulated_latency_is_a_knob(write_spec):
+    """The emulate actuator preloads the shim into the workload: 50 µs one way shows in the half round trip."""
+    path = write_spec(f"""
+        [workload]
+        command = "{EMU}/emu_osu_tcp latency --min 8 --max 8 --iters 400 --warmup 50"
+        [knobs.latency]
+        values = ["0us", "50us"]
+        apply = "emulate"
+        param = "latency"
+        [knobs.overhead]
+        values = ["0us"]
+        apply = "emulate"
+        param = "overhead"
+        [metrics.half_rtt]
+        source = "regex"
+        pattern = '^\\s*8\\s+([0-9.]+)'
+        unit = "us"
+    """)
+    outcome, ds, _ = run_spec(path)
+    assert outcome.by_status == {"ok": 2}, outcome
+    by = ds.ok().set_index("latency")["half_rtt"]
+    added = by["50us"] - by["0us"]
+    assert 40 < added < 1000, added  # the wire delay (more when the machine is busy: its helper thread is preempted)
+
+
+def test_emulate_value_errors_are_spec_errors(write_spec):
+    from perflearn.errors import SpecError
+
+    with pytest.raises(SpecError, match="knobs.lat"):
+        load_spec(write_spec("""
+            [workload]
+            command = "true"
+            [knobs.lat]
+            values = ["fast"]
+            apply = "emulate"
+            param = "latency"
+            [metrics.t]
+            source = "time"
+        """))
+    with pytest.raises(SpecError, match="param: expected one of latency, overhead, bandwidth"):
+        load_spec(write_spec("""
+            [workload]
+            command = "true"
+            [knobs.lat]
+            values = ["1us"]
+            apply = "emulate"
+            param = "jitter"
+            [metrics.t]
+            source = "time"
+        """, "b.toml"))

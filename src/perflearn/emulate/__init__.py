@@ -1,1 +1,262 @@
-"""perflearn.emulate"""
+"""perflearn.emulate: the thin Python face over the native interconnect emulator.
+
+The emulator (native/emu) is a C library preloaded below an unmodified program.
+It exposes LogGP's parameters as three independent knobs:
+
+- ``latency`` (L): one-way delay of every message, overlapping like a wire;
+- ``overhead`` (o): CPU time the sender spends per message;
+- ``bandwidth`` (1/G): a link rate; messages below ``threshold`` bytes are not paced.
+
+Everything is configured through ``PERFLEARN_EMU_*`` environment variables;
+:func:`environment` builds them, so an experiment knob or the CLI only has to
+merge a dict into the environment of the program it launches::
+
+    env = {**os.environ, **environment(latency="2us", bandwidth="10Gbit")}
+    subprocess.run(["memcached", ...], env=env)
+
+Values: durations are strings with a unit (``"500ns"``, ``"2us"``, ``"1.5ms"``,
+``"0"``) or numbers in seconds; rates are strings (``"10Gbit"``, ``"100Mbit/s"``,
+``"1Gbps"``, ``"1.25GB/s"``, ``"100MiB/s"``, ``"0"`` = unlimited) or numbers in
+bit/s; sizes are bytes or strings (``"64KiB"``).  Negative or unparsable values
+raise :class:`perflearn.errors.UsageError` naming the argument.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+from perflearn.errors import UnsupportedError, UsageError
+
+__all__ = [
+    "environment",
+    "locate_library",
+    "build_mpi",
+    "parse_duration",
+    "parse_rate",
+    "parse_size",
+    "ENV_LIB",
+    "ENV_MPI_LIB",
+]
+
+ENV_LIB = "PERFLEARN_EMU_LIB"
+ENV_MPI_LIB = "PERFLEARN_EMU_MPI_LIB"
+SOCKET_LIB = "libperflearn_emu.so"
+MPI_LIB = "libperflearn_emu_mpi.so"
+
+_NUM = r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
+_DURATION = re.compile(rf"^\s*{_NUM}\s*(ns|us|µs|ms|s)?\s*$")
+_DUR_SCALE = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+_RATE = re.compile(rf"^\s*{_NUM}\s*([A-Za-z]+)(/s)?\s*$")
+_BITS = {
+    "bit": 1, "kbit": 1e3, "Kbit": 1e3, "Mbit": 1e6, "mbit": 1e6, "Gbit": 1e9, "gbit": 1e9, "Tbit": 1e12,
+    "tbit": 1e12, "bps": 1, "kbps": 1e3, "Kbps": 1e3, "Mbps": 1e6, "Gbps": 1e9, "Tbps": 1e12,
+    "b": 1, "kb": 1e3, "Kb": 1e3, "Mb": 1e6, "Gb": 1e9, "Tb": 1e12,
+}  # fmt: skip
+_BYTES = {
+    "B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+    "KiB": 1024.0, "MiB": 1024.0**2, "GiB": 1024.0**3, "TiB": 1024.0**4,
+}  # fmt: skip
+_SIZE = re.compile(rf"^\s*{_NUM}\s*(B|KiB|MiB|GiB|kB|KB|MB|GB)?\s*$")
+_SIZE_SCALE = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "kB": 1000, "KB": 1000, "MB": 10**6, "GB": 10**9}
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"expected {what}, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"{what} cannot be negative or infinite, got {value!r}")
+    return float(value)
+
+
+def parse_duration(value: object, where: str | None = None) -> int:
+    """Nanoseconds from ``"2us"``-style strings or a number of seconds."""
+    what = "a duration such as '2us', '500ns' or 0"
+    try:
+        if isinstance(value, str):
+            m = _DURATION.match(value)
+            if not m:
+                raise UsageError(f"expected {what}, got {value!r}")
+            x = float(m.group(1))
+            if m.group(2) is None and x != 0:
+                raise UsageError(f"{value!r} needs a unit (ns, us, ms, s)")
+            return round(x * _DUR_SCALE.get(m.group(2) or "ns", 1.0))
+        return round(_number(value, what) * 1e9)
+    except UsageError as exc:
+        raise UsageError(exc.message, where=where) from None
+
+
+def parse_rate(value: object, where: str | None = None) -> float:
+    """Bits per second from ``"10Gbit"``-style strings or a number of bit/s; 0 = unlimited."""
+    what = "a rate such as '10Gbit', '100Mbit/s', '1.25GB/s' or 0"
+    try:
+        if value is None:
+            return 0.0
+        if isinstance(value, str):
+            s = value.strip()
+            if s in ("", "0", "unlimited"):
+                return 0.0
+            m = _RATE.match(s)
+            if not m:
+                if re.match(rf"^{_NUM}$", s) and float(s) == 0:
+                    return 0.0
+                raise UsageError(f"expected {what}, got {value!r}")
+            x, unit = float(m.group(1)), m.group(2)
+            if unit in _BITS:
+                bps = x * _BITS[unit]
+            elif unit in _BYTES:
+                bps = x * _BYTES[unit] * 8
+            else:
+                raise UsageError(f"unknown rate unit {unit!r} in {value!r}")
+        else:
+            bps = _number(value, what)
+        if 0 < bps < 8:
+            raise UsageError(f"{value!r} is slower than one byte per second")
+        return bps
+    except UsageError as exc:
+        raise UsageError(exc.message, where=where) from None
+
+
+def parse_size(value: object, where: str | None = None) -> int:
+    """Bytes from an int or ``"64KiB"``-style strings."""
+    what = "a size such as 65536 or '64KiB'"
+    try:
+        if isinstance(value, str):
+            m = _SIZE.match(value)
+            if not m:
+                raise UsageError(f"expected {what}, got {value!r}")
+            n = float(m.group(1)) * _SIZE_SCALE[m.group(2)]
+        else:
+            n = _number(value, what)
+        if n != int(n):
+            raise UsageError(f"{value!r} is not a whole number of bytes")
+        return int(n)
+    except UsageError as exc:
+        raise UsageError(exc.message, where=where) from None
+
+
+def _native_dir() -> Path:
+    return Path(__file__).resolve().parents[3] / "native" / "emu"
+
+
+def locate_library(layer: str = "sockets") -> Path:
+    """The built shim: ``$PERFLEARN_EMU_LIB`` (or ``$PERFLEARN_EMU_MPI_LIB``), else native/emu/build."""
+    if layer not in ("sockets", "mpi"):
+        raise UsageError(f"layer must be 'sockets' or 'mpi', got {layer!r}")
+    env, name = (ENV_LIB, SOCKET_LIB) if layer == "sockets" else (ENV_MPI_LIB, MPI_LIB)
+    override = os.environ.get(env)
+    if override:
+        path = Path(override)
+        if not path.is_file():
+            raise UnsupportedError(f"{env}={override} does not exist")
+        return path.resolve()
+    path = _native_dir() / "build" / name
+    if not path.is_file():
+        hint = "make -C native/emu build" if layer == "sockets" else "perflearn emulate build --mpicc PATH"
+        raise UnsupportedError(f"the emulator library {name} is not built (run `{hint}`)")
+    return path
+
+
+def build_mpi(mpicc: str | os.PathLike[str] | None = None) -> Path:
+    """Build the PMPI shim and the MPI validation program against ``mpicc``; returns the library."""
+    native = _native_dir()
+    if not (native / "Makefile").is_file():
+        raise UnsupportedError(f"native sources not found at {native}")
+    cmd = ["make", "--no-print-directory", "-C", str(native), "-B", "mpi"]
+    if mpicc is not None:
+        if not Path(mpicc).is_file() and not any(
+            (Path(d) / str(mpicc)).is_file() for d in os.environ.get("PATH", "").split(os.pathsep)
+        ):
+            raise UsageError(f"no such MPI compiler: {mpicc}", where="--mpicc")
+        cmd.append(f"MPICC={mpicc}")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["make failed"])[-1]
+        raise UnsupportedError(f"building the PMPI shim failed: {last}")
+    return native / "build" / MPI_LIB
+
+
+def _as_list(value: object) -> list[object]:
+    if value is None:
+        return []
+    if isinstance(value, (str, int)):
+        return [value]
+    if isinstance(value, Iterable):
+        return list(value)
+    return [value]
+
+
+_PEER = re.compile(r"^(\*|[0-9.]+|localhost|\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*)?(?::(\d+|\*))?$")
+
+
+def environment(latency=None, overhead=None, bandwidth=None, **filters) -> dict[str, str]:
+    """The variables that run a program under emulation (merge them into its environment).
+
+    ``latency`` and ``overhead`` are durations ("2us", or seconds), ``bandwidth``
+    a rate ("10Gbit", or bit/s); None or 0 leaves that knob off.  The library is
+    preloaded even when every knob is off, so a sweep measures the same program.
+
+    Filters (keywords):
+      ``peers``: "ADDR[:PORT]" or a list of them (``"127.0.0.1:11211"``, ``":6379"``,
+        ``"[::1]:80"``); a socket is emulated when its peer address matches and the
+        port matches its peer's or its own (so a server's accepted sockets match
+        on the listening port); default: every TCP/UDP socket;
+      ``ports``: a port or list of ports (shorthand for ``":PORT"`` peers);
+      ``threshold``: messages smaller than this (bytes or "64KiB") are not paced;
+      ``layer``: ``"sockets"`` (default, LD_PRELOAD socket shim) or ``"mpi"``
+        (PMPI shim; run the MPI launcher with this environment);
+      ``library``: an explicit path to the shared library.
+
+    Returns e.g. ``{"LD_PRELOAD": ".../libperflearn_emu.so", "PERFLEARN_EMU_LATENCY": "2000ns",
+    "PERFLEARN_EMU_OVERHEAD": "0ns", "PERFLEARN_EMU_BANDWIDTH": "10000000000bit"}``.
+    Raises UsageError for a bad value (before anything is launched) and
+    UnsupportedError when the library is not built.
+    """
+    known = {"peers", "ports", "threshold", "layer", "library"}
+    unknown = sorted(set(filters) - known)
+    if unknown:
+        raise UsageError(f"unknown emulation option(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    lat = parse_duration(latency, where="latency") if latency is not None else 0
+    ovh = parse_duration(overhead, where="overhead") if overhead is not None else 0
+    rate = parse_rate(bandwidth, where="bandwidth") if bandwidth is not None else 0.0
+    env: dict[str, str] = {
+        "PERFLEARN_EMU_LATENCY": f"{lat}ns",
+        "PERFLEARN_EMU_OVERHEAD": f"{ovh}ns",
+        "PERFLEARN_EMU_BANDWIDTH": f"{rate:.0f}bit" if rate else "0",
+    }
+    if filters.get("threshold") is not None:
+        env["PERFLEARN_EMU_THRESHOLD"] = str(parse_size(filters["threshold"], where="threshold"))
+    peers: list[str] = []
+    for p in _as_list(filters.get("peers")):
+        text = str(p).strip()
+        if not text or not _PEER.match(text):
+            raise UsageError(f"expected ADDR[:PORT] such as 127.0.0.1:11211 or :6379, got {p!r}", where="peers")
+        peers.append(text)
+    for port in _as_list(filters.get("ports")):
+        try:
+            n = int(port)  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            n = -1
+        if isinstance(port, bool) or not 0 < n < 65536:
+            raise UsageError(f"expected a port number 1..65535, got {port!r}", where="ports")
+        peers.append(f":{n}")
+    if len(peers) > 16:
+        raise UsageError("at most 16 peer filters", where="peers")
+    if peers:
+        env["PERFLEARN_EMU_PEERS"] = ",".join(peers)
+    layer = filters.get("layer") or "sockets"
+    if layer not in ("sockets", "mpi"):
+        raise UsageError(f"layer must be 'sockets' or 'mpi', got {layer!r}", where="layer")
+    lib = filters.get("library")
+    if lib is not None:
+        path = Path(lib)
+        if not path.is_file():
+            raise UsageError(f"no such library: {lib}", where="library")
+    else:
+        path = locate_library(layer)
+    env["LD_PRELOAD"] = str(path)
+    return env

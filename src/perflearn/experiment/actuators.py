@@ -319,13 +319,58 @@ class Hook(Actuator):
             subprocess.run(self.options["restore"], shell=True, capture_output=True, timeout=300)
 
 
+class Emulate(Actuator):
+    """Interconnect emulation below an unmodified program (native/emu): the knob is one of
+    LogGP's ``latency`` (L, a delay like a wire's), ``overhead`` (o, sender CPU time per
+    message) or ``bandwidth`` (1/G, pacing). Several emulate knobs on one process combine.
+    Values: durations ("2us", or seconds) and rates ("10Gbit", or bit/s)."""
+
+    kind = "emulate"
+    OPTIONS = {"param": ((str,), True), "target": ((str,), False), "peers": ((str, list), False),
+               "ports": ((int, list), False), "threshold": ((int, str), False), "layer": ((str,), False)}
+    PARAMS = ("latency", "overhead", "bandwidth")
+
+    def __init__(self, knob: Knob, experiment: str):
+        super().__init__(knob, experiment)
+        if self.options["param"] not in self.PARAMS:
+            raise ValueError(f"param: expected one of {', '.join(self.PARAMS)}, got {self.options['param']!r}")
+        self.filters = {k: self.options[k] for k in ("peers", "ports", "threshold", "layer") if k in self.options}
+
+    def _environment(self, settings: dict[str, Any]) -> dict[str, str]:
+        from perflearn.emulate import environment
+
+        return environment(**settings, **self.filters)
+
+    def validate_value(self, value: Any) -> None:
+        from perflearn.errors import PerflearnError
+
+        try:
+            self._environment({self.options["param"]: value})
+        except PerflearnError as exc:
+            if isinstance(exc, UnsupportedError):
+                return  # the library is not built yet: check() says so before the sweep
+            raise ValueError(exc.message) from None
+
+    def check(self) -> None:
+        self._environment({})  # raises UnsupportedError when the library is not built
+
+    def apply(self, value: Any, run: RunContext) -> None:
+        process = self._process(run)
+        process.emulation[self.options["param"]] = value
+        preload = process.env.get("LD_PRELOAD", "")
+        variables = self._environment(process.emulation)
+        if preload and variables.get("LD_PRELOAD") and variables["LD_PRELOAD"] not in preload.split(":"):
+            variables["LD_PRELOAD"] = f"{variables['LD_PRELOAD']}:{preload}"  # keep the user's own preloads
+        process.env.update(variables)
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
 
 ACTUATORS: dict[str, type[Actuator]] = {
     cls.kind: cls
-    for cls in (Placeholder, Env, Affinity, CgroupCpuset, CgroupQuota, Sysctl, EthtoolCoalesce, Hook)
+    for cls in (Placeholder, Env, Affinity, CgroupCpuset, CgroupQuota, Sysctl, EthtoolCoalesce, Hook, Emulate)
 }
 
 

@@ -38,6 +38,7 @@ class ProcessLaunch:
     cgroup_procs: list[str] = field(default_factory=list)  # cgroup.procs files to join before exec
     stop_signal: int = 15  # how a companion is asked to stop (SIGTERM), then SIGKILL after stop_grace
     stop_grace: float = 5.0
+    emulation: dict[str, Any] = field(default_factory=dict)  # interconnect knobs applied so far (emulate actuator)
 
 
 @dataclass

@@ -1,0 +1,943 @@
+/* perflearn-emu socket shim (LD_PRELOAD): interconnect latency, overhead and
+ * bandwidth below unmodified programs that talk TCP or UDP.
+ *
+ *   overhead  o: the sending thread spins o ns per message (LogGP's o).
+ *   bandwidth B: one link per process (its NIC), paced on CLOCK_MONOTONIC;
+ *                large messages go out in chunks of `threshold` bytes, each no
+ *                earlier than its serialisation end; messages below the
+ *                threshold run ahead of the wire by at most threshold bytes.
+ *   latency   L: a delay line.  The message is copied into a FIFO and the
+ *                call returns at once; a helper thread writes it at
+ *                (serialisation end + L).  Pipelined messages overlap, as on a
+ *                wire, instead of each paying L in the sender.
+ *
+ * Only AF_INET/AF_INET6 stream and datagram sockets matching PERFLEARN_EMU_PEERS
+ * are touched; files, pipes, AF_UNIX and other sockets go straight through.
+ * Bytes are never changed.  Configuration: PERFLEARN_EMU_* (see emu_pace.h).
+ * Real functions are resolved once with dlsym(RTLD_NEXT); a thread-local guard
+ * keeps the shim out of its own way.
+ */
+#define _GNU_SOURCE
+#include "emu_pace.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define FDMAX 65536
+
+/* ---------------------------------------------------------------- real functions */
+
+static ssize_t (*real_send)(int, const void *, size_t, int);
+static ssize_t (*real_sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+static ssize_t (*real_sendmsg)(int, const struct msghdr *, int);
+static ssize_t (*real_write)(int, const void *, size_t);
+static ssize_t (*real_writev)(int, const struct iovec *, int);
+static int (*real_close)(int);
+static int (*real_shutdown)(int, int);
+static int (*real_connect)(int, const struct sockaddr *, socklen_t);
+static int (*real_socket)(int, int, int);
+static int (*real_accept)(int, struct sockaddr *, socklen_t *);
+static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
+static int (*real_dup2)(int, int);
+static int (*real_dup3)(int, int, int);
+static ssize_t (*real_sendfile)(int, int, off_t *, size_t);
+static int (*real_execve)(const char *, char *const[], char *const[]);
+static int (*real_execv)(const char *, char *const[]);
+static int (*real_execvp)(const char *, char *const[]);
+static int (*real_execvpe)(const char *, char *const[], char *const[]);
+
+#define RESOLVE(name) real_##name = (__typeof__(real_##name))dlsym(RTLD_NEXT, #name)
+
+static void resolve_all(void)
+{
+    RESOLVE(send);
+    RESOLVE(sendto);
+    RESOLVE(sendmsg);
+    RESOLVE(write);
+    RESOLVE(writev);
+    RESOLVE(close);
+    RESOLVE(shutdown);
+    RESOLVE(connect);
+    RESOLVE(socket);
+    RESOLVE(accept);
+    RESOLVE(accept4);
+    RESOLVE(dup2);
+    RESOLVE(dup3);
+    RESOLVE(sendfile);
+    RESOLVE(execve);
+    RESOLVE(execv);
+    RESOLVE(execvp);
+    RESOLVE(execvpe);
+}
+
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+#define ENSURE(name)                                         \
+    do {                                                     \
+        if (__builtin_expect(real_##name == NULL, 0))        \
+            pthread_once(&resolve_once, resolve_all);        \
+    } while (0)
+
+/* ---------------------------------------------------------------- state */
+
+static emu_config cfg;
+static int enabled;          /* configuration parsed and some knob non-zero */
+static __thread int in_shim; /* recursion guard */
+
+enum { FD_UNKNOWN = 0, FD_PASS, FD_STREAM, FD_DGRAM /* unconnected: per destination */, FD_DGRAM_EMU };
+static unsigned char fdstate[FDMAX];
+
+static pthread_mutex_t link_mu = PTHREAD_MUTEX_INITIALIZER;
+static emu_link link_out;
+
+static unsigned long long st_msgs, st_bytes, st_late_n, st_late_ns, st_late_max; /* emulated sends (approximate under threads) */
+
+/* delay line */
+struct chunk {
+    struct chunk *next;
+    int fd;
+    int flags;
+    int64_t release;
+    size_t len, off;
+    socklen_t alen;
+    struct sockaddr_storage addr;
+    char data[];
+};
+static pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t q_work; /* helper: new work */
+static pthread_cond_t q_done; /* senders and drainers: progress */
+static struct chunk *q_head, *q_tail;
+static size_t q_bytes;
+static int q_pending[FDMAX];
+static int q_err[FDMAX];
+static int helper_running, helper_sleeping;
+static int64_t hot_ns = 50000; /* PERFLEARN_EMU_HOT: the helper spins (yielding) this long when idle */
+
+static void say(const char *msg)
+{
+    char line[512];
+    int n = snprintf(line, sizeof line, "perflearn-emu: %s\n", msg);
+    if (n > 0 && real_write)
+        (void)!real_write(2, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
+}
+
+/* ---------------------------------------------------------------- classification */
+
+static int sock_local_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return 0;
+}
+
+static int classify(int fd)
+{
+    if (fd < 0)
+        return FD_PASS;
+    if (fd < FDMAX && fdstate[fd] != FD_UNKNOWN)
+        return fdstate[fd];
+    int st = FD_PASS, cache = 1;
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && S_ISSOCK(sb.st_mode)) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int type = 0;
+        socklen_t tl = sizeof type;
+        if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 &&
+            (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) &&
+            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0) {
+            int lport = ss.ss_family == AF_INET ? ntohs(((struct sockaddr_in *)&ss)->sin_port)
+                                                : ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+            struct sockaddr_storage ps;
+            socklen_t pl = sizeof ps;
+            int connected = getpeername(fd, (struct sockaddr *)&ps, &pl) == 0;
+            if (type == SOCK_STREAM) {
+                if (!connected)
+                    cache = 0; /* not yet: decide once it is */
+                else if (emu_peer_match(&cfg, &ps, lport))
+                    st = FD_STREAM;
+            } else if (type == SOCK_DGRAM) {
+                if (!connected)
+                    st = FD_DGRAM;
+                else if (emu_peer_match(&cfg, &ps, lport))
+                    st = FD_DGRAM_EMU;
+            }
+        }
+    } else if (errno == EBADF)
+        cache = 0;
+    if (cache && fd < FDMAX)
+        fdstate[fd] = (unsigned char)st;
+    return st;
+}
+
+static void forget(int fd)
+{
+    if (fd >= 0 && fd < FDMAX)
+        fdstate[fd] = FD_UNKNOWN;
+}
+
+/* ---------------------------------------------------------------- delay line */
+
+static void *helper_main(void *arg);
+
+static void helper_start_locked(void)
+{
+    if (helper_running)
+        return;
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the helper takes no signals */
+    if (pthread_create(&t, &a, helper_main, NULL) == 0)
+        helper_running = 1;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+}
+
+/* Drop every queued chunk of fd (after a write error). q_mu held. */
+static void drop_fd_locked(int fd)
+{
+    struct chunk **pp = &q_head, *prev = NULL;
+    while (*pp) {
+        struct chunk *c = *pp;
+        if (c->fd == fd) {
+            *pp = c->next;
+            if (q_tail == c)
+                q_tail = prev;
+            q_bytes -= c->len;
+            if (fd < FDMAX)
+                q_pending[fd]--;
+            free(c);
+        } else {
+            prev = c;
+            pp = &c->next;
+        }
+    }
+}
+
+static void *helper_main(void *arg)
+{
+    (void)arg;
+    in_shim = 1;
+    const int64_t hot = hot_ns;
+    pthread_mutex_lock(&q_mu);
+    for (;;) {
+        if (!q_head && hot > 0) {
+            /* stay hot for a while: the next message usually follows soon */
+            pthread_mutex_unlock(&q_mu);
+            int64_t until = emu_now_ns() + hot;
+            while (!__atomic_load_n(&q_head, __ATOMIC_ACQUIRE) && emu_now_ns() < until)
+                sched_yield(); /* let the application's threads have the CPU */
+            pthread_mutex_lock(&q_mu);
+        }
+        if (!q_head) {
+            while (!q_head) {
+                helper_sleeping = 1;
+                pthread_cond_wait(&q_work, &q_mu);
+                helper_sleeping = 0;
+            }
+        }
+        struct chunk *c = q_head;
+        int64_t start = c->release; /* latency adds to the native path: no compensation */
+        int64_t now = emu_now_ns();
+        /* only the helper removes chunks (or drop_fd_locked, also run here), so c
+         * stays the head while we wait and write without the lock */
+        size_t want = c->len - c->off;
+        int fd = c->fd;
+        pthread_mutex_unlock(&q_mu);
+        if (start > now)
+            emu_wait_until(start, cfg.spin_ns);
+        int64_t t1 = emu_now_ns();
+        if (c->off == 0) {
+            unsigned long long late = (unsigned long long)(t1 > c->release ? t1 - c->release : 0);
+            st_late_n++;
+            st_late_ns += late;
+            if (late > st_late_max)
+                st_late_max = late;
+        }
+        ssize_t r = real_sendto(fd, c->data + c->off, want, c->flags | MSG_DONTWAIT | MSG_NOSIGNAL,
+                                c->alen ? (struct sockaddr *)&c->addr : NULL, c->alen);
+        int e = errno;
+        pthread_mutex_lock(&q_mu);
+        if (r == (ssize_t)want) {
+            q_head = c->next;
+            if (!q_head)
+                q_tail = NULL;
+            q_bytes -= c->len;
+            if (fd < FDMAX)
+                q_pending[fd]--;
+            free(c);
+            pthread_cond_broadcast(&q_done);
+        } else if (r >= 0 || e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ENOBUFS) {
+            if (r > 0)
+                c->off += (size_t)r;
+            pthread_mutex_unlock(&q_mu);
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            poll(&p, 1, 1);
+            pthread_mutex_lock(&q_mu);
+        } else {
+            if (fd < FDMAX)
+                q_err[fd] = e;
+            drop_fd_locked(fd);
+            pthread_cond_broadcast(&q_done);
+        }
+    }
+    return NULL;
+}
+
+/* Queue len bytes (gathered from iov) for fd, to leave at `release`. */
+static int enqueue(int fd, const struct iovec *iov, int iovcnt, size_t skip, size_t len, int flags,
+                   const struct sockaddr *addr, socklen_t alen, int64_t release)
+{
+    struct chunk *c = malloc(sizeof *c + len);
+    if (!c) {
+        errno = ENOBUFS;
+        return -1;
+    }
+    c->next = NULL;
+    c->fd = fd;
+    c->flags = flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL);
+    c->release = release;
+    c->len = len;
+    c->off = 0;
+    c->alen = 0;
+    if (addr && alen > 0 && alen <= sizeof c->addr) {
+        memcpy(&c->addr, addr, alen);
+        c->alen = alen;
+    }
+    size_t got = 0;
+    for (int i = 0; i < iovcnt && got < len; i++) {
+        size_t l = iov[i].iov_len;
+        if (skip >= l) {
+            skip -= l;
+            continue;
+        }
+        size_t take = l - skip;
+        if (take > len - got)
+            take = len - got;
+        memcpy(c->data + got, (const char *)iov[i].iov_base + skip, take);
+        got += take;
+        skip = 0;
+    }
+    pthread_mutex_lock(&q_mu);
+    while (q_bytes > 0 && q_bytes + len > (size_t)cfg.queue_max)
+        pthread_cond_wait(&q_done, &q_mu);
+    if (q_tail)
+        q_tail->next = c;
+    else
+        __atomic_store_n(&q_head, c, __ATOMIC_RELEASE);
+    q_tail = c;
+    q_bytes += len;
+    if (fd < FDMAX)
+        q_pending[fd]++;
+    helper_start_locked();
+    if (helper_sleeping)
+        pthread_cond_signal(&q_work);
+    pthread_mutex_unlock(&q_mu);
+    return 0;
+}
+
+static void drain_fd(int fd)
+{
+    if (fd < 0 || fd >= FDMAX)
+        return;
+    pthread_mutex_lock(&q_mu);
+    while (q_pending[fd] > 0)
+        pthread_cond_wait(&q_done, &q_mu);
+    pthread_mutex_unlock(&q_mu);
+}
+
+static void drain_all(void)
+{
+    pthread_mutex_lock(&q_mu);
+    while (q_head && helper_running)
+        pthread_cond_wait(&q_done, &q_mu);
+    pthread_mutex_unlock(&q_mu);
+}
+
+static int take_error(int fd)
+{
+    if (fd < 0 || fd >= FDMAX)
+        return 0;
+    int e = __atomic_exchange_n(&q_err[fd], 0, __ATOMIC_ACQ_REL);
+    return e;
+}
+
+/* ---------------------------------------------------------------- the send paths */
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+    size_t t = 0;
+    for (int i = 0; i < n; i++)
+        t += iov[i].iov_len;
+    return t;
+}
+
+/* Build in out[] the part [skip, skip+len) of iov. Returns the count. */
+static int iov_slice(const struct iovec *iov, int n, size_t skip, size_t len, struct iovec *out, int outmax)
+{
+    int k = 0;
+    for (int i = 0; i < n && len > 0 && k < outmax; i++) {
+        size_t l = iov[i].iov_len;
+        if (skip >= l) {
+            skip -= l;
+            continue;
+        }
+        size_t take = l - skip;
+        if (take > len)
+            take = len;
+        out[k].iov_base = (char *)iov[i].iov_base + skip;
+        out[k].iov_len = take;
+        k++;
+        len -= take;
+        skip = 0;
+    }
+    return k;
+}
+
+/* Pace one piece of n bytes; returns its release time (serialisation end, or
+ * earlier for a small message). */
+static int64_t pace(size_t n, int large)
+{
+    if (cfg.bytes_per_ns <= 0)
+        return emu_now_ns();
+    pthread_mutex_lock(&link_mu);
+    int64_t rel = emu_link_reserve(&link_out, cfg.bytes_per_ns, large ? 0 : cfg.threshold, emu_now_ns(), n);
+    pthread_mutex_unlock(&link_mu);
+    return rel;
+}
+
+static void unpace(size_t n)
+{
+    if (cfg.bytes_per_ns <= 0 || n == 0)
+        return;
+    pthread_mutex_lock(&link_mu);
+    emu_link_refund(&link_out, cfg.bytes_per_ns, n);
+    pthread_mutex_unlock(&link_mu);
+}
+
+/* The wire: a message is scheduled on the process's link when it is handed
+ * over (serialisation end, +L), like a NIC queue.  What is due now, with
+ * nothing of the same socket still queued, is written at once by the calling
+ * thread (the native path, no hand-off); the rest goes to the delay line,
+ * whose thread writes each piece at its time.  The schedule never depends on
+ * when our threads run, so a late wake-up is caught up from the queue (as a
+ * NIC keeps sending while the program is descheduled), while the program's
+ * own idle time leaves the wire idle.  Senders block only while the line
+ * holds PERFLEARN_EMU_QUEUE bytes (the socket buffer). */
+/* Leaves the wire at `rel` (in the past for a small message running ahead of
+ * the link), arrives L later: latency is never run ahead of. */
+static int64_t wire_due(int64_t rel)
+{
+    int64_t now = emu_now_ns();
+    return (rel > now ? rel : now) + cfg.latency_ns;
+}
+
+static int queued_for(int fd)
+{
+    return fd < FDMAX && __atomic_load_n(&q_pending[fd], __ATOMIC_ACQUIRE) > 0;
+}
+
+/* A stream message (send/write/writev/sendmsg on a matching TCP socket). */
+static ssize_t stream_send(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+    int e = take_error(fd);
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    size_t total = iov_total(iov, iovcnt);
+    if (total == 0) {
+        struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+        return real_sendmsg(fd, &m, flags);
+    }
+    emu_spin_for(cfg.overhead_ns);
+    __atomic_add_fetch(&st_msgs, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&st_bytes, total, __ATOMIC_RELAXED);
+    int large = (int64_t)total >= cfg.threshold;
+    size_t piece = cfg.bytes_per_ns > 0 && large ? (size_t)(cfg.threshold > 4096 ? cfg.threshold : 4096) : total;
+    size_t done = 0;
+    while (done < total) {
+        size_t n = total - done < piece ? total - done : piece;
+        int64_t due = wire_due(pace(n, large));
+        if (fd < FDMAX && (due > emu_now_ns() || queued_for(fd))) {
+            if (enqueue(fd, iov, iovcnt, done, n, flags, NULL, 0, due) != 0) {
+                unpace(n);
+                return done ? (ssize_t)done : -1;
+            }
+            done += n;
+            continue;
+        }
+        if (fd >= FDMAX) /* beyond the delay line's table: pace in the caller, no latency */
+            emu_wait_until(due - cfg.latency_ns, cfg.spin_ns); /* no delay line here */
+        struct iovec sl[64];
+        int k = iov_slice(iov, iovcnt, done, n, sl, 64);
+        struct msghdr m = {.msg_iov = sl, .msg_iovlen = (size_t)k};
+        ssize_t r = real_sendmsg(fd, &m, flags);
+        if (r == (ssize_t)n) {
+            done += n;
+            continue;
+        }
+        int se = errno;
+        unpace(r > 0 ? n - (size_t)r : n);
+        if (r < 0) {
+            if (done)
+                return (ssize_t)done;
+            errno = se;
+            return -1;
+        }
+        return (ssize_t)(done + (size_t)r);
+    }
+    return (ssize_t)done;
+}
+
+/* A datagram (or a message we cannot split): scheduled and delayed whole. */
+static ssize_t dgram_send(int fd, const struct iovec *iov, int iovcnt, int flags, const struct sockaddr *to,
+                          socklen_t tolen)
+{
+    int e = take_error(fd);
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    size_t total = iov_total(iov, iovcnt);
+    emu_spin_for(cfg.overhead_ns);
+    __atomic_add_fetch(&st_msgs, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&st_bytes, total, __ATOMIC_RELAXED);
+    int64_t due = wire_due(pace(total, 0));
+    if (fd < FDMAX && (due > emu_now_ns() || queued_for(fd))) {
+        if (enqueue(fd, iov, iovcnt, 0, total, flags, to, tolen, due) != 0)
+            return -1;
+        return (ssize_t)total;
+    }
+    if (fd >= FDMAX)
+        emu_wait_until(due - cfg.latency_ns, cfg.spin_ns);
+    struct msghdr m = {.msg_name = (void *)to, .msg_namelen = tolen, .msg_iov = (struct iovec *)iov,
+                       .msg_iovlen = (size_t)iovcnt};
+    return real_sendmsg(fd, &m, flags);
+}
+
+/* Which path does a send on fd (to `to`, if given) take? */
+static int route(int fd, const struct sockaddr *to)
+{
+    int st = classify(fd);
+    if (st == FD_DGRAM) {
+        if (!to)
+            return FD_PASS;
+        int lport = sock_local_port(fd);
+        return emu_peer_match(&cfg, to, lport) ? FD_DGRAM_EMU : FD_PASS;
+    }
+    return st;
+}
+
+/* ---------------------------------------------------------------- interposed functions */
+
+EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+    ENSURE(send);
+    if (!enabled || in_shim)
+        return real_send(fd, buf, len, flags);
+    in_shim = 1;
+    ssize_t r;
+    struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
+    switch (route(fd, NULL)) {
+    case FD_STREAM:
+        r = stream_send(fd, &v, 1, flags);
+        break;
+    case FD_DGRAM_EMU:
+        r = dgram_send(fd, &v, 1, flags, NULL, 0);
+        break;
+    default:
+        r = real_send(fd, buf, len, flags);
+    }
+    in_shim = 0;
+    return r;
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to, socklen_t tolen)
+{
+    ENSURE(sendto);
+    if (!enabled || in_shim)
+        return real_sendto(fd, buf, len, flags, to, tolen);
+    in_shim = 1;
+    ssize_t r;
+    struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
+    switch (route(fd, to)) {
+    case FD_STREAM:
+        r = stream_send(fd, &v, 1, flags); /* TCP ignores the address */
+        break;
+    case FD_DGRAM_EMU:
+        r = dgram_send(fd, &v, 1, flags, to, tolen);
+        break;
+    default:
+        r = real_sendto(fd, buf, len, flags, to, tolen);
+    }
+    in_shim = 0;
+    return r;
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+    ENSURE(sendmsg);
+    if (!enabled || in_shim || m == NULL)
+        return real_sendmsg(fd, m, flags);
+    in_shim = 1;
+    ssize_t r;
+    int st = route(fd, (const struct sockaddr *)m->msg_name);
+    if ((st == FD_STREAM || st == FD_DGRAM_EMU) && (m->msg_controllen > 0 || (flags & MSG_OOB))) {
+        /* ancillary data (descriptors, credentials) is not queued: keep order, then send now */
+        drain_fd(fd);
+        st = FD_PASS;
+    }
+    switch (st) {
+    case FD_STREAM:
+        r = stream_send(fd, m->msg_iov, (int)m->msg_iovlen, flags);
+        break;
+    case FD_DGRAM_EMU:
+        r = dgram_send(fd, m->msg_iov, (int)m->msg_iovlen, flags, (const struct sockaddr *)m->msg_name,
+                       m->msg_namelen);
+        break;
+    default:
+        r = real_sendmsg(fd, m, flags);
+    }
+    in_shim = 0;
+    return r;
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+    ENSURE(write);
+    if (!enabled || in_shim)
+        return real_write(fd, buf, len);
+    in_shim = 1;
+    ssize_t r;
+    struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
+    switch (route(fd, NULL)) {
+    case FD_STREAM:
+        r = stream_send(fd, &v, 1, 0);
+        break;
+    case FD_DGRAM_EMU:
+        r = dgram_send(fd, &v, 1, 0, NULL, 0);
+        break;
+    default:
+        r = real_write(fd, buf, len);
+    }
+    if (r < 0 && errno == ENOTSOCK) { /* the descriptor was reused behind our back */
+        forget(fd);
+        r = real_write(fd, buf, len);
+    }
+    in_shim = 0;
+    return r;
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+    ENSURE(writev);
+    if (!enabled || in_shim)
+        return real_writev(fd, iov, iovcnt);
+    in_shim = 1;
+    ssize_t r;
+    switch (route(fd, NULL)) {
+    case FD_STREAM:
+        r = stream_send(fd, iov, iovcnt, 0);
+        break;
+    case FD_DGRAM_EMU:
+        r = dgram_send(fd, iov, iovcnt, 0, NULL, 0);
+        break;
+    default:
+        r = real_writev(fd, iov, iovcnt);
+    }
+    if (r < 0 && errno == ENOTSOCK) {
+        forget(fd);
+        r = real_writev(fd, iov, iovcnt);
+    }
+    in_shim = 0;
+    return r;
+}
+
+EXPORT int close(int fd)
+{
+    ENSURE(close);
+    if (enabled && !in_shim && fd >= 0 && fd < FDMAX) {
+        if (q_pending[fd] > 0)
+            drain_fd(fd);
+        forget(fd);
+        q_err[fd] = 0;
+    }
+    return real_close(fd);
+}
+
+EXPORT int shutdown(int fd, int how)
+{
+    ENSURE(shutdown);
+    if (enabled && !in_shim && (how == SHUT_WR || how == SHUT_RDWR))
+        drain_fd(fd);
+    return real_shutdown(fd, how);
+}
+
+EXPORT int connect(int fd, const struct sockaddr *a, socklen_t l)
+{
+    ENSURE(connect);
+    forget(fd);
+    return real_connect(fd, a, l);
+}
+
+EXPORT int socket(int d, int t, int p)
+{
+    ENSURE(socket);
+    int fd = real_socket(d, t, p);
+    forget(fd);
+    return fd;
+}
+
+EXPORT int accept(int s, struct sockaddr *a, socklen_t *l)
+{
+    ENSURE(accept);
+    int fd = real_accept(s, a, l);
+    forget(fd);
+    return fd;
+}
+
+EXPORT int accept4(int s, struct sockaddr *a, socklen_t *l, int f)
+{
+    ENSURE(accept4);
+    int fd = real_accept4(s, a, l, f);
+    forget(fd);
+    return fd;
+}
+
+EXPORT int dup2(int o, int n)
+{
+    ENSURE(dup2);
+    if (enabled && n >= 0 && n < FDMAX && n != o) {
+        if (q_pending[n] > 0)
+            drain_fd(n);
+        forget(n);
+    }
+    return real_dup2(o, n);
+}
+
+EXPORT int dup3(int o, int n, int f)
+{
+    ENSURE(dup3);
+    if (enabled && n >= 0 && n < FDMAX && n != o) {
+        if (q_pending[n] > 0)
+            drain_fd(n);
+        forget(n);
+    }
+    return real_dup3(o, n, f);
+}
+
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+    ENSURE(sendfile);
+    if (enabled)
+        drain_fd(out); /* not emulated, but never overtakes queued bytes */
+    return real_sendfile(out, in, off, count);
+}
+
+/* exec discards the process: deliver what the delay line holds first */
+EXPORT int execve(const char *p, char *const a[], char *const e[])
+{
+    ENSURE(execve);
+    if (enabled)
+        drain_all();
+    return real_execve(p, a, e);
+}
+EXPORT int execv(const char *p, char *const a[])
+{
+    ENSURE(execv);
+    if (enabled)
+        drain_all();
+    return real_execv(p, a);
+}
+EXPORT int execvp(const char *p, char *const a[])
+{
+    ENSURE(execvp);
+    if (enabled)
+        drain_all();
+    return real_execvp(p, a);
+}
+EXPORT int execvpe(const char *p, char *const a[], char *const e[])
+{
+    ENSURE(execvpe);
+    if (enabled)
+        drain_all();
+    return real_execvpe(p, a, e);
+}
+
+static int collect_args(const char *first, va_list ap, char **argv, int max, char ***envp)
+{
+    int n = 0;
+    argv[n++] = (char *)first;
+    while (n < max - 1) {
+        char *s = va_arg(ap, char *);
+        argv[n++] = s;
+        if (!s)
+            break;
+    }
+    if (n >= max - 1 && argv[n - 1] != NULL)
+        return -1;
+    if (envp)
+        *envp = va_arg(ap, char **);
+    return 0;
+}
+
+EXPORT int execl(const char *p, const char *arg, ...)
+{
+    char *argv[1024];
+    va_list ap;
+    va_start(ap, arg);
+    int ok = collect_args(arg, ap, argv, 1024, NULL);
+    va_end(ap);
+    if (ok != 0) {
+        errno = E2BIG;
+        return -1;
+    }
+    return execv(p, argv);
+}
+EXPORT int execlp(const char *p, const char *arg, ...)
+{
+    char *argv[1024];
+    va_list ap;
+    va_start(ap, arg);
+    int ok = collect_args(arg, ap, argv, 1024, NULL);
+    va_end(ap);
+    if (ok != 0) {
+        errno = E2BIG;
+        return -1;
+    }
+    return execvp(p, argv);
+}
+EXPORT int execle(const char *p, const char *arg, ...)
+{
+    char *argv[1024];
+    char **envp = NULL;
+    va_list ap;
+    va_start(ap, arg);
+    int ok = collect_args(arg, ap, argv, 1024, &envp);
+    va_end(ap);
+    if (ok != 0) {
+        errno = E2BIG;
+        return -1;
+    }
+    return execve(p, argv, envp);
+}
+
+/* _exit skips destructors: deliver what the delay line holds first */
+EXPORT void _exit(int status)
+{
+    static void (*real__exit)(int);
+    if (!real__exit)
+        real__exit = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
+    if (enabled && !in_shim)
+        drain_all();
+    real__exit(status);
+    __builtin_unreachable();
+}
+
+/* ---------------------------------------------------------------- fork, load, exit */
+
+static void atfork_prepare(void)
+{
+    if (enabled)
+        drain_all(); /* the child must not inherit (and resend) queued bytes */
+    pthread_mutex_lock(&q_mu);
+    pthread_mutex_lock(&link_mu);
+}
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&link_mu);
+    pthread_mutex_unlock(&q_mu);
+}
+static void init_conds(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&q_work, &ca);
+    pthread_cond_init(&q_done, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+static void atfork_child(void)
+{
+    /* threads do not survive fork, and condition variables copied with a
+     * waiter (the parent's sleeping helper) would swallow our signals */
+    pthread_mutex_init(&link_mu, NULL);
+    pthread_mutex_init(&q_mu, NULL);
+    init_conds();
+    helper_running = 0;
+    helper_sleeping = 0;
+}
+
+static const char *env_get(const char *n)
+{
+    return getenv(n);
+}
+
+__attribute__((constructor)) static void emu_init(void)
+{
+    pthread_once(&resolve_once, resolve_all);
+    init_conds();
+    emu_link_init(&link_out);
+    char err[320];
+    if (emu_config_load(&cfg, env_get, err, sizeof err) != 0) {
+        say(err);
+        enabled = 0;
+        return;
+    }
+    enabled = emu_config_active(&cfg);
+    const char *hot = getenv("PERFLEARN_EMU_HOT");
+    if (hot && *hot && emu_parse_duration(hot, &hot_ns) != 0) {
+        snprintf(err, sizeof err, "PERFLEARN_EMU_HOT=%s is not a duration (e.g. 50us); emulation disabled", hot);
+        say(err);
+        enabled = 0;
+        return;
+    }
+    if (cfg.verbose) {
+        char d[256], line[300];
+        emu_config_describe(&cfg, d, sizeof d);
+        snprintf(line, sizeof line, "pid %d sockets %s (%s)", (int)getpid(), enabled ? "active" : "inactive", d);
+        say(line);
+    }
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+__attribute__((destructor)) static void emu_fini(void)
+{
+    if (!enabled)
+        return;
+    drain_all();
+    if (cfg.verbose) {
+        char line[200];
+        snprintf(line, sizeof line, "pid %d emulated %llu messages, %llu bytes; delay line late by %.0f ns mean, %llu ns max",
+                 (int)getpid(), st_msgs, st_bytes, st_late_n ? (double)st_late_ns / (double)st_late_n : 0.0, st_late_max);
+        say(line);
+    }
+}
+

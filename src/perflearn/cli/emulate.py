@@ -1,0 +1,97 @@
+"""`perflearn emulate`: run a program below an emulated interconnect.
+
+    perflearn emulate --latency 2us --overhead 0 --bandwidth 10Gbit -- COMMAND...
+    perflearn emulate --mpi --latency 5us -- mpirun -n 2 ./app
+    perflearn emulate build --mpicc /usr/bin/mpicc
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Annotated, Optional
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from perflearn import emulate as emu
+from perflearn.cli import terminal
+from perflearn.cli.app import app
+from perflearn.errors import UsageError
+
+
+class _CommandOrSub(TyperGroup):
+    """`emulate build` is a subcommand; anything else after the options is the program to run."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rest = super().parse_args(ctx, args)
+        protected = list(getattr(ctx, "_protected_args", []) or [])
+        if protected and protected[0] not in self.commands:
+            ctx.args = protected + list(ctx.args)
+            ctx._protected_args = []  # type: ignore[attr-defined]
+            return ctx.args
+        return rest
+
+
+emulate_app = typer.Typer(
+    cls=_CommandOrSub,
+    invoke_without_command=True,
+    no_args_is_help=False,
+    add_completion=False,
+    rich_markup_mode=None,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": False, "allow_interspersed_args": False},
+    help="Run COMMAND with interconnect latency, overhead and bandwidth knobs (LogGP L, o, 1/G).",
+)
+app.add_typer(emulate_app, name="emulate")
+
+
+@emulate_app.callback()
+def emulate(
+    ctx: typer.Context,
+    latency: Annotated[Optional[str], typer.Option(help="One-way latency added per message, e.g. 2us.")] = None,
+    overhead: Annotated[Optional[str], typer.Option(help="Sender CPU time per message, e.g. 500ns.")] = None,
+    bandwidth: Annotated[Optional[str], typer.Option(help="Link rate, e.g. 10Gbit, 1.25GB/s; 0 = unlimited.")] = None,
+    peer: Annotated[
+        Optional[list[str]], typer.Option(help="Only sockets to/from ADDR[:PORT] (repeatable), e.g. :11211.")
+    ] = None,
+    threshold: Annotated[Optional[str], typer.Option(help="Messages below this size are not paced (64KiB).")] = None,
+    mpi: Annotated[bool, typer.Option("--mpi", help="Preload the PMPI shim instead of the socket shim.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the environment instead of running.")] = False,
+) -> None:
+    if ctx.invoked_subcommand is not None:
+        return
+    command = list(ctx.args)
+    # validate everything before launching anything
+    env = emu.environment(
+        latency=latency,
+        overhead=overhead,
+        bandwidth=bandwidth,
+        peers=peer or None,
+        threshold=threshold,
+        layer="mpi" if mpi else "sockets",
+    )
+    if dry_run:
+        for key, value in env.items():
+            terminal.out.print(f"{key}={value}")
+        return
+    if not command:
+        raise UsageError("no command to run (perflearn emulate [OPTIONS] -- COMMAND...)")
+    full = dict(os.environ)
+    full.update(env)
+    if os.environ.get("LD_PRELOAD"):
+        full["LD_PRELOAD"] = env["LD_PRELOAD"] + ":" + os.environ["LD_PRELOAD"]
+    try:
+        proc = subprocess.run(command, env=full)
+    except FileNotFoundError:
+        raise UsageError(f"command not found: {command[0]}") from None
+    raise SystemExit(proc.returncode if proc.returncode >= 0 else 128 - proc.returncode)
+
+
+@emulate_app.command("build")
+def build(
+    mpicc: Annotated[Optional[str], typer.Option(help="The MPI compiler wrapper of the MPI in use.")] = None,
+) -> None:
+    """Build the PMPI shim (and the MPI validation program) against MPICC."""
+    path = emu.build_mpi(mpicc)
+    terminal.out.print(str(path))
