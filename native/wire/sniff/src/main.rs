@@ -1,0 +1,272 @@
+//! perflearn-sniff: request latency from packets, from a pcap/pcapng file or an interface.
+//! Output: JSON Lines on stdout ("ready", "interval", "summary", and "record" lines).
+
+use std::fs::File;
+use std::cell::RefCell;
+use std::io::{self, BufWriter, Write};
+use std::rc::Rc;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+use perflearn_wire::analyzer::{Analyzer, Config};
+use perflearn_wire::capture::file::read_file;
+use perflearn_wire::capture::link;
+use perflearn_wire::capture::live::{KernelStats, LiveCapture, LiveOptions};
+use perflearn_wire::output::{Gauges, RecordFormat, Reporter};
+use perflearn_wire::proto::Protocol;
+use perflearn_wire::WireError;
+
+#[derive(Parser, Debug)]
+#[command(name = "perflearn-sniff", version, about = "Request latency measured from packets (pcap/pcapng files or live capture)")]
+struct Args {
+    /// Read a pcap or pcapng file.
+    #[arg(short = 'r', long = "read", conflicts_with = "interface")]
+    read: Option<PathBuf>,
+    /// Capture live on this interface (needs root or CAP_NET_RAW).
+    #[arg(short = 'i', long)]
+    interface: Option<String>,
+    /// BPF filter for live capture (tcpdump syntax).
+    #[arg(short = 'f', long)]
+    filter: Option<String>,
+    /// Bytes kept per packet in live capture.
+    #[arg(short = 's', long, default_value_t = 262144)]
+    snaplen: i32,
+    /// Kernel capture buffer, MiB.
+    #[arg(long, default_value_t = 64)]
+    buffer_mb: i32,
+    /// auto, memcache, memcache-binary, memcache-ascii, redis, http, generic.
+    #[arg(short = 'p', long, default_value = "auto")]
+    protocol: Protocol,
+    /// Server port (repeatable): only connections to these ports are analyzed.
+    #[arg(long = "port")]
+    ports: Vec<u16>,
+    /// Aggregation interval, seconds.
+    #[arg(long, default_value_t = 1.0)]
+    interval: f64,
+    /// Per-request records to this file ("-" for stdout).
+    #[arg(long)]
+    records: Option<String>,
+    /// Format of the records file (default: csv if the file name ends in .csv).
+    #[arg(long, value_parser = ["jsonl", "csv"])]
+    format: Option<String>,
+    /// Interval aggregates to this file ("-" for stdout, "none" to skip).
+    #[arg(long, default_value = "-")]
+    intervals: String,
+    /// Outstanding requests with no response after this many seconds are evicted.
+    #[arg(long, default_value_t = 5.0)]
+    timeout: f64,
+    /// Most connections tracked at once; segments of further ones are dropped and counted.
+    #[arg(long, default_value_t = 100_000)]
+    max_flows: usize,
+    /// Most outstanding requests per connection.
+    #[arg(long, default_value_t = 10_000)]
+    max_outstanding: usize,
+    /// Live capture: stop after this many seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+}
+
+/// One buffered stdout shared by records, intervals and the summary, so lines never mix.
+#[derive(Clone)]
+struct SharedStdout(Rc<RefCell<BufWriter<io::Stdout>>>);
+
+impl Write for SharedStdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.borrow_mut().write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.borrow_mut().flush()
+    }
+}
+
+thread_local! {
+    static STDOUT: SharedStdout = SharedStdout(Rc::new(RefCell::new(BufWriter::with_capacity(1 << 16, io::stdout()))));
+}
+
+fn stdout() -> SharedStdout {
+    STDOUT.with(|s| s.clone())
+}
+
+fn open_out(path: &str) -> Result<Box<dyn Write>, WireError> {
+    if path == "-" {
+        Ok(Box::new(stdout()))
+    } else {
+        let f = File::create(path).map_err(|e| WireError::new(path, format!("cannot create: {e}")))?;
+        Ok(Box::new(BufWriter::with_capacity(1 << 16, f)))
+    }
+}
+
+fn secs_ns(s: f64, what: &str) -> Result<u64, WireError> {
+    if !(s.is_finite() && s > 0.0) {
+        return Err(WireError::new(what, format!("must be a positive number of seconds, got {s}")));
+    }
+    Ok((s * 1e9) as u64)
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+fn run(args: Args) -> Result<(), WireError> {
+    let interval_ns = secs_ns(args.interval, "--interval")?;
+    let cfg = Config {
+        protocol: args.protocol,
+        server_ports: args.ports.clone(),
+        timeout_ns: secs_ns(args.timeout, "--timeout")?,
+        max_flows: args.max_flows.max(1),
+        max_outstanding: args.max_outstanding.max(1),
+        ..Config::default()
+    };
+    let records = match &args.records {
+        None => None,
+        Some(p) => {
+            let csv = match args.format.as_deref() {
+                Some("csv") => true,
+                Some(_) => false,
+                None => p.ends_with(".csv"),
+            };
+            Some((open_out(p)?, if csv { RecordFormat::Csv } else { RecordFormat::Jsonl }))
+        }
+    };
+    let intervals = if args.intervals == "none" { None } else { Some(open_out(&args.intervals)?) };
+    // The summary line always goes to stdout, last.
+    let summary: Option<Box<dyn Write>> = Some(Box::new(stdout()));
+    let mut reporter = Reporter::new(records, intervals, summary, interval_ns).map_err(|e| WireError::new("output", e.to_string()))?;
+    let mut analyzer = Analyzer::new(cfg);
+
+    if let Some(path) = &args.read {
+        let mut last = 0u64;
+        let stats = read_file(path, |frame| {
+            if !link::is_supported(frame.linktype) {
+                return;
+            }
+            if reporter.due(frame.ts) {
+                reporter.clock(frame.ts, &analyzer.counters(), Gauges::default(), None);
+            } else {
+                reporter.observe(frame.ts);
+            }
+            analyzer.frame(frame, &mut reporter);
+            last = last.max(frame.ts);
+        })?;
+        analyzer.finish(last, &mut reporter);
+        let g = Gauges { outstanding: 0, flows: 0 };
+        reporter.finish(&analyzer.counters(), g, None, Some(stats.truncated));
+        if let Some(e) = reporter.take_error() {
+            return Err(WireError::new("output", e.to_string()));
+        }
+        if stats.truncated {
+            eprintln!("perflearn-sniff: {}: warning: capture ends with a truncated packet", path.display());
+        }
+        return Ok(());
+    }
+
+    let Some(interface) = args.interface.clone() else {
+        return Err(WireError::new("arguments", "give --read FILE or --interface NAME"));
+    };
+    let opts = LiveOptions {
+        interface: interface.clone(),
+        filter: args.filter.clone(),
+        snaplen: args.snaplen,
+        buffer_bytes: args.buffer_mb.saturating_mul(1 << 20),
+        timeout_ms: 10,
+    };
+    let mut cap = LiveCapture::open(&opts)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| WireError::new("signals", e.to_string()))?;
+    }
+    {
+        let mut out = stdout();
+        let ready = format!(
+            "{{\"type\":\"ready\",\"interface\":{},\"linktype\":\"{}\",\"filter\":{}}}\n",
+            serde_json_string(&interface),
+            link::name(cap.linktype()),
+            args.filter.as_deref().map(serde_json_string).unwrap_or_else(|| "null".into())
+        );
+        out.write_all(ready.as_bytes()).and_then(|_| out.flush()).map_err(|e| WireError::new("stdout", e.to_string()))?;
+    }
+    let started = Instant::now();
+    let deadline = args.duration.map(|d| Duration::from_secs_f64(d.max(0.0)));
+    let mut kernel = KernelStats::default();
+    let mut last_stats = Instant::now();
+    // Packets reach us a little after their timestamp: close intervals that much later.
+    let lag_ns = 20_000_000u64;
+    reporter.clock(now_ns(), &analyzer.counters(), Gauges::default(), Some(&kernel));
+    while !stop.load(Ordering::Relaxed) {
+        if deadline.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        let mut frame_ts = None;
+        cap.next(&mut |frame| {
+            reporter.clock(frame.ts, &analyzer.counters(), Gauges::default(), Some(&kernel));
+            analyzer.frame(frame, &mut reporter);
+            frame_ts = Some(frame.ts);
+        })?;
+        if last_stats.elapsed() >= Duration::from_millis(100) {
+            last_stats = Instant::now();
+            if let Ok(k) = cap.stats() {
+                kernel = k;
+            }
+            let g = Gauges { outstanding: analyzer.outstanding() as u64, flows: analyzer.flows() as u64 };
+            reporter.clock(now_ns().saturating_sub(lag_ns), &analyzer.counters(), g, Some(&kernel));
+        }
+        if let Some(e) = reporter.take_error() {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                return Ok(());
+            }
+            return Err(WireError::new("output", e.to_string()));
+        }
+    }
+    // Let packets already in the kernel buffer arrive.
+    let drain_until = Instant::now() + Duration::from_millis(100);
+    while Instant::now() < drain_until {
+        let got = cap.next(&mut |frame| {
+            reporter.clock(frame.ts, &analyzer.counters(), Gauges::default(), Some(&kernel));
+            analyzer.frame(frame, &mut reporter);
+        })?;
+        if !got {
+            break;
+        }
+    }
+    if let Ok(k) = cap.stats() {
+        kernel = k;
+    }
+    let now = now_ns();
+    analyzer.finish(now, &mut reporter);
+    reporter.finish(&analyzer.counters(), Gauges::default(), Some(&kernel), None);
+    if let Some(e) = reporter.take_error() {
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            return Err(WireError::new("output", e.to_string()));
+        }
+    }
+    Ok(())
+}
+
+fn serde_json_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("perflearn-sniff: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

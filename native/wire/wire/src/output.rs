@@ -1,0 +1,315 @@
+//! Writers: per-request records (JSON Lines or CSV) and per-interval aggregates (JSON
+//! Lines), closed by capture time so files and live streams give the same lines.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::analyzer::Sink;
+use crate::capture::live::KernelStats;
+use crate::proto::Protocol;
+use crate::record::{Counters, Exchange};
+use crate::stats::{Summary, Window};
+use crate::Ts;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordFormat {
+    Jsonl,
+    Csv,
+}
+
+pub fn secs(ts: Ts) -> f64 {
+    ts as f64 / 1e9
+}
+
+#[derive(Serialize)]
+struct RecordLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    t: f64,
+    t_resp: f64,
+    flow: &'a str,
+    proto: &'static str,
+    op: &'static str,
+    key_len: Option<u32>,
+    keys: u32,
+    req_bytes: u64,
+    resp_bytes: u64,
+    latency_us: f64,
+    ttfb_us: f64,
+    status: u16,
+    error: bool,
+}
+
+pub const CSV_HEADER: &str = "t,t_resp,flow,proto,op,key_len,keys,req_bytes,resp_bytes,latency_us,ttfb_us,status,error";
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[derive(Serialize)]
+struct IntervalLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    start: f64,
+    end: f64,
+    rps: f64,
+    #[serde(flatten)]
+    all: Summary,
+    ops: BTreeMap<&'static str, Summary>,
+    outstanding: u64,
+    flows: u64,
+    evicted: u64,
+    discarded: u64,
+    unmatched_responses: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel: Option<&'a KernelStats>,
+}
+
+#[derive(Serialize)]
+struct SummaryLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    start: f64,
+    end: f64,
+    rps: f64,
+    #[serde(flatten)]
+    all: Summary,
+    ops: BTreeMap<&'static str, Summary>,
+    counters: &'a Counters,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel: Option<&'a KernelStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncated: Option<bool>,
+}
+
+impl serde::Serialize for KernelStats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("KernelStats", 3)?;
+        st.serialize_field("received", &self.received)?;
+        st.serialize_field("dropped", &self.dropped)?;
+        st.serialize_field("if_dropped", &self.if_dropped)?;
+        st.end()
+    }
+}
+
+/// State the interval lines report besides latencies.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Gauges {
+    pub outstanding: u64,
+    pub flows: u64,
+}
+
+pub struct Reporter {
+    records: Option<(Box<dyn Write>, RecordFormat)>,
+    intervals: Option<Box<dyn Write>>,
+    summary: Option<Box<dyn Write>>,
+    interval_ns: u64,
+    first: Option<Ts>,
+    start: Option<Ts>,
+    last: Ts,
+    window: Window,
+    totals: Window,
+    error: Option<io::Error>,
+}
+
+impl Reporter {
+    pub fn new(
+        records: Option<(Box<dyn Write>, RecordFormat)>,
+        intervals: Option<Box<dyn Write>>,
+        summary: Option<Box<dyn Write>>,
+        interval_ns: u64,
+    ) -> io::Result<Reporter> {
+        let mut r = Reporter {
+            records,
+            intervals,
+            summary,
+            interval_ns: interval_ns.max(1),
+            first: None,
+            start: None,
+            last: 0,
+            window: Window::default(),
+            totals: Window::default(),
+            error: None,
+        };
+        if let Some((w, RecordFormat::Csv)) = r.records.as_mut() {
+            writeln!(w, "{CSV_HEADER}")?;
+        }
+        Ok(r)
+    }
+
+    /// The first write error, if any (writing stops reporting further ones).
+    pub fn take_error(&mut self) -> Option<io::Error> {
+        self.error.take()
+    }
+
+    fn keep(&mut self, r: io::Result<()>) {
+        if let Err(e) = r {
+            if self.error.is_none() {
+                self.error = Some(e);
+            }
+        }
+    }
+
+    /// Note the latest capture time without closing intervals.
+    #[inline]
+    pub fn observe(&mut self, now: Ts) {
+        if now > self.last {
+            self.last = now;
+        }
+    }
+
+    /// Whether `clock(now)` would close an interval (cheap; call before building counters).
+    #[inline]
+    pub fn due(&self, now: Ts) -> bool {
+        match self.start {
+            Some(s) => now >= s + self.interval_ns,
+            None => true,
+        }
+    }
+
+    /// Capture time advanced to `now`: write every interval that ended.
+    pub fn clock(&mut self, now: Ts, c: &Counters, g: Gauges, kernel: Option<&KernelStats>) {
+        self.observe(now);
+        let start = match self.start {
+            Some(s) => s,
+            None => {
+                let s = now - now % self.interval_ns;
+                self.first = Some(now);
+                self.start = Some(s);
+                return;
+            }
+        };
+        let mut start = start;
+        while now >= start + self.interval_ns {
+            self.write_interval(start, start + self.interval_ns, c, g, kernel);
+            start += self.interval_ns;
+        }
+        self.start = Some(start);
+    }
+
+    fn write_interval(&mut self, start: Ts, end: Ts, c: &Counters, g: Gauges, kernel: Option<&KernelStats>) {
+        let all = self.window.all.summary();
+        let line = IntervalLine {
+            kind: "interval",
+            start: secs(start),
+            end: secs(end),
+            rps: all.requests as f64 / secs(end - start),
+            all,
+            ops: self.window.ops_summary(),
+            outstanding: g.outstanding,
+            flows: g.flows,
+            evicted: c.evicted,
+            discarded: c.discarded,
+            unmatched_responses: c.unmatched_responses,
+            kernel,
+        };
+        if let Some(w) = self.intervals.as_mut() {
+            let r = serde_json::to_writer(&mut *w, &line).map_err(io::Error::from).and_then(|_| {
+                w.write_all(b"\n")?;
+                w.flush()
+            });
+            self.keep(r);
+        }
+        self.totals.add(&self.window);
+        self.window.reset();
+    }
+
+    /// End of input: the last (partial) interval and the summary.
+    pub fn finish(&mut self, c: &Counters, g: Gauges, kernel: Option<&KernelStats>, truncated: Option<bool>) {
+        if let Some(start) = self.start {
+            let end = (self.last + 1).max(start + 1);
+            if !self.window.all.is_empty() || self.last > start {
+                self.write_interval(start, end, c, g, kernel);
+            }
+        }
+        let (first, last) = (self.first.unwrap_or(0), self.last);
+        let all = self.totals.all.summary();
+        let dur = secs(last.saturating_sub(first)).max(1e-9);
+        let line = SummaryLine {
+            kind: "summary",
+            start: secs(first),
+            end: secs(last),
+            rps: if last > first { all.requests as f64 / dur } else { 0.0 },
+            all,
+            ops: self.totals.ops_summary(),
+            counters: c,
+            kernel,
+            truncated,
+        };
+        if let Some((w, _)) = self.records.as_mut() {
+            let r = w.flush();
+            self.keep(r);
+        }
+        if let Some(w) = self.summary.as_mut() {
+            let r = serde_json::to_writer(&mut *w, &line).map_err(io::Error::from).and_then(|_| {
+                w.write_all(b"\n")?;
+                w.flush()
+            });
+            self.keep(r);
+        }
+    }
+
+    fn write_record(&mut self, flow: &str, proto: Protocol, ex: &Exchange) {
+        let Some((w, fmt)) = self.records.as_mut() else { return };
+        let latency_us = ex.latency_ns() as f64 / 1000.0;
+        let ttfb_us = ex.ttfb_ns() as f64 / 1000.0;
+        let r = match fmt {
+            RecordFormat::Jsonl => {
+                let line = RecordLine {
+                    kind: "record",
+                    t: secs(ex.t_req),
+                    t_resp: secs(ex.t_resp),
+                    flow,
+                    proto: proto.name(),
+                    op: ex.op,
+                    key_len: ex.key_len,
+                    keys: ex.keys,
+                    req_bytes: ex.req_bytes,
+                    resp_bytes: ex.resp_bytes,
+                    latency_us,
+                    ttfb_us,
+                    status: ex.status,
+                    error: ex.error,
+                };
+                serde_json::to_writer(&mut *w, &line).map_err(io::Error::from).and_then(|_| w.write_all(b"\n"))
+            }
+            RecordFormat::Csv => writeln!(
+                w,
+                "{:.6},{:.6},{},{},{},{},{},{},{},{:.3},{:.3},{},{}",
+                secs(ex.t_req),
+                secs(ex.t_resp),
+                csv_field(flow),
+                proto.name(),
+                csv_field(ex.op),
+                ex.key_len.map(|k| k.to_string()).unwrap_or_default(),
+                ex.keys,
+                ex.req_bytes,
+                ex.resp_bytes,
+                latency_us,
+                ttfb_us,
+                ex.status,
+                ex.error
+            ),
+        };
+        self.keep(r);
+    }
+}
+
+impl Sink for Reporter {
+    fn wants_flow_names(&self) -> bool {
+        self.records.is_some()
+    }
+    fn exchange(&mut self, flow: Option<&str>, ex: &Exchange) {
+        self.window.record(ex.op, ex.latency_ns());
+        if self.records.is_some() {
+            self.write_record(flow.unwrap_or(""), ex.proto, ex);
+        }
+    }
+}

@@ -1,0 +1,101 @@
+"""`perflearn sniff` and `perflearn load`: the native wire tools, JSON Lines on stdout."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from perflearn.errors import UsageError
+from perflearn.wire import LiveSniffer, run_load, sniff_file
+
+from . import terminal
+from .app import app
+
+
+def _emit(obj: dict) -> None:
+    terminal.out.print(json.dumps(obj, separators=(",", ":")), markup=False, highlight=False, soft_wrap=True)
+
+
+def _describe(summary: dict, what: str) -> None:
+    if not summary:
+        return
+    terminal.info(
+        f"{what}: {summary.get('requests', 0)} requests, {summary.get('rps', 0):.0f}/s, "
+        f"p50 {summary.get('p50_us', 0):.1f} us, p99 {summary.get('p99_us', 0):.1f} us, "
+        f"max {summary.get('max_us', 0):.1f} us"
+    )
+
+
+@app.command()
+def sniff(
+    capture: Annotated[Optional[Path], typer.Argument(help="pcap or pcapng file (omit with --interface).")] = None,
+    interface: Annotated[Optional[str], typer.Option("--interface", "-i", help="Capture live on this interface.")] = None,
+    bpf: Annotated[Optional[str], typer.Option("--filter", "-f", help="BPF filter (live).")] = None,
+    protocol: Annotated[str, typer.Option("--protocol", "-p", help="auto, memcache, memcache-binary, memcache-ascii, redis, http, generic.")] = "auto",
+    port: Annotated[Optional[list[int]], typer.Option("--port", help="Server port (repeatable); only these connections.")] = None,
+    interval: Annotated[float, typer.Option(help="Seconds per interval line.")] = 1.0,
+    records: Annotated[Optional[Path], typer.Option("--records", help="Write per-request records here (.csv or JSON Lines).")] = None,
+    duration: Annotated[Optional[float], typer.Option(help="Live: stop after this many seconds.")] = None,
+    snaplen: Annotated[Optional[int], typer.Option(help="Live: bytes kept per packet.")] = None,
+    timeout: Annotated[Optional[float], typer.Option(help="Evict requests unanswered after this many seconds.")] = None,
+) -> None:
+    """Request latency measured from packets: interval aggregates as JSON Lines on stdout."""
+    if (capture is None) == (interface is None):
+        raise UsageError("give a capture file or --interface, not both", where="perflearn sniff")
+    extra = ["--records", str(records)] if records else []
+    if capture is not None:
+        result = sniff_file(capture, protocol=protocol, ports=port or (), interval=interval, timeout=timeout, extra=extra)
+        for line in result.intervals:
+            _emit(line)
+        _emit(result.summary)
+        _describe(result.summary, str(capture))
+        return
+    assert interface is not None
+    sniffer = LiveSniffer(interface, bpf=bpf, protocol=protocol, ports=port or (), interval=interval,
+                          snaplen=snaplen, timeout=timeout, on_line=lambda o: o["type"] != "ready" and _emit(o))
+    if records:
+        sniffer.cmd += extra
+    sniffer.start()
+    try:
+        if duration is not None:
+            time.sleep(duration)
+        else:
+            for _ in sniffer.intervals():
+                pass
+    except KeyboardInterrupt:
+        pass
+    result = sniffer.stop()
+    _describe(result.summary, f"interface {interface}")
+
+
+@app.command()
+def load(
+    server: Annotated[str, typer.Argument(help="host:port")],
+    protocol: Annotated[str, typer.Option("--protocol", "-p", help="memcache-binary, memcache-ascii, redis, http.")],
+    rate: Annotated[float, typer.Option("--rate", "-r", help="Requests/s (peak for steps).")] = 1000.0,
+    duration: Annotated[float, typer.Option("--duration", "-d", help="Seconds (constant profile).")] = 10.0,
+    connections: Annotated[int, typer.Option("--connections", "-c")] = 8,
+    threads: Annotated[int, typer.Option("--threads", "-t")] = 1,
+    profile: Annotated[str, typer.Option(help="constant, steps, trace.")] = "constant",
+    trace: Annotated[Optional[Path], typer.Option(help="Trace profile: 'seconds rate' lines.")] = None,
+    step_seconds: Annotated[float, typer.Option(help="Steps profile: seconds per step.")] = 10.0,
+    arrivals: Annotated[str, typer.Option(help="poisson or uniform.")] = "poisson",
+    key_size: Annotated[str, typer.Option(help="fixed:N, uniform:A-B, etc.")] = "fixed:16",
+    value_size: Annotated[str, typer.Option(help="fixed:N, uniform:A-B, etc.")] = "fixed:32",
+    set_ratio: Annotated[float, typer.Option(help="Fraction of sets.")] = 0.1,
+    preload: Annotated[bool, typer.Option(help="Set every key before the run.")] = False,
+) -> None:
+    """Open-loop load (latency from the intended send time): JSON Lines on stdout."""
+    extra = ["--arrivals", arrivals, "--key-size", key_size, "--value-size", value_size,
+             "--set-ratio", str(set_ratio), "--step-seconds", str(step_seconds)]
+    if trace is not None:
+        extra += ["--trace", str(trace)]
+    if preload:
+        extra.append("--preload")
+    result = run_load(server, protocol, rate=rate, duration=duration, connections=connections, threads=threads,
+                      profile=profile, extra=extra, on_line=_emit)
+    _describe(result.summary, server)

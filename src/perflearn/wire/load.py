@@ -1,0 +1,58 @@
+"""perflearn-load from Python: run an open-loop load and collect its JSON lines."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from perflearn.errors import UsageError
+
+from .jsonl import parse_line, tool_error
+from .locate import locate
+
+PROTOCOLS = ("memcache-binary", "memcache-ascii", "redis", "http")
+
+
+@dataclass
+class LoadResult:
+    intervals: list[dict] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+
+
+def run_load(
+    server: str,
+    protocol: str,
+    *,
+    rate: float = 1000.0,
+    duration: float = 10.0,
+    connections: int = 8,
+    threads: int = 1,
+    profile: str = "constant",
+    extra: Sequence[str] = (),
+    on_line: Callable[[dict], None] | None = None,
+) -> LoadResult:
+    """Drive ``server`` ("host:port"); returns its interval lines and summary."""
+    if protocol not in PROTOCOLS:
+        raise UsageError(f"unknown protocol {protocol!r} (one of {', '.join(PROTOCOLS)})", where="protocol")
+    cmd = [str(locate("perflearn-load")), "--server", server, "--protocol", protocol, "--rate", str(rate),
+           "--duration", str(duration), "--connections", str(connections), "--threads", str(threads),
+           "--profile", profile, *extra]
+    result = LoadResult()
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        for line in proc.stdout:
+            if not line.strip():
+                continue
+            obj = parse_line(line, "perflearn-load output")
+            if obj["type"] == "interval":
+                result.intervals.append(obj)
+            elif obj["type"] == "summary":
+                result.summary = obj
+            if on_line is not None:
+                on_line(obj)
+        stderr = proc.stderr.read()
+        proc.wait()
+    if proc.returncode != 0:
+        raise tool_error("perflearn-load", proc.returncode, stderr)
+    return result

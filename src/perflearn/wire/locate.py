@@ -1,0 +1,40 @@
+"""Find the native wire binaries: $PERFLEARN_WIRE_BIN, the source tree's build, or PATH."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from perflearn.errors import UnsupportedError
+
+BIN_ENV = "PERFLEARN_WIRE_BIN"
+TOOLS = ("perflearn-sniff", "perflearn-load")
+
+# src/perflearn/wire/locate.py -> repository root
+_BUILD_DIR = Path(__file__).resolve().parents[3] / "native" / "wire" / "target" / "release"
+
+
+def locate(tool: str) -> Path:
+    """Path of ``perflearn-sniff`` or ``perflearn-load``.
+
+    ``$PERFLEARN_WIRE_BIN`` may name the directory holding both tools (or, for one
+    tool, the executable itself); without it the source tree's release build is used,
+    then ``PATH``.
+    """
+    if tool not in TOOLS:
+        raise ValueError(f"unknown wire tool {tool!r}")
+    env = os.environ.get(BIN_ENV)
+    if env:
+        p = Path(env)
+        candidate = p / tool if p.is_dir() else p
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+        raise UnsupportedError(f"{candidate} is not an executable {tool}", where=BIN_ENV)
+    built = _BUILD_DIR / tool
+    if built.is_file() and os.access(built, os.X_OK):
+        return built
+    found = shutil.which(tool)
+    if found:
+        return Path(found)
+    raise UnsupportedError(f"{tool} not built: run `make -C native/wire build` or set {BIN_ENV}", where=str(built))

@@ -1,0 +1,190 @@
+"""perflearn-sniff from Python: a capture file at once, or a live interface streamed."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perflearn.errors import PerflearnError, UsageError
+
+from .jsonl import parse_line, split, tool_error
+from .locate import locate
+
+PROTOCOLS = ("auto", "memcache", "memcache-binary", "memcache-ascii", "redis", "http", "generic")
+
+
+@dataclass
+class SniffResult:
+    """What one capture yielded: interval aggregates, the summary, and records if asked."""
+
+    intervals: list[dict] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+    records: list[dict] = field(default_factory=list)
+
+    @property
+    def counters(self) -> dict:
+        return self.summary.get("counters", {})
+
+
+def _common_args(protocol: str, ports: Sequence[int], interval: float, timeout: float | None) -> list[str]:
+    if protocol not in PROTOCOLS:
+        raise UsageError(f"unknown protocol {protocol!r} (one of {', '.join(PROTOCOLS)})", where="protocol")
+    args = ["--protocol", protocol, "--interval", str(interval)]
+    for p in ports:
+        args += ["--port", str(int(p))]
+    if timeout is not None:
+        args += ["--timeout", str(timeout)]
+    return args
+
+
+def sniff_file(
+    path: str | os.PathLike,
+    *,
+    protocol: str = "auto",
+    ports: Sequence[int] = (),
+    interval: float = 1.0,
+    records: bool = False,
+    timeout: float | None = None,
+    extra: Sequence[str] = (),
+) -> SniffResult:
+    """Analyze a pcap/pcapng file; ``records=True`` keeps every matched request."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError("capture file not found", where=str(p))
+    cmd = [str(locate("perflearn-sniff")), "--read", str(p), *_common_args(protocol, ports, interval, timeout)]
+    if records:
+        cmd += ["--records", "-", "--format", "jsonl"]
+    cmd += list(extra)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise tool_error("perflearn-sniff", proc.returncode, proc.stderr)
+    groups = split(proc.stdout.splitlines(), "perflearn-sniff output")
+    summary = (groups.get("summary") or [{}])[-1]
+    return SniffResult(groups.get("interval", []), summary, groups.get("record", []))
+
+
+class LiveSniffer:
+    """Capture on an interface in the background; interval lines stream as they close.
+
+        with LiveSniffer("lo", bpf="tcp port 11211") as s:
+            ...drive load...
+        s.result.summary
+
+    ``on_line`` (if given) is called from a reader thread with every parsed line.
+    Capture needs root or CAP_NET_RAW.
+    """
+
+    def __init__(
+        self,
+        interface: str,
+        *,
+        bpf: str | None = None,
+        protocol: str = "auto",
+        ports: Sequence[int] = (),
+        interval: float = 1.0,
+        records: bool = False,
+        snaplen: int | None = None,
+        timeout: float | None = None,
+        on_line: Callable[[dict], None] | None = None,
+        ready_timeout: float = 10.0,
+    ):
+        self.cmd = [str(locate("perflearn-sniff")), "--interface", interface,
+                    *_common_args(protocol, ports, interval, timeout)]
+        if bpf:
+            self.cmd += ["--filter", bpf]
+        if snaplen:
+            self.cmd += ["--snaplen", str(int(snaplen))]
+        if records:
+            self.cmd += ["--records", "-", "--format", "jsonl"]
+        self.on_line = on_line
+        self.ready_timeout = ready_timeout
+        self.result = SniffResult()
+        self._proc: subprocess.Popen | None = None
+        self._lines: queue.Queue = queue.Queue()
+        self._reader: threading.Thread | None = None
+        self._stderr = ""
+
+    def start(self) -> LiveSniffer:
+        self._proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        try:
+            first = self._lines.get(timeout=self.ready_timeout)
+        except queue.Empty:
+            self.stop()
+            raise PerflearnError("no ready line from the capture", where="perflearn-sniff") from None
+        if first is None or first.get("type") != "ready":
+            self._proc.wait()
+            raise tool_error("perflearn-sniff", self._proc.returncode or 1, self._stderr)
+        return self
+
+    def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for line in self._proc.stdout:
+            if not line.strip():
+                continue
+            obj = parse_line(line, "perflearn-sniff output")
+            kind = obj["type"]
+            if kind == "interval":
+                self.result.intervals.append(obj)
+            elif kind == "record":
+                self.result.records.append(obj)
+            elif kind == "summary":
+                self.result.summary = obj
+            if self.on_line is not None:
+                self.on_line(obj)
+            self._lines.put(obj)
+        self._stderr = self._proc.stderr.read() if self._proc.stderr else ""
+        self._lines.put(None)
+
+    def intervals(self) -> Iterable[dict]:
+        """Interval lines as they arrive (blocks), until the capture ends."""
+        while True:
+            obj = self._lines.get()
+            if obj is None:
+                return
+            if obj.get("type") == "interval":
+                yield obj
+
+    def stop(self) -> SniffResult:
+        """Stop the capture (SIGINT), wait for its summary."""
+        if self._proc is None:
+            return self.result
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGINT)
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=30)
+        if self._proc.returncode not in (0, -signal.SIGINT):
+            raise tool_error("perflearn-sniff", self._proc.returncode, self._stderr)
+        return self.result
+
+    def __enter__(self) -> LiveSniffer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def summary_metrics(summary: dict, prefix: str = "wire_") -> dict[str, float]:
+    """A sniff or load summary as flat metrics for the results store (missing -> absent)."""
+    keys = ("rps", "requests", "mean_us", "p50_us", "p90_us", "p95_us", "p99_us", "p999_us", "max_us")
+    out = {f"{prefix}{k}": float(summary[k]) for k in keys if isinstance(summary.get(k), (int, float))}
+    counters = summary.get("counters") or {}
+    for k in ("evicted", "discarded", "unmatched_responses", "gaps", "desyncs", "flows_dropped"):
+        if k in counters:
+            out[f"{prefix}{k}"] = float(counters[k])
+    kernel = summary.get("kernel") or {}
+    if "dropped" in kernel:
+        out[f"{prefix}kernel_dropped"] = float(kernel["dropped"])
+    return out

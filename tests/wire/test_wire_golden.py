@@ -1,0 +1,128 @@
+"""Golden capture (tests/data/wire/record.sh): counts, records, tshark's http.time."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+from collections import Counter
+
+import pytest
+
+from perflearn.errors import PerflearnError, UsageError
+from perflearn.wire import sniff_file, summary_metrics
+
+from pathlib import Path
+
+WIRE_DATA = Path(__file__).parent.parent / "data" / "wire"
+
+EXPECTED = json.loads((WIRE_DATA / "golden.expected.json").read_text())
+
+
+def _records_key(r: dict) -> tuple:
+    return (r["flow"], r["op"], r["t"], r["t_resp"], r["latency_us"], r["req_bytes"], r["resp_bytes"])
+
+
+@pytest.mark.parametrize("name", ["golden.pcap", "golden.pcapng"])
+def test_counts_match_the_clients(wire_tools, name):
+    result = sniff_file(WIRE_DATA / name, records=True)
+    by_proto = Counter(r["proto"] for r in result.records)
+    assert dict(by_proto) == EXPECTED["responses"]
+    assert result.summary["requests"] == sum(EXPECTED["responses"].values())
+    assert result.counters["desyncs"] == 0
+    assert result.counters["unmatched_responses"] == 0
+
+
+def test_records_match_the_checked_in_golden(wire_tools):
+    got = sniff_file(WIRE_DATA / "golden.pcap", records=True).records
+    want = [json.loads(line) for line in (WIRE_DATA / "golden.records.jsonl").read_text().splitlines()]
+    assert [_records_key(r) for r in got] == [_records_key(r) for r in want]
+
+
+def _tshark_times(text: str) -> list[float]:
+    out = []
+    for line in text.splitlines():
+        parts = line.split("\t")
+        codes = parts[2].split(",")
+        if parts[3] and not codes[0].startswith("1"):
+            # A frame carrying several pipelined responses: tshark gives the first's time.
+            out += [float(parts[3]) * 1e6] * len(codes)
+    return out
+
+
+def _http_latencies(wire_tools) -> list[float]:
+    recs = sniff_file(WIRE_DATA / "golden.pcap", records=True).records
+    return [r["latency_us"] for r in recs if r["proto"] == "http"]
+
+
+def test_http_latency_matches_checked_in_tshark(wire_tools):
+    ours = _http_latencies(wire_tools)
+    theirs = _tshark_times((WIRE_DATA / "golden.http_time.tsv").read_text())
+    assert len(ours) == len(theirs) == EXPECTED["responses"]["http"]
+    for a, b in zip(ours, theirs):
+        assert a == pytest.approx(b, abs=1.0)  # tshark prints µs-resolution seconds
+
+
+def test_http_latency_matches_tshark_run_now(wire_tools):
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark not installed")
+    port = EXPECTED["ports"]["http"]
+    proc = subprocess.run(
+        ["tshark", "-r", str(WIRE_DATA / "golden.pcap"), "-d", f"tcp.port=={port},http", "-Y", "http.response",
+         "-T", "fields", "-e", "frame.number", "-e", "tcp.stream", "-e", "http.response.code", "-e", "http.time"],
+        capture_output=True, text=True, check=True)
+    theirs = _tshark_times(proc.stdout)
+    ours = _http_latencies(wire_tools)
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert a == pytest.approx(b, abs=1.0)
+
+
+def test_csv_records(wire_tools, tmp_path):
+    out = tmp_path / "records.csv"
+    sniff_file(WIRE_DATA / "golden.pcap", extra=["--records", str(out)])
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == sum(EXPECTED["responses"].values())
+    assert {r["proto"] for r in rows} == set(EXPECTED["responses"])
+    assert all(float(r["latency_us"]) >= 0 for r in rows)
+
+
+def test_server_port_filter(wire_tools):
+    r = sniff_file(WIRE_DATA / "golden.pcap", ports=[EXPECTED["ports"]["redis"]], records=True)
+    assert {x["proto"] for x in r.records} == {"redis"}
+    assert len(r.records) == EXPECTED["responses"]["redis"]
+
+
+def test_forced_protocol_on_the_wrong_traffic_gives_no_false_samples(wire_tools):
+    # Everything parsed as Redis: memcached and HTTP connections desynchronise, never match.
+    r = sniff_file(WIRE_DATA / "golden.pcap", protocol="redis", records=True)
+    assert len(r.records) == EXPECTED["responses"]["redis"]
+    assert r.counters["desyncs"] > 0
+
+
+def test_summary_metrics(wire_tools):
+    m = summary_metrics(sniff_file(WIRE_DATA / "golden.pcap").summary)
+    assert m["wire_requests"] == sum(EXPECTED["responses"].values())
+    assert m["wire_p50_us"] <= m["wire_p99_us"] <= m["wire_max_us"]
+
+
+def test_errors_are_one_line(wire_tools, tmp_path):
+    with pytest.raises(UsageError, match="capture file not found"):
+        sniff_file(tmp_path / "missing.pcap")
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(b"this is not a capture")
+    with pytest.raises(PerflearnError, match=r"bad\.pcap: not a pcap or pcapng capture") as exc:
+        sniff_file(bad)
+    assert "\n" not in str(exc.value)
+    with pytest.raises(UsageError):
+        sniff_file(bad, protocol="smtp")
+
+
+def test_truncated_capture_keeps_what_was_read(wire_tools, tmp_path):
+    data = (WIRE_DATA / "golden.pcap").read_bytes()
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(data[: len(data) // 2 + 7])
+    r = sniff_file(cut)
+    assert r.summary["truncated"] is True
+    assert 0 < r.summary["requests"] < sum(EXPECTED["responses"].values())

@@ -1,0 +1,132 @@
+"""Live capture on loopback against real servers driven by perflearn-load and redis-benchmark.
+
+Counts must match the clients exactly. Latency: every request's wire latency (request's
+last byte to response's last byte at the interface) is part of the client's latency
+(intended send to reply read), so each wire percentile must not exceed the client's by
+more than timestamp resolution (SLACK_US)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+
+from perflearn.wire import LiveSniffer, run_load
+
+pytestmark = pytest.mark.slow
+
+SLACK_US = 50.0
+
+
+def _capture_load(server, protocol: str, rate: float = 2000, duration: float = 2.0, extra=(), interval: float = 0.5):
+    lines = []
+    with LiveSniffer("lo", bpf=f"tcp port {server.port}", ports=[server.port], interval=interval,
+                     records=True, on_line=lines.append) as sniffer:
+        load = run_load(server.address, protocol, rate=rate, duration=duration, connections=4, extra=list(extra))
+    return sniffer.result, load, lines
+
+
+def _assert_wire_within_client(wire: dict, client: dict) -> None:
+    for q in ("p50_us", "p90_us", "p99_us"):
+        assert wire[q] <= client[q] + SLACK_US, (q, wire[q], client[q])
+
+
+@pytest.mark.parametrize("protocol", ["memcache-binary", "memcache-ascii"])
+def test_memcached_counts_and_percentiles(wire_tools, can_capture, memcached, protocol):
+    wire, load, lines = _capture_load(memcached, protocol, extra=["--set-ratio", "0.2", "--value-size", "uniform:10-3000"])
+    assert load.summary["completed"] == load.summary["sent"] > 1000
+    assert wire.summary["requests"] == load.summary["completed"]
+    ops = Counter(r["op"] for r in wire.records)
+    assert ops["get"] + ops["set"] == load.summary["completed"]
+    assert set(ops) == {"get", "set"}
+    _assert_wire_within_client(wire.summary, load.summary)
+    assert wire.summary["kernel"]["dropped"] == 0
+    # interval lines streamed while the load ran, before the summary
+    kinds = [line["type"] for line in lines if line["type"] != "record"]
+    assert kinds[0] == "ready" and kinds[-1] == "summary"
+    assert kinds.count("interval") >= 3
+
+
+def test_redis_under_perflearn_load(wire_tools, can_capture, redis):
+    wire, load, _ = _capture_load(redis, "redis")
+    assert wire.summary["requests"] == load.summary["completed"] == load.summary["sent"]
+    _assert_wire_within_client(wire.summary, load.summary)
+
+
+def test_http_under_perflearn_load(wire_tools, can_capture, http_server):
+    wire, load, _ = _capture_load(http_server, "http", rate=300, duration=1.5)
+    assert wire.summary["requests"] == load.summary["completed"] == load.summary["sent"] > 300
+    assert {r["proto"] for r in wire.records} == {"http"}
+
+
+def _redis_calls(port: int) -> Counter:
+    """The server's own count of each command (INFO commandstats)."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n")
+        data = b""
+        while not data.endswith(b"\r\n") or data.count(b"\r\n") < 2:
+            data += s.recv(65536)
+        header, _, rest = data.partition(b"\r\n")
+        while len(rest) < int(header[1:]) + 2:
+            rest += s.recv(65536)
+    calls = Counter()
+    for line in rest.decode().splitlines():
+        if line.startswith("cmdstat_"):
+            name, _, stats = line[len("cmdstat_"):].partition(":")
+            calls[name.split("|")[0]] += int(stats.split("calls=")[1].split(",")[0])
+    return calls
+
+
+@pytest.mark.parametrize("pipeline", [1, 16])
+def test_redis_benchmark_counts(wire_tools, can_capture, redis, pipeline):
+    if shutil.which("redis-benchmark") is None:
+        pytest.skip("redis-benchmark not installed")
+    n = 3000
+    with LiveSniffer("lo", bpf=f"tcp port {redis.port}", ports=[redis.port], records=True) as sniffer:
+        subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(redis.port), "-n", str(n), "-c", "4",
+                        "-P", str(pipeline), "-t", "set,get", "-q"], check=True, capture_output=True)
+    ops = Counter(r["op"] for r in sniffer.result.records)
+    # redis-benchmark may overshoot -n by what is in flight when pipelining: the server's
+    # own count is the reference.
+    calls = _redis_calls(redis.port)
+    assert ops["set"] == calls["set"] >= n
+    assert ops["get"] == calls["get"] >= n
+    if pipeline == 1:
+        assert ops["set"] == ops["get"] == n
+    assert sniffer.result.counters["desyncs"] == 0
+    assert sniffer.result.summary["kernel"]["dropped"] == 0
+
+
+def test_ipv6_loopback(wire_tools, can_capture):
+    if not socket.has_ipv6 or shutil.which("memcached") is None:
+        pytest.skip("no IPv6 or memcached")
+    with socket.socket(socket.AF_INET6) as s:
+        try:
+            s.bind(("::1", 0))
+        except OSError:
+            pytest.skip("no ::1 on this machine")
+        port = s.getsockname()[1]
+    cmd = ["memcached", "-l", "::1", "-p", str(port), "-U", "0", "-t", "1"] + (["-u", "root"] if os.geteuid() == 0 else [])
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("::1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        with LiveSniffer("lo", bpf=f"ip6 and tcp port {port}", ports=[port], records=True) as sniffer:
+            load = run_load(f"[::1]:{port}", "memcache-ascii", rate=1000, duration=1.0, connections=2)
+        assert sniffer.result.summary["requests"] == load.summary["completed"] > 500
+        assert all(r["flow"].startswith("[::1]:") for r in sniffer.result.records)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

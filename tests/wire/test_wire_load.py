@@ -1,0 +1,45 @@
+"""perflearn-load on its own: rates, profiles and errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from perflearn.errors import PerflearnError, UsageError
+from perflearn.wire import run_load
+
+pytestmark = pytest.mark.slow
+
+
+def test_uniform_arrivals_send_the_target_count(wire_tools, memcached):
+    r = run_load(memcached.address, "memcache-binary", rate=1000, duration=1.0, connections=2,
+                 extra=["--arrivals", "uniform"])
+    assert abs(r.summary["sent"] - 1000) <= 1
+    assert r.summary["completed"] == r.summary["sent"]
+    assert r.summary["unanswered"] == 0
+
+
+def test_steps_profile_goes_up_and_down(wire_tools, memcached):
+    r = run_load(memcached.address, "memcache-ascii", rate=1000, profile="steps", connections=2,
+                 extra=["--step-seconds", "0.5", "--step-pct", "50", "--arrivals", "uniform", "--interval", "0.5"])
+    sent = [i["sent"] for i in r.intervals]
+    # 0%, 50%, 100%, 50%, 0% of 1000/s, half a second each
+    assert sent[0] == 0 and sent[-1] == 0
+    assert max(sent) == sent[2]
+    assert abs(r.summary["sent"] - 1000) <= 3
+
+
+def test_trace_profile(wire_tools, redis, tmp_path):
+    trace = tmp_path / "trace.txt"
+    trace.write_text("0 200\n0.5 600\n1.0 0\n")
+    r = run_load(redis.address, "redis", profile="trace", connections=2,
+                 extra=["--trace", str(trace), "--arrivals", "uniform", "--preload", "--keys", "100"])
+    assert abs(r.summary["sent"] - 400) <= 2
+    assert r.summary["errors"] == 0
+
+
+def test_connection_refused_is_one_line(wire_tools):
+    with pytest.raises(PerflearnError, match="cannot connect") as exc:
+        run_load("127.0.0.1:1", "redis", rate=10, duration=0.1)
+    assert "\n" not in str(exc.value)
+    with pytest.raises(UsageError):
+        run_load("127.0.0.1:1", "smtp")
