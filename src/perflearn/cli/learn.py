@@ -1,0 +1,456 @@
+"""Learning commands: fit, evaluate, predict, recommend, rules, cluster.
+
+Every command reads its runs either from the results store (``--experiment NAME``,
+``--store FILE``) or from a CSV (``--csv FILE``, one row per run, knob columns +
+metric columns).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import numpy as np
+import pandas as pd
+import typer
+from rich.table import Table
+
+from perflearn.errors import UsageError
+from perflearn.store import Dataset
+
+from . import terminal
+from .app import DEFAULT_STORE, StoreOpt, app
+
+# -- shared options -------------------------------------------------------------------------
+
+CsvOpt = Annotated[Optional[Path], typer.Option("--csv", help="Read runs from this CSV (one row per run).")]
+ExperimentOpt = Annotated[Optional[str], typer.Option("--experiment", "-e", help="Read runs of this stored experiment.")]
+TargetOpt = Annotated[str, typer.Option("--target", "-t", help="Metric to model.")]
+FeaturesOpt = Annotated[Optional[str], typer.Option("--features", "-f", help="Comma-separated features (default: all knobs and context).")]
+MetricsOpt = Annotated[Optional[str], typer.Option("--metrics", "-m", help="CSV: comma-separated metric columns (default: the target and any constrained metric).")]
+ContextColsOpt = Annotated[Optional[str], typer.Option("--context-cols", help="CSV: comma-separated context columns (situation, not choice).")]
+FamilyOpt = Annotated[str, typer.Option("--family", help="cart, rf, gbm, svr, mlp, linear, knn, gp, or auto (chosen by CV).")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
+
+
+def _split(value: str | None) -> list[str] | None:
+    from perflearn.learn.features import split_list
+
+    return split_list(value)
+
+
+def load_dataset(
+    csv: Path | None,
+    experiment: str | None,
+    store: Path,
+    metrics: list[str],
+    context_cols: list[str] | None = None,
+) -> Dataset:
+    """The runs to learn from: a CSV or a stored experiment (exactly one)."""
+    if csv is not None and experiment is not None:
+        raise UsageError("give either --csv or --experiment, not both", where="arguments")
+    if csv is None and experiment is None:
+        raise UsageError("say where the runs are: --csv FILE or --experiment NAME [--store FILE]", where="arguments")
+    if csv is not None:
+        head = _csv_columns(csv)
+        missing = [m for m in metrics if m not in head]
+        if missing:
+            raise UsageError(f"no column {missing[0]!r} (columns: {', '.join(head)})", where=str(csv))
+        return Dataset.from_csv(csv, metrics=metrics, context=context_cols)
+    try:
+        from perflearn.store import open_store  # type: ignore[attr-defined]
+    except ImportError:
+        raise UsageError("the results store is not available in this build; use --csv", where=str(store)) from None
+    if not Path(store).exists():
+        raise UsageError("no such store (run an experiment first, or pass --store)", where=str(store))
+    with open_store(store) as s:
+        ds = s.dataset(experiment)
+    if context_cols:
+        for c in context_cols:
+            if c not in ds.knobs and c not in ds.context:
+                raise UsageError(f"no feature {c!r} (features: {', '.join(ds.features)})", where="--context-cols")
+        ds.knobs = [k for k in ds.knobs if k not in context_cols]
+        ds.context = [*ds.context, *[c for c in context_cols if c not in ds.context]]
+    return ds
+
+
+def _csv_columns(path: Path) -> list[str]:
+    try:
+        return list(pd.read_csv(path, nrows=0).columns)
+    except FileNotFoundError:
+        raise UsageError("no such file", where=str(path)) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise UsageError(f"not a readable CSV ({str(exc).splitlines()[0]})", where=str(path)) from None
+
+
+def _fmt(v, digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (float, np.floating)):
+        if not np.isfinite(v):
+            return "nan"
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _frame_table(df: pd.DataFrame, title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left")
+    for c in df.columns:
+        table.add_column(str(c), justify="right" if pd.api.types.is_numeric_dtype(df[c]) else "left")
+    for row in df.itertuples(index=False):
+        table.add_row(*[_fmt(v) for v in row])
+    return table
+
+
+def _log_opt(value: str) -> bool | str:
+    v = value.lower()
+    if v in ("auto",):
+        return "auto"
+    if v in ("yes", "true", "on", "1"):
+        return True
+    if v in ("no", "false", "off", "0"):
+        return False
+    raise UsageError(f"--log-target must be auto, yes or no, got {value!r}", where="--log-target")
+
+
+def _pairs(items: list[str] | None, where: str) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for item in items or []:
+        for part in item.split(","):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise UsageError(f"{part!r} is not NAME=VALUE", where=where)
+            k, v = part.split("=", 1)
+            out[k.strip()] = _value(v.strip())
+    return out
+
+
+def _value(v: str):
+    try:
+        f = float(v)
+    except ValueError:
+        return v
+    return int(f) if f.is_integer() and "." not in v and "e" not in v.lower() else f
+
+
+# -- fit ---------------------------------------------------------------------------------------
+
+
+@app.command()
+def fit(
+    target: TargetOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Model directory to write.")] = Path("perflearn.model"),
+    csv: CsvOpt = None,
+    experiment: ExperimentOpt = None,
+    store: StoreOpt = DEFAULT_STORE,
+    features: FeaturesOpt = None,
+    metrics: MetricsOpt = None,
+    context_cols: ContextColsOpt = None,
+    family: FamilyOpt = "auto",
+    log_target: Annotated[str, typer.Option("--log-target", help="auto, yes or no.")] = "auto",
+    cv: Annotated[int, typer.Option("--cv", help="Cross-validation folds.")] = 5,
+    ensemble: Annotated[Optional[int], typer.Option("--ensemble", help="auto: average a greedy ensemble of this many picks (1 = best single; default: perflearn's choice).")] = None,
+    seed: SeedOpt = 0,
+) -> None:
+    """Fit a performance model of TARGET and save it as a directory."""
+    from perflearn.learn.model import fit as fit_model
+
+    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
+    model = fit_model(ds, target, _split(features), family, log_target=_log_opt(log_target), cv=cv,
+                      random_state=seed, ensemble=ensemble)
+    model.save(out)
+    if model.n_excluded:
+        terminal.warn(f"{model.n_excluded} run(s) left out (failed, or NULL {target} or feature)")
+    _print_model(model, out)
+
+
+def _print_model(model, out: Path) -> None:
+    table = Table(title=f"model of {model.target}", title_justify="left", show_header=False)
+    table.add_column("key")
+    table.add_column("value")
+    params = ", ".join(f"{k}={v}" for k, v in model.params.items()) or "defaults"
+    members = model.cv.get("members") or []
+    chosen = model.family + (" (log target)" if model.log_target else "")
+    if len(members) > 1:
+        chosen = "ensemble: " + "; ".join(f"{w:.2f}×{m}" for m, w in members)
+    table.add_row("family", chosen)
+    table.add_row("parameters", params)
+    table.add_row("features", ", ".join(model.features))
+    table.add_row("runs used", f"{model.n_train} ({model.n_excluded} left out)")
+    cv = model.cv
+    table.add_row(f"{cv.get('folds', '?')}-fold CV", f"MRE {_fmt(cv.get('mre'))}%  R² {_fmt(cv.get('r2'))}  RMSE {_fmt(cv.get('rmse'))}")
+    if "oob" in cv:
+        table.add_row("out-of-bag", f"R² {_fmt(cv['oob']['r2'])}  MRE {_fmt(cv['oob']['mre'])}%")
+    imp = cv.get("importance") or {}
+    if imp:
+        table.add_row("importance", ", ".join(f"{k} {v:.2f}" for k, v in list(imp.items())[:8]))
+    table.add_row("saved", str(out))
+    terminal.out.print(table)
+    cands = cv.get("candidates")
+    if cands:
+        ranked = sorted(cands, key=lambda c: c["score"])[:5]
+        t = Table(title=f"auto: top candidates, CV {cv.get('selected_by', 'score')}", title_justify="left")
+        t.add_column("candidate")
+        t.add_column(str(cv.get("selected_by", "score")).upper(), justify="right")
+        for c in ranked:
+            t.add_row(c["candidate"], _fmt(c["score"]))
+        terminal.out.print(t)
+
+
+# -- evaluate ---------------------------------------------------------------------------------
+
+
+@app.command()
+def evaluate(
+    target: TargetOpt,
+    csv: CsvOpt = None,
+    experiment: ExperimentOpt = None,
+    store: StoreOpt = DEFAULT_STORE,
+    features: FeaturesOpt = None,
+    metrics: MetricsOpt = None,
+    context_cols: ContextColsOpt = None,
+    family: FamilyOpt = "auto",
+    log_target: Annotated[str, typer.Option("--log-target", help="auto, yes or no.")] = "auto",
+    scheme: Annotated[str, typer.Option("--scheme", help="kfold or random (repeated random splits).")] = "kfold",
+    folds: Annotated[int, typer.Option("--folds", "-k", help="k of k-fold.")] = 5,
+    repeats: Annotated[int, typer.Option("--repeats", help="Repetitions of k-fold, or number of random splits.")] = 1,
+    test_size: Annotated[float, typer.Option("--test-size", help="Random splits: test fraction.")] = 0.25,
+    curve: Annotated[str, typer.Option("--curve", help="Learning curve: none, inverse-kfold (Kunkel) or fraction.")] = "none",
+    figures: Annotated[Optional[Path], typer.Option("--figures", help="Write PNG figures and an HTML page here.")] = None,
+    seed: SeedOpt = 0,
+) -> None:
+    """Cross-validate a model family on the runs: MRE (PAAE), MAPE, RMSE, R², OOB, learning curve."""
+    from perflearn.learn import evaluate as ev
+    from perflearn.learn.features import training_data
+
+    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
+    data = training_data(ds, target, _split(features))
+    lt = _log_opt(log_target)
+    res = ev.evaluate(data, family, scheme=scheme, folds=folds, repeats=repeats, test_size=test_size,
+                      log_target=lt, random_state=seed)
+    if data.excluded:
+        terminal.warn(f"{data.excluded} run(s) left out (failed, or NULL {target} or feature)")
+    summ = res.summary()
+    title = (f"{family} on {len(data.y)} runs of {target}: "
+             + (f"{folds}-fold x{repeats}" if scheme == "kfold" else f"{repeats} random splits, test {test_size:g}"))
+    t = Table(title=title, title_justify="left")
+    for c in ("metric", "mean", "std"):
+        t.add_column(c, justify="right" if c != "metric" else "left")
+    for m, label in (("mre", "MRE % (PAAE)"), ("mape", "MAPE %"), ("rmse", "RMSE"), ("r2", "R²")):
+        t.add_row(label, _fmt(summ[m]["mean"]), _fmt(summ[m]["std"]))
+    if res.oob:
+        t.add_row("OOB R²", _fmt(res.oob["r2"]), "")
+        t.add_row("OOB MRE %", _fmt(res.oob["mre"]), "")
+    terminal.out.print(t)
+    if res.chosen:
+        counts = pd.Series(res.chosen).value_counts()
+        terminal.out.print("auto chose per split: " + ", ".join(f"{k} ×{v}" for k, v in counts.items()))
+    lc = None
+    if curve != "none":
+        if curve == "inverse-kfold":
+            lc = ev.learning_curve(data, family, log_target=lt, random_state=seed)
+        elif curve == "fraction":
+            lc = ev.learning_curve(data, family, fractions=[0.1, 0.2, 0.3, 0.5, 0.7, 0.9], repeats=max(3, repeats),
+                                   log_target=lt, random_state=seed)
+        else:
+            raise UsageError(f"--curve must be none, inverse-kfold or fraction, got {curve!r}", where="--curve")
+        terminal.out.print(_frame_table(lc[["mode", "size", "n_train", "mre_mean", "mre_std", "r2_mean"]],
+                                        title="learning curve (MRE % on the held-out runs)"))
+    if figures is not None:
+        figures.mkdir(parents=True, exist_ok=True)
+        images = [ev.plot_pred_vs_actual(res.y_true, res.y_pred, figures / "pred_vs_actual.png",
+                                         f"{target}: {family}, out of sample"),
+                  ev.plot_residuals(res.y_true, res.y_pred, figures / "residuals.png", f"{target}: residuals")]
+        if lc is not None:
+            images.append(ev.plot_learning_curve(lc, figures / "learning_curve.png", f"{target}: learning curve ({curve})"))
+        summary_html = pd.DataFrame(summ).T.to_html(float_format=lambda v: f"{v:.4g}")
+        ev.html_page(f"evaluation of {family} for {target}", images, [summary_html], figures / "evaluate.html")
+        pd.DataFrame({"actual": res.y_true, "predicted": res.y_pred}).to_csv(figures / "predictions.csv", index=False)
+        terminal.info(f"figures written to {figures}/ (pred_vs_actual.png, residuals.png, evaluate.html)")
+
+
+# -- predict ----------------------------------------------------------------------------------
+
+
+@app.command()
+def predict(
+    model_dir: Annotated[Path, typer.Argument(help="Model directory written by `perflearn fit`.")],
+    points: Annotated[Optional[Path], typer.Option("--points", "-p", help="CSV of points (one per row, feature columns).")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="One point as NAME=VALUE (repeatable, or comma-separated).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write predictions as CSV here.")] = None,
+) -> None:
+    """Predict the model's target, with an uncertainty band, for given points."""
+    from perflearn.learn.model import load
+
+    model = load(model_dir)
+    if points is not None and set_:
+        raise UsageError("give either --points or --set, not both", where="arguments")
+    if points is not None:
+        _csv_columns(points)
+        frame = pd.read_csv(points)
+        where = str(points)
+    elif set_:
+        frame = pd.DataFrame([_pairs(set_, "--set")])
+        where = "--set"
+    else:
+        raise UsageError("give points: --points FILE.csv or --set NAME=VALUE ...", where="arguments")
+    dist = model.predict_dist(frame, where=where)
+    result = pd.concat([frame[model.features].reset_index(drop=True), dist.reset_index(drop=True)], axis=1)
+    result = result.rename(columns={"pred": model.target})
+    if out is not None:
+        result.to_csv(out, index=False)
+        terminal.info(f"{len(result)} prediction(s) written to {out}")
+    else:
+        terminal.out.print(_frame_table(result, title=f"{model.target} predicted by {model.family} (lo/hi: ~90% band)"))
+
+
+# -- recommend --------------------------------------------------------------------------------
+
+
+@app.command()
+def recommend(
+    target: TargetOpt,
+    csv: CsvOpt = None,
+    experiment: ExperimentOpt = None,
+    store: StoreOpt = DEFAULT_STORE,
+    maximize: Annotated[bool, typer.Option("--maximize/--minimize", help="Maximise (throughput) or minimise (time, latency) the target.")] = False,
+    context: Annotated[Optional[list[str]], typer.Option("--context", "-c", help="Fix features: NAME=VALUE (repeatable).")] = None,
+    where_: Annotated[Optional[list[str]], typer.Option("--where", "-w", help="Constraint METRIC<=VALUE (or >=, <, >), repeatable.")] = None,
+    features: FeaturesOpt = None,
+    metrics: MetricsOpt = None,
+    context_cols: ContextColsOpt = None,
+    family: Annotated[str, typer.Option("--family", help="Model family for the metrics (or auto).")] = "rf",
+    model_dir: Annotated[Optional[Path], typer.Option("--model", help="Use this fitted model for the target instead of fitting one.")] = None,
+    table: Annotated[bool, typer.Option("--table/--no-table", help="Also print Kunkel's table: learned vs best default vs best, per context.")] = False,
+    top: Annotated[int, typer.Option("--top", help="Show this many best points.")] = 5,
+    seed: SeedOpt = 0,
+) -> None:
+    """Recommend the best settings for a context, and compare learned choices with defaults."""
+    from perflearn.learn.model import fit as fit_model
+    from perflearn.learn.model import load
+    from perflearn.learn.recommend import Constraint, defaults_table, recommend as rec, search_space
+
+    constraints = [Constraint.parse(w) for w in (where_ or [])]
+    wanted = [target, *[c.metric for c in constraints if c.metric != target]]
+    ds = load_dataset(csv, experiment, store, _split(metrics) or wanted, _split(context_cols))
+    fixed = _pairs(context, "--context")
+    feats = _split(features)
+    for k in fixed:
+        if k not in ds.features:
+            raise UsageError(f"unknown feature {k!r} (features: {', '.join(ds.features)})", where="--context")
+    models = {}
+    if model_dir is not None:
+        m = load(model_dir)
+        m.check_dataset(ds)
+        if m.target != target:
+            raise UsageError(f"model predicts {m.target!r}, not {target!r}", where=str(model_dir))
+        models[target] = m
+    for metric in wanted:
+        if metric not in models:
+            models[metric] = fit_model(ds, metric, feats, family, random_state=seed)
+    used = sorted({f for m in models.values() for f in m.features}, key=ds.features.index)
+    missing_ctx = [c for c in ds.context if c in used and c not in fixed]
+    if missing_ctx:
+        raise UsageError(f"give the context: --context {missing_ctx[0]}=VALUE (context columns: {', '.join(ds.context)})",
+                         where="--context")
+    space = search_space(ds, [f for f in used if f not in fixed])
+    sense = "max" if maximize else "min"
+    r = rec(models, target, sense, space, fixed, constraints, seed=seed, top=top)
+    title = (f"{'maximise' if maximize else 'minimise'} {target}"
+             + (f" subject to {', '.join(map(str, constraints))}" if constraints else "")
+             + (f" for {', '.join(f'{k}={v}' for k, v in fixed.items())}" if fixed else ""))
+    terminal.out.print(_frame_table(r.top, title=f"{title} ({r.method}, {r.evaluated} points evaluated)"))
+    best = ", ".join(f"{k}={v}" for k, v in r.point.items())
+    pred = ", ".join(f"{k}={_fmt(v)}" for k, v in r.predicted.items())
+    terminal.out.print(f"recommended: {best}  (predicted {pred})")
+    if not r.feasible:
+        terminal.warn("no point satisfies every constraint by the model; the least violating one is shown")
+    if table:
+        t = defaults_table(ds, target, sense, family=family, random_state=seed)
+        ctx = f"per context ({', '.join(t.context)})" if t.context else "(no context columns: one context)"
+        terminal.out.print(_frame_table(t.summary, title=f"learned vs system-wide defaults, {ctx}; "
+                                        f"{'cross-fitted by context' if t.cross_fitted else 'in-sample'}"))
+        if t.context:
+            terminal.out.print(_frame_table(t.per_context, title="per context"))
+
+
+# -- rules ------------------------------------------------------------------------------------
+
+
+@app.command()
+def rules(
+    target: TargetOpt,
+    csv: CsvOpt = None,
+    experiment: ExperimentOpt = None,
+    store: StoreOpt = DEFAULT_STORE,
+    features: FeaturesOpt = None,
+    metrics: MetricsOpt = None,
+    context_cols: ContextColsOpt = None,
+    depth: Annotated[int, typer.Option("--depth", "-d", help="Maximum tree depth.")] = 3,
+    classes: Annotated[Optional[str], typer.Option("--classes", help="Class thresholds, e.g. 25,75 -> slow/avg/fast.")] = None,
+    min_leaf: Annotated[int, typer.Option("--min-leaf", help="Minimum runs per leaf.")] = 1,
+    png: Annotated[Optional[Path], typer.Option("--png", help="Draw the tree into this PNG.")] = None,
+) -> None:
+    """Rules of thumb from a depth-limited decision tree (text, and a drawn tree)."""
+    from perflearn.learn.features import training_data
+    from perflearn.learn.rules import tree_rules
+
+    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
+    data = training_data(ds, target, _split(features))
+    thresholds = None
+    if classes:
+        try:
+            thresholds = [float(v) for v in _split(classes) or []]
+        except ValueError:
+            raise UsageError(f"class thresholds must be numbers, got {classes!r}", where="--classes") from None
+    r = tree_rules(data, max_depth=depth, classes=thresholds, min_samples_leaf=min_leaf)
+    kind = "accuracy" if thresholds else "R²"
+    terminal.out.print(f"rules for {target} from a depth-{depth} tree over {len(data.y)} runs (in-sample {kind} {r.r2_or_accuracy:.3f}):")
+    terminal.out.print(r.text(data.schema.unit))
+    if png is not None:
+        r.plot(png)
+        terminal.info(f"tree drawn to {png}")
+
+
+# -- cluster ----------------------------------------------------------------------------------
+
+
+@app.command()
+def cluster(
+    csv: CsvOpt = None,
+    experiment: ExperimentOpt = None,
+    store: StoreOpt = DEFAULT_STORE,
+    columns: Annotated[Optional[str], typer.Option("--columns", help="Comma-separated profile columns (default: all metrics).")] = None,
+    metrics: MetricsOpt = None,
+    context_cols: ContextColsOpt = None,
+    k: Annotated[Optional[int], typer.Option("--k", help="Number of clusters (default: elbow by kneedle).")] = None,
+    kmax: Annotated[int, typer.Option("--kmax", help="Largest k tried for the elbow.")] = 10,
+    pca: Annotated[Optional[int], typer.Option("--pca", help="Reduce profiles to this many principal components first.")] = None,
+    by: Annotated[str, typer.Option("--by", help="Profile per point (mean over repetitions) or per run.")] = "point",
+    png: Annotated[Optional[Path], typer.Option("--png", help="Elbow + PCA scatter figure.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write every profile with its cluster as CSV.")] = None,
+    seed: SeedOpt = 0,
+) -> None:
+    """Group configurations by their profile (k-means, k by elbow); one representative per group."""
+    from perflearn.learn.cluster import cluster as run_cluster
+
+    cols = _split(columns)
+    mets = _split(metrics)
+    if csv is not None and not mets:
+        if not cols:
+            raise UsageError("for a CSV, name the metric columns with --metrics (or the profile with --columns)",
+                             where="arguments")
+        mets = cols
+    ds = load_dataset(csv, experiment, store, mets or [], _split(context_cols))
+    r = run_cluster(ds, cols, k=k, kmax=kmax, pca=pca, by=by, random_state=seed)
+    how = "elbow (kneedle)" if k is None and r.elbow_found else ("given" if k is not None else "no elbow found")
+    terminal.out.print(f"k = {r.k} ({how}); inertia by k: " + ", ".join(f"{kk}:{v:.3g}" for kk, v in zip(r.ks, r.inertias)))
+    show = r.representatives.drop(columns=["_row"])
+    terminal.out.print(_frame_table(show, title="one representative per cluster (closest to the centroid)"))
+    if png is not None:
+        r.plot(png)
+        terminal.info(f"figure written to {png}")
+    if out is not None:
+        r.profiles.to_csv(out, index=False)
+        terminal.info(f"{len(r.profiles)} profiles with their cluster written to {out}")

@@ -1,0 +1,137 @@
+"""Group configurations by their measured profile; keep one representative per group (NESCAT).
+
+Profiles are the mean of the chosen columns (default: every metric) over the
+repetitions of each point, standardised, optionally reduced by PCA. k-means runs
+for k = 1..kmax; k is the elbow of inertia vs k found with kneedle. The point
+closest to each centroid represents its cluster, so a later sweep can measure
+only the representatives.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.cluster import KMeans
+from sklearn.decomposition import PCA
+from sklearn.preprocessing import StandardScaler
+
+from perflearn.errors import UsageError
+from perflearn.store import Dataset
+
+from .knee import find_knee
+
+
+@dataclass
+class ClusterResult:
+    k: int
+    ks: list[int]
+    inertias: list[float]
+    elbow_found: bool
+    labels: np.ndarray  # per profile row
+    profiles: pd.DataFrame  # per point: features, the profile columns, cluster
+    representatives: pd.DataFrame  # one row per cluster: cluster, size, point_id, features, profile columns
+    coords: np.ndarray  # 2-D PCA coordinates of the profiles (for the figure)
+    explained: list[float]  # variance ratio of the 2 plotted components
+    columns: list[str]
+    pca: int | None
+
+    def plot(self, path: str | Path) -> Path:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)
+        import matplotlib.pyplot as plt
+
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+        ax1.plot(self.ks, self.inertias, marker="o")
+        ax1.axvline(self.k, color="r", ls="--", lw=1)
+        ax1.set_xlabel("k")
+        ax1.set_ylabel("k-means inertia")
+        ax1.set_title("elbow" + ("" if self.elbow_found else " (none found)"))
+        sc = ax2.scatter(self.coords[:, 0], self.coords[:, 1], c=self.labels, cmap="tab10", s=18)
+        rep_rows = self.representatives["_row"].to_numpy()
+        ax2.scatter(self.coords[rep_rows, 0], self.coords[rep_rows, 1], marker="*", s=220, c="k", label="representative")
+        ax2.set_xlabel(f"PC1 ({self.explained[0]:.0%})")
+        ax2.set_ylabel(f"PC2 ({self.explained[1]:.0%})" if len(self.explained) > 1 else "PC2")
+        ax2.set_title(f"k-means, k={self.k}")
+        ax2.legend(loc="best", fontsize=8)
+        fig.colorbar(sc, ax=ax2, label="cluster")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return Path(path)
+
+
+def cluster(
+    ds: Dataset,
+    columns: list[str] | None = None,
+    *,
+    k: int | None = None,
+    kmax: int = 10,
+    pca: int | None = None,
+    by: str = "point",
+    random_state: int = 0,
+) -> ClusterResult:
+    """Cluster the points (or runs, ``by="run"``) of ``ds`` by ``columns`` (default: all metrics)."""
+    where = ds.experiment
+    columns = list(columns or ds.metrics)
+    for c in columns:
+        if c not in ds.frame.columns or c in ("run_id", "point_id", "rep", "status"):
+            raise UsageError(f"unknown column {c!r} (metrics: {', '.join(ds.metrics)}; features: {', '.join(ds.features)})",
+                             where=where)
+        if ds.kinds.get(c) == "categorical":
+            raise UsageError(f"column {c!r} is categorical; cluster over numeric columns", where=where)
+    frame = ds.ok()
+    if by == "point":
+        agg = {c: "mean" for c in columns}
+        agg.update({f: "first" for f in ds.features if f not in columns})
+        prof = frame.groupby("point_id", sort=True).agg(agg).reset_index()
+    elif by == "run":
+        prof = frame[["run_id", "point_id", *[f for f in ds.features if f not in columns], *columns]].reset_index(drop=True)
+    else:
+        raise UsageError(f"by must be point or run, got {by!r}", where="--by")
+    for c in columns:
+        if prof[c].isna().all():
+            raise UsageError(f"column {c!r} is NULL in every run", where=where)
+    prof = prof.dropna(subset=columns).reset_index(drop=True)
+    n = len(prof)
+    if n < 3:
+        raise UsageError(f"{n} profiles are too few to cluster (need 3)", where=where)
+    Z = StandardScaler().fit_transform(prof[columns].to_numpy(dtype=float))
+    Z = np.nan_to_num(Z)  # a constant column scales to 0/0
+    if pca is not None:
+        if not 1 <= pca <= len(columns):
+            raise UsageError(f"PCA components must be in 1..{len(columns)}, got {pca}", where="--pca")
+        Z = PCA(n_components=pca, random_state=random_state).fit_transform(Z)
+    kmax = min(kmax, n - 1)
+    if k is not None and not 1 <= k <= n:
+        raise UsageError(f"k must be in 1..{n}, got {k}", where="--k")
+    ks = list(range(1, max(kmax, 2) + 1))
+    inertias, fits = [], {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for kk in ks:
+            km = KMeans(n_clusters=kk, n_init=10, random_state=random_state).fit(Z)
+            inertias.append(float(km.inertia_))
+            fits[kk] = km
+        elbow = find_knee(ks, inertias, curve="convex", direction="decreasing") if len(ks) >= 3 else None
+        chosen = k if k is not None else (int(elbow.x) if elbow is not None else 1)
+        km = fits.get(chosen) or KMeans(n_clusters=chosen, n_init=10, random_state=random_state).fit(Z)
+    labels = km.labels_
+    prof["cluster"] = labels
+    reps = []
+    for c in range(chosen):
+        members = np.flatnonzero(labels == c)
+        d = np.linalg.norm(Z[members] - km.cluster_centers_[c], axis=1)
+        row = int(members[np.argmin(d)])
+        reps.append({"cluster": c, "size": len(members), "_row": row, **prof.iloc[row].drop("cluster").to_dict()})
+    ncomp = min(2, Z.shape[1])
+    p2 = PCA(n_components=ncomp, random_state=random_state).fit(Z)
+    coords = p2.transform(Z)
+    if ncomp == 1:
+        coords = np.column_stack([coords[:, 0], np.zeros(n)])
+    return ClusterResult(chosen, ks, inertias, elbow is not None, labels, prof, pd.DataFrame(reps), coords,
+                         [float(v) for v in p2.explained_variance_ratio_], columns, pca)

@@ -1,0 +1,86 @@
+"""From measured runs to a decision in one call (what `make demo` prints after a sweep).
+
+    from perflearn.learn.decide import decide
+    d = decide(dataset, "runtime_s", sense="min")
+    print("\\n".join(d.lines()))
+
+Fits a model (``auto`` by default), reports its cross-validated error, the rules of
+a depth-3 tree, the recommended settings with their predicted value, and the gain
+over the best system-wide default (Kunkel's table) when the data has context
+columns, else over the best and median measured point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perflearn.store import Dataset
+
+from .features import training_data
+from .model import Model, fit_data
+from .recommend import DefaultsTable, Recommendation, defaults_table, recommend, search_space
+from .rules import Rules, tree_rules
+
+
+@dataclass
+class Decision:
+    target: str
+    sense: str
+    model: Model
+    rules: Rules
+    recommendation: Recommendation
+    defaults: DefaultsTable | None
+    measured_best: float
+    measured_median: float
+
+    def lines(self) -> list[str]:
+        m = self.model
+        cv = m.cv
+        out = [
+            f"model of {self.target}: {m.family}{' (log target)' if m.log_target else ''} on {m.n_train} runs "
+            f"({m.n_excluded} left out); {cv.get('folds')}-fold CV MRE {cv.get('mre', float('nan')):.2f}%, "
+            f"R² {cv.get('r2', float('nan')):.3f}",
+            f"rules ({'in-sample R²'} {self.rules.r2_or_accuracy:.2f}):",
+            *("  " + r.text(self.target) for r in self.rules.rules),
+        ]
+        rec = self.recommendation
+        point = ", ".join(f"{k}={v}" for k, v in rec.point.items())
+        pred = rec.predicted[self.target]
+        out.append(f"recommended ({'minimise' if self.sense == 'min' else 'maximise'} {self.target}): {point} "
+                   f"-> predicted {pred:.4g}")
+        if self.defaults is not None:
+            s = self.defaults.summary.set_index("choice")
+            learned = s.iloc[0]
+            default = s[s.index.str.startswith("default ")].iloc[0]
+            gain = (default["mean"] - learned["mean"]) * (1 if self.sense == "min" else -1)
+            out.append(f"learned choices per context vs best single default ({default.name[8:]}): "
+                       f"mean {learned['mean']:.4g} vs {default['mean']:.4g}, gain {gain:.4g} "
+                       f"({abs(gain) / abs(default['mean']) * 100:.1f}%), loss to best measured {learned['loss']:.4g}")
+        else:
+            sign = 1 if self.sense == "min" else -1
+            out.append(f"measured: best {self.measured_best:.4g}, median {self.measured_median:.4g}; predicted gain "
+                       f"over the median point {sign * (self.measured_median - pred):.4g} "
+                       f"({abs(self.measured_median - pred) / abs(self.measured_median) * 100:.1f}%)")
+        return out
+
+
+def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", context: dict | None = None,
+           random_state: int = 0) -> Decision:
+    data = training_data(ds, target)
+    model = fit_data(data, family, cv=min(5, len(data.y)), random_state=random_state, experiment=ds.experiment)
+    rules = tree_rules(data, max_depth=3)
+    fixed = dict(context or {})
+    if ds.context and not fixed:  # recommend for the most common context
+        ok = data.X
+        top = ok.groupby(ds.context).size().idxmax()
+        top = top if isinstance(top, tuple) else (top,)
+        fixed = dict(zip(ds.context, top))
+    space = search_space(ds, [f for f in model.features if f not in fixed])
+    rec = recommend({target: model}, target, sense, space, fixed, seed=random_state)
+    table = defaults_table(ds, target, sense, family="rf" if family == "auto" else family,
+                           random_state=random_state) if ds.context else None
+    means = data.rows.groupby("point_id")[target].mean().to_numpy()
+    best = float(np.min(means) if sense == "min" else np.max(means))
+    return Decision(target, sense, model, rules, rec, table, best, float(np.median(means)))

@@ -1,0 +1,311 @@
+"""How good is a model: k-fold and repeated random splits, OOB, learning curves, figures.
+
+Every split fits the whole procedure again on its training part (``auto``
+included: its choice of family is nested inside the split), so the error is
+that of the procedure on unseen runs.
+
+Learning curves follow Kunkel et al.: the *inverse* k-fold trains on one fold and
+tests on the other k-1, so the training size is n/k; the fraction curve (Heimdall)
+trains on a random fraction and tests on the rest.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import KFold, ShuffleSplit
+
+from perflearn.errors import UsageError
+
+from .features import TrainingData
+from .metrics import METRICS, all_metrics
+from .models import FAMILIES, AutoRegressor, make_pipeline, model_for
+
+
+def _pipeline(data: TrainingData, family: str, params=None, log_target: bool | str = "auto", cv: int = 5,
+              random_state=0, n_jobs: int = 1, families=None):
+    if family != "auto" and log_target == "auto":
+        y = data.y
+        log_target = bool(np.all(y > 0) and y.max() / y.min() >= 100)
+    from .models import AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW
+
+    est = model_for(family, params=params, log_target=log_target, cv=cv, random_state=random_state, n_jobs=n_jobs,
+                    families=families, ensemble=AUTO_ENSEMBLE, loo_below=AUTO_LOO_BELOW, blend=AUTO_BLEND)
+    return make_pipeline(data.schema, est)
+
+
+def _fit_predict(pipe, X_tr, y_tr, X_te):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pipe.fit(X_tr, y_tr)
+        return np.asarray(pipe.predict(X_te), dtype=float)
+
+
+def _check_family(family: str) -> None:
+    if family != "auto" and family not in FAMILIES:
+        raise UsageError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)", where="--family")
+
+
+def _inner_cv(n_train: int, cv: int) -> int:
+    return max(2, min(cv, n_train))
+
+
+@dataclass
+class EvalResult:
+    """Per-split scores and the pooled out-of-sample predictions of one evaluation."""
+
+    family: str
+    scheme: str
+    splits: pd.DataFrame  # one row per split: split, n_train, n_test, mre, mape, rmse, r2
+    y_true: np.ndarray  # pooled test targets (first repeat of k-fold: every run once)
+    y_pred: np.ndarray
+    oob: dict[str, float] = field(default_factory=dict)
+    chosen: list[str] = field(default_factory=list)  # auto: family chosen in each split
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        return {m: {"mean": float(self.splits[m].mean()), "std": float(self.splits[m].std(ddof=1)) if len(self.splits) > 1 else 0.0}
+                for m in METRICS}
+
+
+def evaluate(
+    data: TrainingData,
+    family: str = "auto",
+    *,
+    scheme: str = "kfold",
+    folds: int = 5,
+    repeats: int = 1,
+    test_size: float = 0.25,
+    params=None,
+    log_target: bool | str = "auto",
+    cv: int = 5,
+    random_state: int = 0,
+    n_jobs: int = 1,
+    families=None,
+) -> EvalResult:
+    """Score ``family`` by k-fold (``repeats`` times) or ``repeats`` random train/test splits."""
+    _check_family(family)
+    n = len(data.y)
+    X, y = data.X, data.y
+    if scheme == "kfold":
+        if folds < 2:
+            raise UsageError(f"k-fold needs at least 2 folds, got {folds}", where="--folds")
+        if n < folds:
+            raise UsageError(f"{n} usable runs are fewer than the {folds} folds; lower --folds", where=data.schema.target)
+        splitters = [KFold(folds, shuffle=True, random_state=random_state + r) for r in range(max(1, repeats))]
+    elif scheme == "random":
+        if not 0 < test_size < 1:
+            raise UsageError(f"test size must be a fraction in (0, 1), got {test_size}", where="--test-size")
+        n_test = int(np.ceil(test_size * n))
+        if n_test < 1 or n - n_test < 2:
+            raise UsageError(f"{n} usable runs are too few for a {test_size:g} test split", where=data.schema.target)
+        splitters = [ShuffleSplit(max(1, repeats), test_size=test_size, random_state=random_state)]
+    else:
+        raise UsageError(f"unknown scheme {scheme!r} (kfold, random)", where="--scheme")
+    rows = []
+    pooled_true, pooled_pred = [], []
+    chosen = []
+    split_no = 0
+    for r, splitter in enumerate(splitters):
+        for tr, te in splitter.split(X):
+            pipe = _pipeline(data, family, params, log_target, _inner_cv(len(tr), cv), random_state, n_jobs, families)
+            pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te])
+            model = pipe.named_steps["model"]
+            if isinstance(model, AutoRegressor):
+                chosen.append(model.best_family_ + (" log" if model.best_log_target_ else ""))
+            scores = all_metrics(y[te], pred)
+            rows.append({"split": split_no, "repeat": r, "n_train": len(tr), "n_test": len(te), **scores})
+            split_no += 1
+            if r == 0:
+                pooled_true.append(y[te])
+                pooled_pred.append(pred)
+    oob = {}
+    if family == "rf" and n >= 5:
+        oob = oob_score(data, params=params, log_target=log_target, random_state=random_state, n_jobs=n_jobs)
+    return EvalResult(
+        family=family,
+        scheme=scheme,
+        splits=pd.DataFrame(rows),
+        y_true=np.concatenate(pooled_true),
+        y_pred=np.concatenate(pooled_pred),
+        oob=oob,
+        chosen=chosen,
+    )
+
+
+def oob_score(data: TrainingData, params=None, log_target: bool | str = "auto", random_state=0, n_jobs=1) -> dict[str, float]:
+    """Out-of-bag R² and MRE of a random forest over all of ``data`` (NiMC)."""
+    p = dict(params or {})
+    p["oob_score"] = True
+    p.setdefault("n_estimators", 100)
+    pipe = _pipeline(data, "rf", p, log_target, 5, random_state, n_jobs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pipe.fit(data.X, data.y)
+    est = pipe.named_steps["model"]
+    forest = est.regressor_ if hasattr(est, "regressor_") else est
+    oob_pred = np.asarray(forest.oob_prediction_, dtype=float).ravel()
+    if hasattr(est, "regressor_"):
+        oob_pred = est.transformer_.inverse_transform(oob_pred.reshape(-1, 1)).ravel()
+    ok = np.isfinite(oob_pred)
+    return {"r2": METRICS["r2"](data.y[ok], oob_pred[ok]), "mre": METRICS["mre"](data.y[ok], oob_pred[ok])}
+
+
+def cross_validate_pipeline(data: TrainingData, family: str, *, params=None, log_target=False, folds=5,
+                            random_state=0, n_jobs=1) -> dict[str, Any]:
+    """Pooled out-of-fold metrics of one fixed family (stored in a model artifact)."""
+    res = evaluate(data, family, scheme="kfold", folds=max(2, min(folds, len(data.y))), params=params,
+                   log_target=log_target, random_state=random_state, n_jobs=n_jobs)
+    out: dict[str, Any] = {"folds": int(res.splits.shape[0]), **all_metrics(res.y_true, res.y_pred)}
+    if res.oob:
+        out["oob"] = res.oob
+    return out
+
+
+def learning_curve(
+    data: TrainingData,
+    family: str = "auto",
+    *,
+    ks: list[int] | None = None,
+    fractions: list[float] | None = None,
+    repeats: int = 3,
+    params=None,
+    log_target: bool | str = "auto",
+    cv: int = 5,
+    random_state: int = 0,
+    n_jobs: int = 1,
+    families=None,
+) -> pd.DataFrame:
+    """Error by training size.
+
+    With ``ks`` (default 2..10, capped by the data): inverse k-fold, train on one
+    fold, test on the other k-1, every fold in turn. With ``fractions``: ``repeats``
+    random splits training on that fraction. One row per size: ``mode, k/fraction,
+    n_train, mre_mean, mre_std, r2_mean, r2_std, rmse_mean``.
+    """
+    _check_family(family)
+    n = len(data.y)
+    X, y = data.X, data.y
+    rows = []
+    if fractions is None:
+        if ks is None:
+            ks = [k for k in range(2, 11) if n // k >= 3]
+        for k in ks:
+            if k < 2 or n // k < 2:
+                raise UsageError(f"inverse {k}-fold leaves fewer than 2 training runs of {n}", where="--ks")
+            scores = []
+            sizes = []
+            for rep in range(max(1, repeats) if k > 2 else 1):
+                for te, tr in KFold(k, shuffle=True, random_state=random_state + rep).split(X):  # swapped: train on 1 fold
+                    pipe = _pipeline(data, family, params, log_target, _inner_cv(len(tr), cv), random_state, n_jobs, families)
+                    pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te])
+                    scores.append(all_metrics(y[te], pred))
+                    sizes.append(len(tr))
+            rows.append(_curve_row("inverse-kfold", k, sizes, scores))
+    else:
+        for f in fractions:
+            if not 0 < f < 1:
+                raise UsageError(f"training fraction must be in (0, 1), got {f}", where="--fractions")
+            n_train = int(round(f * n))
+            if n_train < 2 or n - n_train < 1:
+                raise UsageError(f"fraction {f:g} of {n} runs leaves no training or no test set", where="--fractions")
+            scores, sizes = [], []
+            for tr, te in ShuffleSplit(max(1, repeats), train_size=n_train, test_size=n - n_train,
+                                       random_state=random_state).split(X):
+                pipe = _pipeline(data, family, params, log_target, _inner_cv(len(tr), cv), random_state, n_jobs, families)
+                pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te])
+                scores.append(all_metrics(y[te], pred))
+                sizes.append(len(tr))
+            rows.append(_curve_row("fraction", f, sizes, scores))
+    return pd.DataFrame(rows)
+
+
+def _curve_row(mode, size, sizes, scores):
+    s = pd.DataFrame(scores)
+    return {
+        "mode": mode,
+        "size": size,
+        "n_train": float(np.mean(sizes)),
+        "mre_mean": float(s["mre"].mean()),
+        "mre_std": float(s["mre"].std(ddof=1)) if len(s) > 1 else 0.0,
+        "r2_mean": float(s["r2"].mean()),
+        "r2_std": float(s["r2"].std(ddof=1)) if len(s) > 1 else 0.0,
+        "rmse_mean": float(s["rmse"].mean()),
+    }
+
+
+# -- figures ----------------------------------------------------------------------------
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_pred_vs_actual(y_true, y_pred, path: str | Path, title: str = "") -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.scatter(y_true, y_pred, s=12, alpha=0.7)
+    lo = float(min(np.min(y_true), np.min(y_pred)))
+    hi = float(max(np.max(y_true), np.max(y_pred)))
+    ax.plot([lo, hi], [lo, hi], color="k", lw=1)
+    ax.set_xlabel("measured")
+    ax.set_ylabel("predicted (out of sample)")
+    ax.set_title(title or "predicted vs measured")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_residuals(y_true, y_pred, path: str | Path, title: str = "") -> Path:
+    plt = _plt()
+    y_true = np.asarray(y_true)
+    rel = (np.asarray(y_pred) - y_true) / np.where(y_true == 0, np.nan, y_true) * 100
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.scatter(y_true, rel, s=12, alpha=0.7)
+    ax.axhline(0, color="k", lw=1)
+    ax.set_xlabel("measured")
+    ax.set_ylabel("relative error of prediction (%)")
+    ax.set_title(title or "residuals")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_learning_curve(curve: pd.DataFrame, path: str | Path, title: str = "") -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.errorbar(curve["n_train"], curve["mre_mean"], yerr=curve["mre_std"], marker="o", capsize=3)
+    ax.set_xlabel("training runs")
+    ax.set_ylabel("MRE (%) on the rest")
+    ax.set_title(title or "learning curve")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def html_page(title: str, images: list[Path], tables: list[str], path: str | Path) -> Path:
+    """A self-contained HTML page: the PNGs inlined (base64) after the given HTML tables."""
+    import base64
+    import html
+
+    parts = [f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title>",
+             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}</style>",
+             f"<h1>{html.escape(title)}</h1>", *tables]
+    for img in images:
+        b64 = base64.b64encode(Path(img).read_bytes()).decode()
+        parts.append(f"<figure><img src='data:image/png;base64,{b64}'><figcaption>{html.escape(Path(img).stem)}</figcaption></figure>")
+    Path(path).write_text("\n".join(parts) + "\n")
+    return Path(path)

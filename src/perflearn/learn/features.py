@@ -1,0 +1,209 @@
+"""From a Dataset to the (X, y) a model learns from, and the schema it remembers.
+
+The schema is what a fitted model knows about its inputs: the feature names in
+order, each one's kind (numeric / categorical), the categories seen in training
+and the numeric range seen. Predicting checks new points against it, so a point
+with an unseen category or a model trained on other knobs fails with one line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perflearn.errors import UsageError
+from perflearn.store import Dataset
+
+
+@dataclass
+class FeatureSchema:
+    """Inputs and target of a model, as seen in its training data."""
+
+    target: str
+    features: list[str]
+    kinds: dict[str, str]
+    categories: dict[str, list[str]] = field(default_factory=dict)
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    unit: str = ""
+
+    @property
+    def numeric(self) -> list[str]:
+        return [f for f in self.features if self.kinds[f] == "numeric"]
+
+    @property
+    def categorical(self) -> list[str]:
+        return [f for f in self.features if self.kinds[f] == "categorical"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "features": self.features,
+            "kinds": self.kinds,
+            "categories": self.categories,
+            "ranges": {k: list(v) for k, v in self.ranges.items()},
+            "unit": self.unit,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "FeatureSchema":
+        return cls(
+            target=d["target"],
+            features=list(d["features"]),
+            kinds=dict(d["kinds"]),
+            categories={k: list(v) for k, v in d.get("categories", {}).items()},
+            ranges={k: (float(v[0]), float(v[1])) for k, v in d.get("ranges", {}).items()},
+            unit=d.get("unit", ""),
+        )
+
+    def frame(self, points: pd.DataFrame, where: str = "points") -> pd.DataFrame:
+        """The feature columns of ``points`` in training order, checked against the schema.
+
+        Extra columns are ignored; a missing feature, a non-numeric value in a
+        numeric feature or a category not seen in training is a UsageError.
+        """
+        missing = [f for f in self.features if f not in points.columns]
+        if missing:
+            raise UsageError(
+                f"model was trained on features {', '.join(self.features)}; "
+                f"missing {', '.join(missing)} (given: {', '.join(map(str, points.columns))})",
+                where=where,
+            )
+        out = pd.DataFrame(index=points.index)
+        for f in self.features:
+            col = points[f]
+            if self.kinds[f] == "numeric":
+                values = pd.to_numeric(col, errors="coerce")
+                bad = values.isna()
+                if bad.any():
+                    row = int(np.flatnonzero(bad.to_numpy())[0])
+                    raise UsageError(f"feature {f!r} needs a number, got {col.iloc[row]!r} (row {row + 1})", where=where)
+                out[f] = values.astype(float)
+            else:
+                values = _categories(col)
+                known = set(self.categories.get(f, []))
+                unseen = sorted(set(values.unique()) - known)
+                if unseen:
+                    raise UsageError(
+                        f"feature {f!r} has category {unseen[0]!r} not seen in training "
+                        f"(known: {', '.join(sorted(known))})",
+                        where=where,
+                    )
+                out[f] = values
+        return out
+
+
+def _categories(col: pd.Series) -> pd.Series:
+    """``col`` as category strings, vectorised where the dtype allows (see ``_category``)."""
+    if pd.api.types.is_integer_dtype(col) or pd.api.types.is_bool_dtype(col):
+        return col.astype(str)
+    if pd.api.types.is_object_dtype(col) or pd.api.types.is_string_dtype(col):
+        if col.map(type).eq(str).all():
+            return col.astype(str)
+    return col.map(_category)
+
+
+def _category(value: Any) -> str:
+    """Categories are compared as strings; integral floats read from CSV lose their '.0'."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+@dataclass
+class TrainingData:
+    X: pd.DataFrame
+    y: np.ndarray
+    schema: FeatureSchema
+    excluded: int  # runs left out: failed status, NULL target or NULL feature
+    rows: pd.DataFrame  # the kept rows of the dataset frame (for reports)
+
+    def hash(self) -> str:
+        return data_hash(self.X, self.y)
+
+
+def data_hash(X: pd.DataFrame, y: np.ndarray) -> str:
+    h = hashlib.sha256()
+    h.update(",".join(map(str, X.columns)).encode())
+    h.update(pd.util.hash_pandas_object(X.reset_index(drop=True), index=False).to_numpy().tobytes())
+    h.update(np.ascontiguousarray(y, dtype=float).tobytes())
+    return "sha256:" + h.hexdigest()
+
+
+def split_list(value: str | list[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",")]
+    else:
+        items = [v.strip() for part in value for v in str(part).split(",")]
+    items = [v for v in items if v]
+    return items or None
+
+
+def training_data(
+    ds: Dataset,
+    target: str,
+    features: list[str] | None = None,
+    where: str | None = None,
+) -> TrainingData:
+    """Select the target and features of ``ds``; keep ok runs with a target value.
+
+    Errors (one line, UsageError): unknown target or feature, a feature that is
+    NULL in every run, no usable run, a constant target.
+    """
+    where = where or ds.experiment
+    if target not in ds.metrics:
+        raise UsageError(f"unknown target {target!r} (metrics: {', '.join(ds.metrics) or 'none'})", where=where)
+    available = ds.features
+    if features is None:
+        features = list(available)
+    else:
+        for f in features:
+            if f not in available:
+                hint = " (it is a metric)" if f in ds.metrics else ""
+                raise UsageError(
+                    f"unknown feature {f!r}{hint} (knobs and context: {', '.join(available) or 'none'})", where=where
+                )
+        if target in features:
+            raise UsageError(f"target {target!r} cannot also be a feature", where=where)
+    if not features:
+        raise UsageError("no features to learn from", where=where)
+    frame = ds.frame
+    for f in features:
+        if frame[f].isna().all():
+            raise UsageError(f"feature {f!r} is NULL in every run; leave it out", where=where)
+    keep = (frame["status"] == "ok") & frame[target].notna()
+    keep &= frame[features].notna().all(axis=1)
+    rows = frame[keep]
+    excluded = int(len(frame) - len(rows))
+    if len(rows) == 0:
+        raise UsageError(f"no run has a value for {target!r} (all {len(frame)} failed or NULL)", where=where)
+    y = rows[target].to_numpy(dtype=float)
+    if len(rows) >= 2 and np.ptp(y) == 0:
+        raise UsageError(f"target {target!r} is constant ({y[0]:g}) over all {len(y)} runs; nothing to learn", where=where)
+    if len(rows) < 2:
+        raise UsageError(f"only {len(rows)} usable run for {target!r}; need at least 2", where=where)
+    kinds = {f: ds.kinds.get(f, "numeric" if pd.api.types.is_numeric_dtype(frame[f]) else "categorical") for f in features}
+    X = pd.DataFrame(index=rows.index)
+    categories: dict[str, list[str]] = {}
+    ranges: dict[str, tuple[float, float]] = {}
+    for f in features:
+        if kinds[f] == "numeric":
+            X[f] = pd.to_numeric(rows[f]).astype(float)
+            ranges[f] = (float(X[f].min()), float(X[f].max()))
+        else:
+            X[f] = _categories(rows[f])
+            categories[f] = sorted(X[f].unique().tolist())
+    schema = FeatureSchema(
+        target=target,
+        features=list(features),
+        kinds=kinds,
+        categories=categories,
+        ranges=ranges,
+        unit=ds.units.get(target, ""),
+    )
+    return TrainingData(X=X.reset_index(drop=True), y=y, schema=schema, excluded=excluded, rows=rows.reset_index(drop=True))

@@ -1,0 +1,99 @@
+"""The kneedle method (Satopää et al., ICDCS-W 2011) for any curve.
+
+Heimdall sets its QoS target at the knee of tail latency vs load; NESCAT picks
+the number of clusters at the elbow of k-means inertia vs k. Both are the same
+question: where does a curve bend most.
+
+Kneedle, offline: normalise x and y to [0, 1]; measure how far each point lies
+from the straight line joining the ends (on the side the curve bends to); the knee
+is the local maximum of that difference that is followed by a drop below the
+threshold ``max - S * mean(step of x)``. ``S`` (sensitivity) trades early
+detection against robustness; 1 is the authors' default.
+
+    from perflearn.learn.knee import find_knee
+    k = find_knee(load, p95)          # convex increasing: the load where latency takes off
+    k.x, k.y, k.index
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perflearn.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Knee:
+    index: int  # position in the (x-sorted) input
+    x: float
+    y: float
+    curve: str  # "concave" | "convex"
+    direction: str  # "increasing" | "decreasing"
+    strength: float  # the normalised difference at the knee, in (0, 1]
+
+
+def _detect(xn: np.ndarray, yn: np.ndarray) -> tuple[str, str]:
+    direction = "increasing" if yn[-1] >= yn[0] else "decreasing"
+    chord = xn if direction == "increasing" else 1 - xn
+    above = float(np.trapezoid(yn - chord, xn)) if hasattr(np, "trapezoid") else float(np.trapz(yn - chord, xn))
+    return ("concave" if above > 0 else "convex"), direction
+
+
+def difference_curve(x, y, curve: str = "auto", direction: str = "auto"):
+    """Normalised x, and the kneedle difference curve (larger = more bent), plus the shape used."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    xn = (x - x.min()) / np.ptp(x)
+    yn = (y - y.min()) / np.ptp(y)
+    c, d = _detect(xn, yn)
+    curve = c if curve == "auto" else curve
+    direction = d if direction == "auto" else direction
+    if direction == "increasing":
+        diff = yn - xn if curve == "concave" else xn - yn
+    else:
+        diff = yn - (1 - xn) if curve == "concave" else (1 - xn) - yn
+    return xn, diff, curve, direction
+
+
+def find_knee(x, y, *, curve: str = "auto", direction: str = "auto", sensitivity: float = 1.0,
+              where: str = "curve") -> Knee | None:
+    """The knee (or elbow) of y(x), or None when the curve does not bend.
+
+    ``curve``: ``concave``, ``convex`` or ``auto`` (from which side of the chord the
+    curve lies on); ``direction``: ``increasing``, ``decreasing`` or ``auto``.
+    Points are sorted by x; repeated x values are averaged.
+    """
+    x = np.asarray(x, dtype=float).ravel()
+    y = np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape:
+        raise UsageError(f"x and y differ in length ({len(x)} vs {len(y)})", where=where)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if curve not in ("auto", "concave", "convex"):
+        raise UsageError(f"curve must be concave, convex or auto, got {curve!r}", where=where)
+    if direction not in ("auto", "increasing", "decreasing"):
+        raise UsageError(f"direction must be increasing, decreasing or auto, got {direction!r}", where=where)
+    ux, inv = np.unique(x, return_inverse=True)
+    uy = np.bincount(inv, weights=y) / np.bincount(inv)
+    if len(ux) < 3:
+        raise UsageError(f"a knee needs at least 3 distinct x values, got {len(ux)}", where=where)
+    if np.ptp(uy) == 0:
+        return None
+    xn, diff, curve, direction = difference_curve(ux, uy, curve, direction)
+    threshold_step = sensitivity * float(np.mean(np.diff(xn)))
+    # local maxima of the difference curve, in x order; the first one confirmed by a drop wins
+    candidates = [i for i in range(1, len(diff) - 1) if diff[i] >= diff[i - 1] and diff[i] > diff[i + 1]]
+    for i in candidates:
+        if diff[i] <= 0:
+            continue
+        threshold = diff[i] - threshold_step
+        later = diff[i + 1:]
+        # stop at a higher local maximum: that one is the more prominent knee
+        for j, v in enumerate(later, start=i + 1):
+            if v > diff[i]:
+                break
+            if v < threshold:
+                return Knee(i, float(ux[i]), float(uy[i]), curve, direction, float(diff[i]))
+    return None

@@ -1,0 +1,51 @@
+"""Accuracy measures of a performance model.
+
+MRE (mean relative error, Heimdall's PAAE) is the headline: mean(|pred - y| / |y|),
+reported in percent. MAPE is the same quantity as scikit-learn computes it
+(guarded against y = 0); both are kept because papers use both names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def mre(y_true, y_pred) -> float:
+    """Mean relative error in percent (= PAAE x 100). Rows with y = 0 are skipped."""
+    y_true = np.asarray(y_true, dtype=float)
+    y_pred = np.asarray(y_pred, dtype=float)
+    nz = y_true != 0
+    if not nz.any():
+        return float("nan")
+    return float(np.mean(np.abs(y_pred[nz] - y_true[nz]) / np.abs(y_true[nz])) * 100.0)
+
+
+def mape(y_true, y_pred) -> float:
+    """Mean absolute percentage error in percent, with |y| floored at machine epsilon."""
+    y_true = np.asarray(y_true, dtype=float)
+    y_pred = np.asarray(y_pred, dtype=float)
+    denom = np.maximum(np.abs(y_true), np.finfo(float).eps)
+    return float(np.mean(np.abs(y_pred - y_true) / denom) * 100.0)
+
+
+def rmse(y_true, y_pred) -> float:
+    y_true = np.asarray(y_true, dtype=float)
+    y_pred = np.asarray(y_pred, dtype=float)
+    return float(np.sqrt(np.mean((y_pred - y_true) ** 2)))
+
+
+def r2(y_true, y_pred) -> float:
+    y_true = np.asarray(y_true, dtype=float)
+    y_pred = np.asarray(y_pred, dtype=float)
+    ss_tot = float(np.sum((y_true - y_true.mean()) ** 2))
+    if ss_tot == 0:
+        return float("nan")
+    return 1.0 - float(np.sum((y_true - y_pred) ** 2)) / ss_tot
+
+
+METRICS = {"mre": mre, "mape": mape, "rmse": rmse, "r2": r2}
+LOWER_IS_BETTER = {"mre": True, "mape": True, "rmse": True, "r2": False}
+
+
+def all_metrics(y_true, y_pred) -> dict[str, float]:
+    return {name: fn(y_true, y_pred) for name, fn in METRICS.items()}

@@ -1,0 +1,378 @@
+"""A fitted performance model (PM): pipeline + feature schema + provenance, saved as a directory.
+
+Directory layout (``perflearn fit --out DIR``)::
+
+    DIR/model.json     format version, target, feature schema, family, parameters,
+                       training-data hash, CV scores, library versions
+    DIR/pipeline.joblib  the fitted scikit-learn Pipeline
+
+Loading checks the format version and the scikit-learn / numpy major.minor
+versions the pipeline was pickled with, and fails with one line when they differ.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import joblib
+import numpy as np
+import pandas as pd
+import sklearn
+from sklearn.pipeline import Pipeline
+
+from perflearn.errors import UsageError
+from perflearn.store import Dataset
+
+from .features import FeatureSchema, TrainingData, training_data
+from .models import AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, FAMILIES, AutoRegressor, make_pipeline, model_for
+
+FORMAT = "perflearn-model/1"
+
+
+def versions() -> dict[str, str]:
+    import scipy
+
+    from perflearn import __version__
+
+    return {
+        "perflearn": __version__,
+        "python": platform.python_version(),
+        "scikit-learn": sklearn.__version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "pandas": pd.__version__,
+        "joblib": joblib.__version__,
+    }
+
+
+def _major_minor(v: str) -> tuple[int, ...]:
+    parts = []
+    for p in v.split(".")[:2]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+@dataclass
+class Model:
+    """A fitted pipeline and what it knows about its inputs."""
+
+    pipeline: Pipeline
+    schema: FeatureSchema
+    family: str
+    params: dict[str, Any]
+    log_target: bool
+    data_hash: str
+    n_train: int
+    n_excluded: int
+    experiment: str = ""
+    cv: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=versions)
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    @property
+    def target(self) -> str:
+        return self.schema.target
+
+    @property
+    def features(self) -> list[str]:
+        return self.schema.features
+
+    @property
+    def estimator(self):
+        """The fitted estimator after preprocessing (AutoRegressor resolved to its choice)."""
+        est = self.pipeline.named_steps["model"]
+        return est.best_estimator_ if isinstance(est, AutoRegressor) else est
+
+    def transform(self, points: pd.DataFrame, where: str = "points") -> np.ndarray:
+        """Check ``points`` against the schema and return the numeric model input."""
+        frame = self.schema.frame(points, where=where)
+        return np.asarray(self.pipeline.named_steps["prep"].transform(frame), dtype=float)
+
+    def predict(self, points: pd.DataFrame | dict, where: str = "points") -> np.ndarray:
+        """Predicted target for each row of ``points`` (a frame, or one point as a dict)."""
+        from .uncertainty import fast_predict
+
+        if isinstance(points, dict):
+            points = pd.DataFrame([points])
+        return fast_predict(self.estimator, self.transform(points, where))
+
+    def predict_dist(self, points: pd.DataFrame | dict, where: str = "points") -> pd.DataFrame:
+        """Prediction with an uncertainty: columns ``pred, std, lo, hi`` (lo/hi ~ 90% band).
+
+        Forests: spread across trees; Gaussian processes: posterior std; other
+        families: the relative error measured by cross-validation at fit time.
+        """
+        from .uncertainty import predict_spread
+
+        if isinstance(points, dict):
+            points = pd.DataFrame([points])
+        X = self.transform(points, where)
+        pred, std, lo, hi = predict_spread(self.estimator, X, rel_error=self.cv.get("mre"))
+        return pd.DataFrame({"pred": pred, "std": std, "lo": lo, "hi": hi}, index=points.index)
+
+    def importance(self, X: pd.DataFrame | None = None, y: np.ndarray | None = None) -> dict[str, float]:
+        """Importance of each feature (one-hot columns summed back into their knob), summing to 1.
+
+        Trees and forests: impurity decrease (NiMC); other families: permutation
+        importance on ``X, y`` (needed then).
+        """
+        names = self.feature_names_out()
+        core = _core(self.estimator)
+        raw = getattr(core, "feature_importances_", None)
+        if raw is None:
+            if X is None or y is None:
+                return {}
+            return self._permutation_importance(X, np.asarray(y, dtype=float))
+        owner = {}
+        for f in self.features:
+            if self.schema.kinds[f] == "categorical":
+                for c in self.schema.categories.get(f, []):
+                    owner[f"{f}_{c}"] = f
+            else:
+                owner[f] = f
+        out = {f: 0.0 for f in self.features}
+        for name, v in zip(names, raw):
+            out[owner.get(name, name)] += float(v)
+        total = sum(out.values())
+        return {k: (v / total if total > 0 else 0.0) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
+
+    def _permutation_importance(self, X: pd.DataFrame, y: np.ndarray, repeats: int = 5) -> dict[str, float]:
+        """Mean increase of absolute error when one feature's column is shuffled (knob level)."""
+        rng = np.random.default_rng(0)
+        base = float(np.mean(np.abs(self.predict(X) - y)))
+        out = {}
+        for f in self.features:
+            losses = []
+            for _ in range(repeats):
+                Xp = X.copy()
+                Xp[f] = rng.permutation(Xp[f].to_numpy())
+                losses.append(float(np.mean(np.abs(self.predict(Xp) - y))) - base)
+            out[f] = max(0.0, float(np.mean(losses)))
+        total = sum(out.values())
+        return {k: (v / total if total > 0 else 0.0) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
+
+    def feature_names_out(self) -> list[str]:
+        return list(self.pipeline.named_steps["prep"].get_feature_names_out())
+
+    # -- persistence ---------------------------------------------------------------------
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "experiment": self.experiment,
+            "schema": self.schema.to_dict(),
+            "family": self.family,
+            "params": _jsonable(self.params),
+            "log_target": self.log_target,
+            "data_hash": self.data_hash,
+            "n_train": self.n_train,
+            "n_excluded": self.n_excluded,
+            "cv": _jsonable(self.cv),
+            "versions": self.versions,
+            "created": self.created,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise UsageError("exists and is not a directory", where=str(path))
+        path.mkdir(parents=True, exist_ok=True)
+        joblib.dump(self.pipeline, path / "pipeline.joblib")
+        (path / "model.json").write_text(json.dumps(self.meta(), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Model":
+        path = Path(path)
+        meta_file = path / "model.json"
+        if not meta_file.is_file():
+            raise UsageError("not a perflearn model directory (no model.json)", where=str(path))
+        try:
+            meta = json.loads(meta_file.read_text())
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"model.json is not valid JSON ({exc.msg}, line {exc.lineno})", where=str(meta_file)) from None
+        if meta.get("format") != FORMAT:
+            raise UsageError(f"model format {meta.get('format')!r} is not {FORMAT!r}; refit it", where=str(path))
+        saved = meta.get("versions", {})
+        here = versions()
+        for lib in ("scikit-learn", "numpy"):
+            if lib in saved and _major_minor(saved[lib]) != _major_minor(here[lib]):
+                raise UsageError(
+                    f"model was saved with {lib} {saved[lib]}, this is {here[lib]}; refit it with `perflearn fit`",
+                    where=str(path),
+                )
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pipeline = joblib.load(path / "pipeline.joblib")
+        except FileNotFoundError:
+            raise UsageError("pipeline.joblib is missing", where=str(path)) from None
+        except Exception as exc:  # a corrupt or foreign pickle
+            raise UsageError(f"cannot load pipeline.joblib ({type(exc).__name__}: {exc})", where=str(path)) from None
+        if not isinstance(pipeline, Pipeline):
+            raise UsageError("pipeline.joblib does not hold a scikit-learn Pipeline", where=str(path))
+        return cls(
+            pipeline=pipeline,
+            schema=FeatureSchema.from_dict(meta["schema"]),
+            family=meta["family"],
+            params=meta.get("params", {}),
+            log_target=bool(meta.get("log_target", False)),
+            data_hash=meta.get("data_hash", ""),
+            n_train=int(meta.get("n_train", 0)),
+            n_excluded=int(meta.get("n_excluded", 0)),
+            experiment=meta.get("experiment", ""),
+            cv=meta.get("cv", {}),
+            versions=saved,
+            created=meta.get("created", ""),
+        )
+
+    def check_dataset(self, ds: Dataset, where: str | None = None) -> None:
+        """Fail with one line when ``ds`` has other knobs than this model was trained on."""
+        missing = [f for f in self.features if f not in ds.features]
+        if missing:
+            raise UsageError(
+                f"model was trained on knobs {', '.join(self.features)}; this data lacks {', '.join(missing)}",
+                where=where or ds.experiment,
+            )
+
+
+def _core(est):
+    """The innermost fitted regressor (through target transforms and pipelines)."""
+    from sklearn.compose import TransformedTargetRegressor
+
+    while True:
+        if isinstance(est, TransformedTargetRegressor):
+            est = est.regressor_
+        elif isinstance(est, Pipeline):
+            est = est.steps[-1][1]
+        else:
+            return est
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return obj
+
+
+def resolve_log_target(log_target: bool | str, y: np.ndarray, where: str) -> bool | str:
+    if log_target is True and not np.all(y > 0):
+        raise UsageError("a log target needs every value > 0", where=where)
+    return log_target
+
+
+def fit(
+    ds: Dataset,
+    target: str,
+    features: list[str] | None = None,
+    family: str = "auto",
+    *,
+    params: dict[str, Any] | None = None,
+    log_target: bool | str = "auto",
+    cv: int = 5,
+    random_state: int | None = 0,
+    n_jobs: int = 1,
+    families: list[str] | None = None,
+    ensemble: int | None = None,
+    loo_below: int | None = None,
+    blend: float | None = None,
+) -> Model:
+    """Fit a performance model of ``target`` from ``features`` (default: all knobs and context).
+
+    ``family`` is one of ``FAMILIES`` or ``auto`` (family, hyperparameters and log
+    target chosen by ``cv``-fold cross-validation on this data only). With an
+    explicit family, ``log_target="auto"`` means log when every value is > 0 and
+    they span two orders of magnitude or more.
+    """
+    data = training_data(ds, target, features)
+    return fit_data(data, family, params=params, log_target=log_target, cv=cv, random_state=random_state,
+                    n_jobs=n_jobs, families=families, ensemble=ensemble, loo_below=loo_below,
+                    blend=blend, experiment=ds.experiment)
+
+
+def fit_data(
+    data: TrainingData,
+    family: str = "auto",
+    *,
+    params=None,
+    log_target: bool | str = "auto",
+    cv: int = 5,
+    random_state=0,
+    n_jobs: int = 1,
+    families=None,
+    ensemble: int | None = None,
+    loo_below: int | None = None,
+    blend: float | None = None,
+    experiment: str = "",
+) -> Model:
+    where = experiment or "data"
+    if family != "auto" and family not in FAMILIES:
+        raise UsageError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)", where="--family")
+    y = data.y
+    log_target = resolve_log_target(log_target, y, where)
+    if family != "auto" and log_target == "auto":
+        log_target = bool(np.all(y > 0) and y.max() / y.min() >= 100)
+    n = len(y)
+    if cv < 2:
+        raise UsageError(f"cross-validation needs at least 2 folds, got {cv}", where="--cv")
+    if n < cv:
+        raise UsageError(f"{n} usable runs are fewer than the {cv} cross-validation folds; lower --cv", where=where)
+    estimator = model_for(family, params=params, log_target=log_target, cv=cv, random_state=random_state,
+                          n_jobs=n_jobs, families=families,
+                          ensemble=AUTO_ENSEMBLE if ensemble is None else ensemble,
+                          loo_below=AUTO_LOO_BELOW if loo_below is None else loo_below,
+                          blend=AUTO_BLEND if blend is None else blend)
+    pipeline = make_pipeline(data.schema, estimator)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pipeline.fit(data.X, y)
+    except ValueError as exc:
+        raise UsageError(f"cannot fit {family}: {str(exc).splitlines()[0]}", where=where) from None
+    est = pipeline.named_steps["model"]
+    cvinfo: dict[str, Any]
+    if isinstance(est, AutoRegressor):
+        chosen_family, chosen_params, chosen_log = est.best_family_, est.best_params_, est.best_log_target_
+        from .metrics import all_metrics
+
+        cvinfo = {"folds": est.n_splits_, **all_metrics(y, est.oof_predictions_),
+                  "selected_by": est.scoring_, "members": est.members_, "candidates": est.cv_results_}
+    else:
+        chosen_family, chosen_params, chosen_log = family, dict(params or {}), bool(log_target)
+        from .evaluate import cross_validate_pipeline
+
+        cvinfo = cross_validate_pipeline(data, family, params=params, log_target=bool(log_target), folds=cv,
+                                         random_state=random_state, n_jobs=n_jobs)
+    model = Model(
+        pipeline=pipeline,
+        schema=data.schema,
+        family=chosen_family,
+        params=dict(chosen_params),
+        log_target=bool(chosen_log),
+        data_hash=data.hash(),
+        n_train=n,
+        n_excluded=data.excluded,
+        experiment=experiment,
+        cv=cvinfo,
+    )
+    model.cv["importance"] = model.importance(data.X, y)
+    return model
+
+
+def load(path: str | Path) -> Model:
+    return Model.load(path)

@@ -1,0 +1,385 @@
+"""Model families, their hyperparameter grids, and ``auto`` (choice by cross-validation).
+
+Every family is a scikit-learn estimator over a numeric matrix (categorical knobs
+are one-hot encoded before, by :func:`make_pipeline`), carrying its own scaling:
+min-max for the MLP (as NESCAT), standard scaling for SVR, kNN, GP and the linear
+model, none for trees. A log target (for metrics spanning orders of magnitude)
+wraps any family. ``AutoRegressor`` picks family, hyperparameters and log target
+by K-fold cross-validation on the data it is fitted on, and nothing else.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
+from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+from sklearn.linear_model import RidgeCV
+from sklearn.model_selection import KFold
+from sklearn.neighbors import KNeighborsRegressor
+from sklearn.neural_network import MLPRegressor
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, PolynomialFeatures, StandardScaler
+from sklearn.svm import SVR
+from sklearn.tree import DecisionTreeRegressor
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .metrics import mre, rmse
+
+FAMILIES = ("cart", "rf", "gbm", "svr", "mlp", "linear", "knn", "gp")
+AUTO_FAMILIES = ("cart", "rf", "gbm", "svr", "mlp", "linear", "knn", "gp")
+# The general procedure behind `perflearn fit --family auto` (see docs/learn.md):
+AUTO_LOO_BELOW = 30  # leave-one-out CV up to this many training runs
+AUTO_ENSEMBLE = 1  # greedy ensemble rounds (1 = refit the single best candidate)
+AUTO_BLEND = 0.2  # average the candidates within this fraction of the best CV error
+
+
+def _log(y):
+    return np.log(y)
+
+
+def _exp(y):
+    return np.exp(y)
+
+
+def _scaled_target(model) -> TransformedTargetRegressor:
+    return TransformedTargetRegressor(regressor=model, transformer=StandardScaler())
+
+
+def build(
+    family: str,
+    params: dict[str, Any] | None = None,
+    *,
+    log_target: bool = False,
+    random_state: int | None = 0,
+    n_jobs: int = 1,
+) -> BaseEstimator:
+    """An unfitted estimator of ``family`` over a numeric matrix."""
+    p = dict(params or {})
+    if family == "cart":
+        model = DecisionTreeRegressor(random_state=random_state, **p)
+    elif family == "rf":
+        p.setdefault("n_estimators", 100)
+        model = RandomForestRegressor(random_state=random_state, n_jobs=n_jobs, **p)
+    elif family == "gbm":
+        p.setdefault("n_estimators", 200)
+        p.setdefault("learning_rate", 0.05)
+        p.setdefault("subsample", 0.8)
+        model = GradientBoostingRegressor(random_state=random_state, **p)
+    elif family == "svr":
+        p.setdefault("C", 10.0)
+        p.setdefault("epsilon", 0.05)
+        model = Pipeline([("scale", StandardScaler()), ("svr", SVR(**p))])
+        model = _scaled_target(model)
+    elif family == "mlp":
+        p.setdefault("hidden_layer_sizes", (64, 64))
+        p.setdefault("max_iter", 2000)
+        p.setdefault("early_stopping", False)
+        model = Pipeline(
+            [("scale", MinMaxScaler()), ("mlp", MLPRegressor(random_state=random_state, learning_rate_init=0.003, **p))]
+        )
+        model = _scaled_target(model)
+    elif family == "linear":
+        degree = int(p.pop("degree", 1))
+        steps: list = []
+        if degree > 1:
+            steps.append(("poly", PolynomialFeatures(degree, interaction_only=True, include_bias=False)))
+        steps += [("scale", StandardScaler()), ("ridge", RidgeCV(alphas=np.logspace(-4, 3, 22)))]
+        model = Pipeline(steps)
+    elif family == "knn":
+        p.setdefault("n_neighbors", 5)
+        p.setdefault("weights", "distance")
+        model = Pipeline([("scale", StandardScaler()), ("knn", KNeighborsRegressor(**p))])
+    elif family == "gp":
+        restarts = int(p.pop("n_restarts_optimizer", 1))
+        kernel = ConstantKernel(1.0, (1e-3, 1e3)) * RBF(1.0, length_scale_bounds=(1e-2, 1e3)) + WhiteKernel(
+            1e-3, (1e-8, 1.0)
+        )
+        model = Pipeline(
+            [
+                ("scale", StandardScaler()),
+                ("gp", _ArdGaussianProcess(kernel=kernel, normalize_y=True, n_restarts_optimizer=restarts, random_state=random_state)),
+            ]
+        )
+    else:
+        raise ValueError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)")
+    if log_target:
+        model = TransformedTargetRegressor(regressor=model, func=_log, inverse_func=_exp, check_inverse=False)
+    return model
+
+
+class _ArdGaussianProcess(GaussianProcessRegressor):
+    """A GP whose RBF kernel gets one length scale per input column at fit time (ARD)."""
+
+    def fit(self, X, y):
+        original = self.kernel
+        ard = clone(original)
+        ard.set_params(k1__k2__length_scale=np.ones(np.asarray(X).shape[1]))
+        self.kernel = ard
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                return super().fit(X, y)
+        finally:
+            self.kernel = original
+
+
+def grid(family: str, n_samples: int, n_features: int) -> list[dict[str, Any]]:
+    """Hyperparameter settings ``auto`` tries for ``family`` on a training set of this shape."""
+    if family == "cart":
+        return [{"min_samples_leaf": m} for m in (1, 3)] + [{"max_depth": 4}]
+    if family == "rf":
+        return [{"max_features": 1.0}, {"max_features": 0.5}]
+    if family == "gbm":
+        return [{"max_depth": 2}, {"max_depth": 4}]
+    if family == "svr":
+        return [{"C": c} for c in (1.0, 10.0, 100.0)]
+    if family == "mlp":
+        early = n_samples >= 200  # validation-based early stopping needs a validation set worth the name
+        return [{"hidden_layer_sizes": (64, 64), "alpha": a, "early_stopping": early} for a in (1e-3, 1e-1)]
+    if family == "linear":
+        out = [{"degree": 1}]
+        if n_features >= 2:
+            out.append({"degree": 2})
+        return out
+    if family == "knn":
+        return [{"n_neighbors": k} for k in (1, 3, 7) if k < n_samples]
+    if family == "gp":
+        return [{}] if n_samples <= 2000 else []  # exact GP is cubic in the samples
+    raise ValueError(f"unknown model family {family!r}")
+
+
+@dataclass
+class Candidate:
+    family: str
+    params: dict[str, Any]
+    log_target: bool
+
+    def label(self) -> str:
+        ps = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.family}({ps}){' log' if self.log_target else ''}"
+
+
+def _cv_params(cand: Candidate) -> dict[str, Any]:
+    """Cheaper settings used only while scoring candidates (the refit uses the full ones):
+    fewer trees for forests, no optimizer restarts for GPs."""
+    p = dict(cand.params)
+    if cand.family == "rf":
+        p.setdefault("n_estimators", 50)
+    elif cand.family == "gp":
+        p.setdefault("n_restarts_optimizer", 0)
+    return p
+
+
+def cv_folds(n_samples: int, cv: int) -> int:
+    """Folds actually used: ``cv``, at most one sample per test fold."""
+    return max(2, min(int(cv), n_samples))
+
+
+def _score(scoring: str, y, pred) -> float:
+    return mre(y, pred) if scoring == "mre" else rmse(y, pred)
+
+
+class AutoRegressor(RegressorMixin, BaseEstimator):
+    """Chooses model family, hyperparameters and log target by K-fold cross-validation.
+
+    Parameters
+    ----------
+    families : tuple of str or None
+        Families to consider (default: all of ``AUTO_FAMILIES``).
+    cv : int
+        Folds (capped at the number of samples).
+    loo_below : int
+        Up to this many samples, leave-one-out instead (a steadier choice on tiny data).
+    scoring : {"auto", "mre", "rmse"}
+        Out-of-fold error to minimise. ``auto``: MRE when every target is > 0, else RMSE.
+    log_target : {"auto", True, False}
+        ``auto`` tries both when every target is > 0.
+    ensemble : int
+        1: refit the single best candidate. k > 1: greedy ensemble selection
+        (Caruana et al. 2004) over the candidates' out-of-fold predictions, k
+        rounds with replacement; the result averages the chosen members.
+    blend : float
+        > 0: average (equal weights) every candidate whose CV error is within this
+        fraction of the best one's, at most ``blend_max`` of them. When one
+        candidate clearly wins it stays alone; when several are as good (small,
+        noisy data) their average is steadier than any one pick. Overrides ``ensemble``.
+    blend_max : int
+    random_state : int or None
+    n_jobs : int
+        Passed to forests (keep <= 2 on shared machines).
+
+    Attributes
+    ----------
+    best_estimator_, best_family_, best_params_, best_log_target_, best_score_,
+    cv_results_ (list of dicts: candidate, family, params, log_target, score),
+    scoring_, n_features_in_.
+    """
+
+    def __init__(self, families=None, cv=5, loo_below=0, scoring="auto", log_target="auto", ensemble=1,
+                 blend=0.0, blend_max=5, random_state=0, n_jobs=1):
+        self.families = families
+        self.cv = cv
+        self.loo_below = loo_below
+        self.scoring = scoring
+        self.log_target = log_target
+        self.ensemble = ensemble
+        self.blend = blend
+        self.blend_max = blend_max
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def candidates(self, n_samples: int, n_features: int, positive: bool) -> list[Candidate]:
+        families = tuple(self.families) if self.families is not None else AUTO_FAMILIES
+        for f in families:
+            if f not in FAMILIES:
+                raise ValueError(f"unknown model family {f!r} (families: {', '.join(FAMILIES)})")
+        if self.log_target == "auto":
+            logs = (False, True) if positive else (False,)
+        elif self.log_target:
+            logs = (True,)
+        else:
+            logs = (False,)
+        return [Candidate(f, params, lg) for f in families for params in grid(f, n_samples, n_features) for lg in logs]
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, y_numeric=True)
+        y = np.asarray(y, dtype=float)
+        n = X.shape[0]
+        if n < 2:
+            raise ValueError(f"AutoRegressor needs at least 2 samples, got {n} sample")
+        if self.scoring not in ("auto", "mre", "rmse"):
+            raise ValueError(f"scoring must be auto, mre or rmse, got {self.scoring!r}")
+        positive = bool(np.all(y > 0))
+        if self.log_target is True and not positive:
+            raise ValueError("log_target needs every target value > 0")
+        self.scoring_ = ("mre" if positive else "rmse") if self.scoring == "auto" else self.scoring
+        cands = self.candidates(n, X.shape[1], positive)
+        if not cands:
+            raise ValueError("no candidate models for this data")
+        folds = n if n <= int(self.loo_below) else cv_folds(n, self.cv)
+        splits = list(KFold(folds, shuffle=True, random_state=self.random_state).split(X))
+        self.n_splits_ = folds
+        results = []
+        oof_all = []
+        for cand in cands:
+            oof = np.empty(n)
+            ok = True
+            for tr, te in splits:
+                est = build(cand.family, _cv_params(cand), log_target=cand.log_target, random_state=self.random_state,
+                            n_jobs=self.n_jobs)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        est.fit(X[tr], y[tr])
+                        oof[te] = est.predict(X[te])
+                except (ValueError, np.linalg.LinAlgError, FloatingPointError):
+                    ok = False
+                    break
+            score = _score(self.scoring_, y, oof) if ok and np.all(np.isfinite(oof)) else np.inf
+            results.append({"candidate": cand.label(), "family": cand.family, "params": cand.params,
+                            "log_target": cand.log_target, "score": float(score)})
+            oof_all.append(oof)
+        scores = np.array([r["score"] for r in results])
+        best = int(np.argmin(scores))
+        if not np.isfinite(scores[best]):
+            raise ValueError("every candidate model failed in cross-validation")
+        weights = np.zeros(len(cands))
+        weights[best] = 1.0
+        if float(self.blend) > 0:
+            close = np.flatnonzero(scores <= scores[best] * (1.0 + float(self.blend)))
+            close = close[np.argsort(scores[close], kind="stable")][: max(1, int(self.blend_max))]
+            weights[:] = 0.0
+            weights[close] = 1.0 / len(close)
+        elif int(self.ensemble) > 1:
+            weights = self._greedy_ensemble(np.array(oof_all), scores, y, int(self.ensemble))
+        cand = cands[best]
+        self.cv_results_ = results
+        self.best_family_ = cand.family
+        self.best_params_ = dict(cand.params)
+        self.best_log_target_ = cand.log_target
+        self.best_score_ = results[best]["score"]
+        members = np.flatnonzero(weights > 0)
+        self.oof_predictions_ = weights[members] @ np.array(oof_all)[members]
+        self.ensemble_score_ = float(_score(self.scoring_, y, self.oof_predictions_))
+        fitted = []
+        for i in members:
+            c = cands[i]
+            est = build(c.family, c.params, log_target=c.log_target, random_state=self.random_state, n_jobs=self.n_jobs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fitted.append(est.fit(X, y))
+        self.members_ = [(cands[i].label(), float(weights[i])) for i in members]
+        if len(fitted) == 1:
+            self.best_estimator_ = fitted[0]
+        else:
+            self.best_estimator_ = _Averaged(fitted, weights[members])
+        return self
+
+    def _greedy_ensemble(self, oof: np.ndarray, scores: np.ndarray, y: np.ndarray, rounds: int) -> np.ndarray:
+        ok = np.isfinite(scores)
+        counts = np.zeros(len(scores))
+        current = np.zeros(len(y))
+        for r in range(rounds):
+            best_i, best_s = -1, np.inf
+            for i in np.flatnonzero(ok):
+                s = _score(self.scoring_, y, (current * r + oof[i]) / (r + 1))
+                if s < best_s - 1e-12:
+                    best_i, best_s = i, s
+            counts[best_i] += 1
+            current = (current * r + oof[best_i]) / (r + 1)
+        return counts / counts.sum()
+
+    def predict(self, X):
+        check_is_fitted(self, "best_estimator_")
+        X = validate_data(self, X, reset=False)
+        return self.best_estimator_.predict(X)
+
+
+class _Averaged:
+    """Weighted mean of fitted regressors (the members of a greedy ensemble)."""
+
+    def __init__(self, members, weights):
+        self.members = list(members)
+        self.weights = np.asarray(weights, dtype=float)
+
+    def predict(self, X):
+        return sum(w * m.predict(X) for m, w in zip(self.members, self.weights))
+
+
+def make_pipeline(schema, estimator) -> Pipeline:
+    """Preprocessing (one-hot for categorical knobs, unseen categories an error) + estimator."""
+    cats = schema.categorical
+    nums = schema.numeric
+    transformers = []
+    if cats:
+        transformers.append(
+            (
+                "onehot",
+                OneHotEncoder(categories=[schema.categories[c] for c in cats], handle_unknown="error", sparse_output=False),
+                cats,
+            )
+        )
+    if nums:
+        transformers.append(("num", "passthrough", nums))
+    prep = ColumnTransformer(transformers, verbose_feature_names_out=False)
+    return Pipeline([("prep", prep), ("model", estimator)])
+
+
+def model_for(family: str, *, params=None, log_target: bool | str = "auto", cv: int = 5, random_state=0, n_jobs=1,
+              families=None, scoring="auto", ensemble=1, loo_below=0, blend=0.0):
+    """The estimator (before preprocessing) for a family name or ``auto``."""
+    if family == "auto":
+        return AutoRegressor(families=families, cv=cv, loo_below=loo_below, scoring=scoring, log_target=log_target,
+                             ensemble=ensemble, blend=blend,
+                             random_state=random_state, n_jobs=n_jobs)
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)")
+    return build(family, params, log_target=bool(log_target is True), random_state=random_state, n_jobs=n_jobs)

@@ -1,0 +1,321 @@
+"""Recommend settings: the best point for a context under an objective, and Kunkel's table.
+
+``recommend`` searches the knob space through fitted models (one per metric
+involved): exhaustively when the grid is small, else random sampling followed by
+coordinate-wise local search from the best samples. Constraints (``p95<=1.1``)
+are checked on their own metric's model; infeasible points rank after feasible
+ones, by how far they violate.
+
+``defaults_table`` is the "Default Choice" table of Kunkel et al.: for each
+context (e.g. access pattern), the measured value of the setting the model
+chooses, of the best single system-wide default, and of the best measured
+setting; with absolute and relative loss. The model's choices are cross-fitted:
+the model choosing for a context never saw that context's runs (when there are
+at least two contexts).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import GroupKFold
+
+from perflearn.errors import UsageError
+from perflearn.store import Dataset
+
+from .features import _category, training_data
+from .model import Model, fit_data
+
+_CONSTRAINT = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    metric: str
+    op: str
+    value: float
+
+    @classmethod
+    def parse(cls, text: str) -> "Constraint":
+        m = _CONSTRAINT.match(text)
+        if not m:
+            raise UsageError(f"constraint {text!r} is not METRIC<=VALUE (or >=, <, >)", where="--where")
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            raise UsageError(f"constraint {text!r} needs a number after {m.group(2)}", where="--where") from None
+        return cls(m.group(1), m.group(2), value)
+
+    def violation(self, v: np.ndarray) -> np.ndarray:
+        """How far each value is outside the bound (0 when satisfied)."""
+        if self.op in ("<=", "<"):
+            out = np.maximum(v - self.value, 0.0)
+            if self.op == "<":
+                out = np.where(v >= self.value, np.maximum(out, 1e-12), out)
+        else:
+            out = np.maximum(self.value - v, 0.0)
+            if self.op == ">":
+                out = np.where(v <= self.value, np.maximum(out, 1e-12), out)
+        return out
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.value:g}"
+
+
+def search_space(ds: Dataset, knobs: list[str], max_values: int = 64) -> dict[str, list]:
+    """Candidate values per knob: the categories, or the measured numeric values (at most
+    ``max_values``, quantile-spaced when there are more)."""
+    frame = ds.ok() if len(ds.ok()) else ds.frame
+    space: dict[str, list] = {}
+    for k in knobs:
+        col = frame[k].dropna()
+        if ds.kinds.get(k) == "categorical":
+            space[k] = sorted(col.map(_category).unique().tolist())
+        else:
+            vals = np.unique(col.to_numpy(dtype=float))
+            if len(vals) > max_values:
+                vals = np.unique(np.quantile(vals, np.linspace(0, 1, max_values)))
+            space[k] = vals.tolist()
+        if not space[k]:
+            raise UsageError(f"knob {k!r} has no measured value to choose from", where=ds.experiment)
+    return space
+
+
+@dataclass
+class Recommendation:
+    point: dict[str, Any]
+    predicted: dict[str, float]
+    feasible: bool
+    method: str  # "exhaustive" | "sampling+local"
+    evaluated: int
+    top: pd.DataFrame = field(repr=False)
+
+
+def _score_frame(points: pd.DataFrame, models: dict[str, Model], objective: str, sense: str,
+                 constraints: list[Constraint]) -> pd.DataFrame:
+    out = points.copy()
+    for metric, model in models.items():
+        out[metric] = model.predict(points, where="search")
+    viol = np.zeros(len(out))
+    for c in constraints:
+        viol += c.violation(out[c.metric].to_numpy())
+    out["_violation"] = viol
+    out["_key"] = out[objective] if sense == "min" else -out[objective]
+    return out
+
+
+def _rank(scored: pd.DataFrame) -> pd.DataFrame:
+    return scored.sort_values(["_violation", "_key"], kind="mergesort")
+
+
+def recommend(
+    models: dict[str, Model],
+    objective: str,
+    sense: str,
+    space: dict[str, list],
+    context: dict[str, Any] | None = None,
+    constraints: list[Constraint] | None = None,
+    *,
+    max_exhaustive: int = 50_000,
+    samples: int = 2000,
+    starts: int = 5,
+    seed: int = 0,
+    top: int = 5,
+) -> Recommendation:
+    """The best point of ``space`` for ``context`` by the models' predictions."""
+    constraints = list(constraints or [])
+    context = dict(context or {})
+    if sense not in ("min", "max"):
+        raise UsageError(f"objective sense must be min or max, got {sense!r}", where="recommend")
+    for metric in [objective, *(c.metric for c in constraints)]:
+        if metric not in models:
+            raise UsageError(f"no model for metric {metric!r}", where="recommend")
+    knobs = [k for k in space if k not in context]
+    if not knobs:
+        raise UsageError("every feature is fixed by the context; nothing to choose", where="--context")
+
+    def frame_of(rows: list[tuple]) -> pd.DataFrame:
+        df = pd.DataFrame(rows, columns=knobs)
+        for k, v in context.items():
+            df[k] = v
+        return df
+
+    size = int(np.prod([len(space[k]) for k in knobs], dtype=float))
+    if size <= max_exhaustive:
+        scored = _rank(_score_frame(frame_of(list(itertools.product(*(space[k] for k in knobs)))), models,
+                                    objective, sense, constraints))
+        method, evaluated = "exhaustive", len(scored)
+    else:
+        rng = np.random.default_rng(seed)
+        idx = np.column_stack([rng.integers(0, len(space[k]), samples) for k in knobs])
+        rows = [tuple(space[k][i] for k, i in zip(knobs, r)) for r in idx]
+        scored = _rank(_score_frame(frame_of(rows), models, objective, sense, constraints))
+        evaluated = len(scored)
+        seen = {tuple(r) for r in scored[knobs].itertuples(index=False)}
+        pool = [scored]
+        for start in scored.head(starts)[knobs].itertuples(index=False):
+            current = list(start)
+            for _ in range(50):  # coordinate descent: each knob over all its values, others fixed
+                improved = False
+                for j, k in enumerate(knobs):
+                    rows = []
+                    for v in space[k]:
+                        cand = list(current)
+                        cand[j] = v
+                        rows.append(tuple(cand))
+                    s = _rank(_score_frame(frame_of(rows), models, objective, sense, constraints))
+                    evaluated += len(rows)
+                    pool.append(s.head(1))
+                    best = tuple(s.iloc[0][knobs])
+                    if list(best) != current:
+                        ref = _rank(_score_frame(frame_of([tuple(current), best]), models, objective, sense, constraints))
+                        if tuple(ref.iloc[0][knobs]) == best:
+                            current = list(best)
+                            improved = True
+                    seen.add(best)
+                if not improved:
+                    break
+        scored = _rank(pd.concat(pool).drop_duplicates(subset=knobs))
+        method = "sampling+local"
+    best = scored.iloc[0]
+    point = {k: _plain(best[k]) for k in [*knobs, *context]}
+    predicted = {m: float(best[m]) for m in models}
+    shown = scored.head(top).drop(columns=["_key"]).rename(columns={"_violation": "violation"}).reset_index(drop=True)
+    return Recommendation(point, predicted, bool(best["_violation"] == 0), method, evaluated, shown)
+
+
+def _plain(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        f = float(v)
+        return int(f) if f.is_integer() else f
+    return v
+
+
+# -- Kunkel's "Default Choice" table ------------------------------------------------------
+
+
+@dataclass
+class DefaultsTable:
+    per_context: pd.DataFrame  # one row per context
+    summary: pd.DataFrame  # learned, each default, best measured: mean, relative, loss, best/worst freq
+    knobs: list[str]
+    context: list[str]
+    cross_fitted: bool
+
+
+def defaults_table(
+    ds: Dataset,
+    target: str,
+    sense: str,
+    context: list[str] | None = None,
+    family: str = "rf",
+    *,
+    folds: int = 5,
+    random_state: int = 0,
+    max_defaults: int = 10,
+) -> DefaultsTable:
+    """Per context: the model's choice vs the best single default vs the best measured (Kunkel)."""
+    if sense not in ("min", "max"):
+        raise UsageError(f"objective sense must be min or max, got {sense!r}", where="recommend")
+    context = list(ds.context if context is None else context)
+    for c in context:
+        if c not in ds.features:
+            raise UsageError(f"unknown context column {c!r} (features: {', '.join(ds.features)})", where="--context-cols")
+    knobs = [k for k in ds.features if k not in context]
+    if not knobs:
+        raise UsageError("every feature is context; no knob to choose", where="--context-cols")
+    data = training_data(ds, target, [*knobs, *context])
+    rows = data.X.copy()
+    rows["_y"] = data.y
+    ctx_key = rows[context].astype(str).agg("|".join, axis=1) if context else pd.Series("all", index=rows.index)
+    set_key = rows[knobs].astype(str).agg("|".join, axis=1)
+    rows["_ctx"], rows["_set"] = ctx_key, set_key
+    measured = rows.groupby(["_ctx", "_set"])["_y"].mean().unstack("_set")  # contexts x settings
+    better = np.nanmin if sense == "min" else np.nanmax
+    best_val = pd.Series(better(measured.to_numpy(), axis=1), index=measured.index)
+    best_set = measured.idxmin(axis=1) if sense == "min" else measured.idxmax(axis=1)
+
+    # cross-fitted choices: the model choosing for a context never saw it
+    groups = rows["_ctx"].to_numpy()
+    n_ctx = len(measured.index)
+    choice: dict[str, str] = {}
+    splits = (list(GroupKFold(min(folds, n_ctx)).split(rows, groups=groups)) if n_ctx >= 2
+              else [(np.arange(len(rows)), np.arange(len(rows)))])
+    settings = rows.drop_duplicates("_set").set_index("_set")[knobs]
+    for tr, te in splits:
+        sub = type(data)(X=data.X.iloc[tr].reset_index(drop=True), y=data.y[tr], schema=data.schema,
+                         excluded=0, rows=data.rows.iloc[tr])
+        model = fit_data(sub, family, cv=max(2, min(5, len(tr))), random_state=random_state)
+        for ctx in pd.unique(groups[te]):
+            avail = measured.loc[ctx].dropna().index
+            cand = settings.loc[avail].copy()
+            crow = rows[rows["_ctx"] == ctx].iloc[0]
+            for c in context:
+                cand[c] = crow[c]
+            # predictions are checked against the sub-model's schema; categories unseen there cannot be scored
+            try:
+                pred = model.predict(cand, where="defaults")
+            except UsageError:
+                pred = model.estimator.predict(_onehot_lenient(model, cand))
+            i = int(np.argmin(pred) if sense == "min" else np.argmax(pred))
+            choice[ctx] = avail[i]
+
+    learned_val = pd.Series({c: measured.loc[c, choice[c]] for c in measured.index})
+    complete = [s for s in measured.columns if measured[s].notna().all()]
+    if not complete:
+        raise UsageError("no knob setting was measured in every context; cannot compare system-wide defaults",
+                         where=ds.experiment)
+
+    def loss(values: pd.Series) -> pd.Series:
+        return (values - best_val) if sense == "min" else (best_val - values)
+
+    def rel(values: pd.Series) -> pd.Series:
+        return (best_val / values) if sense == "min" else (values / best_val)
+
+    default_means = {s: measured[s].mean() for s in complete}
+    order = sorted(complete, key=lambda s: default_means[s], reverse=(sense == "max"))
+    best_default = order[0]
+    summary_rows = []
+    worst_per_ctx = measured[complete].idxmax(axis=1) if sense == "min" else measured[complete].idxmin(axis=1)
+    for s in order[:max_defaults]:
+        v = measured[s]
+        summary_rows.append({"choice": "default " + _setting_label(knobs, settings.loc[s]), "mean": v.mean(),
+                             "relative": rel(v).mean(), "loss": loss(v).mean(),
+                             "best_freq": int((best_set == s).sum()), "worst_freq": int((worst_per_ctx == s).sum())})
+    summary_rows.insert(0, {"choice": f"learned ({family})", "mean": learned_val.mean(), "relative": rel(learned_val).mean(),
+                            "loss": loss(learned_val).mean(),
+                            "best_freq": int(sum(choice[c] == best_set[c] for c in measured.index)), "worst_freq": 0})
+    summary_rows.append({"choice": "best measured", "mean": best_val.mean(), "relative": 1.0, "loss": 0.0,
+                         "best_freq": n_ctx, "worst_freq": 0})
+    per = []
+    for ctx in measured.index:
+        crow = rows[rows["_ctx"] == ctx].iloc[0]
+        per.append({**{c: _plain(crow[c]) for c in context},
+                    "learned": _setting_label(knobs, settings.loc[choice[ctx]]), "learned_value": learned_val[ctx],
+                    "default_value": measured.loc[ctx, best_default], "best": _setting_label(knobs, settings.loc[best_set[ctx]]),
+                    "best_value": best_val[ctx], "loss_vs_best": loss(learned_val)[ctx],
+                    "gain_vs_default": (measured.loc[ctx, best_default] - learned_val[ctx]) * (1 if sense == "min" else -1)})
+    return DefaultsTable(pd.DataFrame(per), pd.DataFrame(summary_rows), knobs, context, n_ctx >= 2)
+
+
+def _setting_label(knobs, row) -> str:
+    return ",".join(f"{k}={_plain(row[k])}" for k in knobs)
+
+
+def _onehot_lenient(model: Model, frame: pd.DataFrame) -> np.ndarray:
+    """Model input for points whose categories the (cross-fitted) model has not seen: all-zero one-hot."""
+    prep = model.pipeline.named_steps["prep"]
+    df = frame[model.features].copy()
+    for f in model.schema.categorical:
+        df[f] = df[f].map(_category)
+    enc = prep.named_transformers_.get("onehot")
+    if enc is not None:
+        enc = enc.set_params(handle_unknown="ignore")
+    return np.asarray(prep.transform(df), dtype=float)

@@ -1,0 +1,149 @@
+"""Rules of thumb read off a depth-limited decision tree (Kunkel et al.).
+
+A regression tree gives, per leaf, the mean of the target and the runs it covers;
+with class thresholds (``classes=[25, 75]`` -> slow / avg / fast as in Kunkel's
+figure) a classification tree gives the dominant class and its probability.
+One-hot columns of categorical knobs read back as ``knob == value`` / ``knob != value``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor, export_text
+
+from perflearn.errors import UsageError
+
+from .features import TrainingData
+from .models import make_pipeline
+
+
+@dataclass
+class Rule:
+    conditions: list[str]
+    value: float | None  # regression: mean target in the leaf
+    label: str | None  # classification: dominant class
+    probability: float | None
+    samples: int
+
+    def text(self, target: str, unit: str = "") -> str:
+        cond = " and ".join(self.conditions) or "always"
+        if self.label is not None:
+            return f"if {cond} then {target} is {self.label} (p={self.probability:.2f}, n={self.samples})"
+        return f"if {cond} then {target} ≈ {self.value:.4g}{(' ' + unit) if unit else ''} (n={self.samples})"
+
+
+@dataclass
+class Rules:
+    target: str
+    rules: list[Rule]
+    tree_text: str
+    feature_names: list[str]
+    class_names: list[str] | None
+    tree: object
+    r2_or_accuracy: float  # in-sample fit quality of the small tree
+
+    def text(self, unit: str = "") -> str:
+        return "\n".join(r.text(self.target, unit) for r in self.rules)
+
+    def plot(self, path: str | Path) -> Path:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)
+        import matplotlib.pyplot as plt
+        from sklearn.tree import plot_tree
+
+        depth = self.tree.get_depth()
+        fig, ax = plt.subplots(figsize=(max(8, 3 * 2 ** min(depth, 5) / 2), 2.2 * (depth + 1)))
+        plot_tree(self.tree, feature_names=self.feature_names, class_names=self.class_names, filled=True,
+                  rounded=True, impurity=False, proportion=False, precision=3, fontsize=8, ax=ax)
+        ax.set_title(f"rules for {self.target}")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return Path(path)
+
+
+def class_labels(thresholds: list[float]) -> list[str]:
+    edges = [f"{t:g}" for t in thresholds]
+    out = [f"<={edges[0]}"]
+    out += [f"({a},{b}]" for a, b in zip(edges, edges[1:])]
+    out.append(f">{edges[-1]}")
+    return out
+
+
+def tree_rules(data: TrainingData, max_depth: int = 3, classes: list[float] | None = None,
+               min_samples_leaf: int = 1, random_state: int = 0) -> Rules:
+    """Fit a tree of depth ``max_depth`` and return its leaves as rules."""
+    if max_depth < 1:
+        raise UsageError(f"depth must be at least 1, got {max_depth}", where="--depth")
+    class_names = None
+    y = data.y
+    if classes:
+        thresholds = sorted(float(t) for t in classes)
+        class_names = class_labels(thresholds)
+        y = np.array([class_names[i] for i in np.searchsorted(thresholds, data.y, side="left")])
+        tree = DecisionTreeClassifier(max_depth=max_depth, min_samples_leaf=min_samples_leaf, random_state=random_state)
+    else:
+        tree = DecisionTreeRegressor(max_depth=max_depth, min_samples_leaf=min_samples_leaf, random_state=random_state)
+    pipe = make_pipeline(data.schema, tree)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pipe.fit(data.X, y)
+    names = list(pipe.named_steps["prep"].get_feature_names_out())
+    fitted = pipe.named_steps["model"]
+    if classes:
+        class_names = [str(c) for c in fitted.classes_]
+    onehot = _onehot_map(data)
+    rules = _leaves(fitted, names, onehot, class_names)
+    score = float(pipe.score(data.X, y))
+    return Rules(data.schema.target, rules, export_text(fitted, feature_names=names, decimals=3), names,
+                 class_names, fitted, score)
+
+
+def _onehot_map(data: TrainingData) -> dict[str, tuple[str, str, str | None]]:
+    out = {}
+    for f in data.schema.categorical:
+        for c in data.schema.categories[f]:
+            others = [o for o in data.schema.categories[f] if o != c]
+            out[f"{f}_{c}"] = (f, c, others[0] if len(others) == 1 else None)
+    return out
+
+
+def _leaves(tree, names, onehot, class_names) -> list[Rule]:
+    t = tree.tree_
+    rules: list[Rule] = []
+
+    def walk(node: int, conds: list[str]) -> None:
+        if t.children_left[node] == -1:
+            n = int(t.n_node_samples[node])
+            if class_names is not None:
+                counts = t.value[node][0]
+                i = int(np.argmax(counts))
+                rules.append(Rule(list(conds), None, class_names[i], float(counts[i] / counts.sum()), n))
+            else:
+                rules.append(Rule(list(conds), float(t.value[node][0][0]), None, None, n))
+            return
+        name = names[t.feature[node]]
+        thr = t.threshold[node]
+        if name in onehot:
+            knob, cat, other = onehot[name]
+            left = f"{knob} == {other}" if other is not None else f"{knob} != {cat}"
+            right = f"{knob} == {cat}"
+        else:
+            left, right = f"{name} <= {thr:.4g}", f"{name} > {thr:.4g}"
+        walk(t.children_left[node], [*conds, left])
+        walk(t.children_right[node], [*conds, right])
+
+    walk(0, [])
+    return rules
+
+
+def rules_frame(rules: Rules) -> pd.DataFrame:
+    return pd.DataFrame([{"if": " and ".join(r.conditions) or "always",
+                          "then": r.label if r.label is not None else r.value,
+                          "p": r.probability, "n": r.samples} for r in rules.rules])

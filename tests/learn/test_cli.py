@@ -1,0 +1,116 @@
+"""The learning commands through the real CLI app, on CSV inputs."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from perflearn.cli import app
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "learn"
+STEP = str(DATA / "step.csv")
+
+
+def run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_fit_then_predict(tmp_path):
+    out = tmp_path / "t.model"
+    r = run("fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "--family", "rf", "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "2 run(s) left out" in r.output
+    assert "rf" in r.output and "out-of-bag" in r.output
+    assert json.loads((out / "model.json").read_text())["n_train"] == 58
+    r = run("predict", out, "--set", "a=8,b=y,c=2")
+    assert r.exit_code == 0, r.output
+    pred = float(r.output.split("│")[-5].strip()) if "│" in r.output else None
+    assert pred is not None and 20 < pred < 24
+    pts = tmp_path / "pts.csv"
+    pd.DataFrame({"a": [1.0, 9.0], "b": ["x", "z"], "c": [1, 1]}).to_csv(pts, index=False)
+    r = run("predict", out, "--points", pts, "-o", tmp_path / "pred.csv")
+    assert r.exit_code == 0, r.output
+    got = pd.read_csv(tmp_path / "pred.csv")
+    assert list(got.columns) == ["a", "b", "c", "T", "std", "lo", "hi"]
+    assert got["T"].iloc[0] < 12 < 20 < got["T"].iloc[1]
+
+
+def test_fit_auto_shows_candidates(tmp_path):
+    r = run("fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "--family", "auto", "-o", tmp_path / "m", "--cv", "3")
+    assert r.exit_code == 0, r.output
+    assert "auto: top candidates, CV mre" in r.output
+
+
+def test_evaluate_with_curve_and_figures(tmp_path):
+    figs = tmp_path / "figs"
+    r = run("evaluate", "--csv", STEP, "-t", "T", "--family", "cart", "-k", "4", "--curve", "inverse-kfold", "--figures", figs)
+    assert r.exit_code == 0, r.output
+    assert "MRE % (PAAE)" in r.output and "learning curve" in r.output
+    assert {p.name for p in figs.iterdir()} >= {"pred_vs_actual.png", "residuals.png", "learning_curve.png", "evaluate.html"}
+
+
+def test_recommend_with_constraint_and_table():
+    r = run("recommend", "--csv", str(DATA / "sieving.csv"), "-t", "MBps", "--maximize", "--context-cols", "hole,size",
+            "-c", "hole=2", "-c", "size=256", "--family", "cart", "--table")
+    assert r.exit_code == 0, r.output
+    assert "recommended: sieving=on, buffer=4, hole=2, size=256" in r.output
+    assert "learned (cart)" in r.output and "best measured" in r.output
+    r = run("recommend", "--csv", STEP, "-t", "T", "-w", "lat<=1.3", "--family", "cart")
+    assert r.exit_code == 0, r.output
+    assert "subject to lat<=1.3" in r.output
+
+
+def test_recommend_needs_context():
+    r = run("recommend", "--csv", str(DATA / "sieving.csv"), "-t", "MBps", "--context-cols", "hole,size", "--family", "cart")
+    assert r.exit_code == 2
+    assert "give the context: --context hole=VALUE" in r.output
+
+
+def test_rules_and_png(tmp_path):
+    r = run("rules", "--csv", STEP, "-t", "T", "-m", "T,lat", "-f", "a", "-d", "1", "--png", tmp_path / "t.png")
+    assert r.exit_code == 0, r.output
+    assert "if a <= 5" in r.output and "if a > 5" in r.output
+    assert (tmp_path / "t.png").exists()
+
+
+def test_cluster_cli(tmp_path):
+    r = run("cluster", "--csv", str(DATA / "groups.csv"), "-m", "gbps,l3hit,ipc", "--context-cols", "group",
+            "--pca", "2", "--png", tmp_path / "c.png", "-o", tmp_path / "c.csv")
+    assert r.exit_code == 0, r.output
+    assert "k = 4 (elbow (kneedle))" in r.output
+    assert pd.read_csv(tmp_path / "c.csv")["cluster"].nunique() == 4
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["fit", "--csv", STEP, "-t", "nope"], "no column 'nope'"),
+        (["fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "-f", "zz"], "unknown feature 'zz'"),
+        (["fit", "--csv", STEP, "-t", "T", "--family", "tree"], "unknown model family 'tree'"),
+        (["fit", "-t", "T"], "say where the runs are"),
+        (["fit", "--csv", "missing.csv", "-t", "T"], "missing.csv: no such file"),
+        (["evaluate", "--csv", STEP, "-t", "T", "-k", "100"], "fewer than the 100 folds"),
+        (["fit", "--experiment", "x", "--store", "/nonexistent/p.duckdb", "-t", "T"], ""),
+        (["predict", "/nonexistent/model"], "not a perflearn model directory"),
+        (["recommend", "--csv", STEP, "-t", "T", "-w", "lat=3"], "is not METRIC<=VALUE"),
+        (["rules", "--csv", STEP, "-t", "T", "--classes", "a,b"], "class thresholds must be numbers"),
+        (["cluster", "--csv", STEP], "name the metric columns"),
+    ],
+)
+def test_bad_input_is_one_line(args, message):
+    r = run(*args)
+    assert r.exit_code in (1, 2), r.output
+    err = r.output.strip()
+    assert err.startswith("error:") and len(err.splitlines()) == 1, err
+    assert message in err
+
+
+def test_predict_unseen_category_and_other_knobs(tmp_path):
+    out = tmp_path / "m"
+    assert run("fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "--family", "cart", "-o", out).exit_code == 0
+    r = run("predict", out, "--set", "a=1,b=w,c=1")
+    assert r.exit_code == 2 and "category 'w' not seen in training" in r.output
+    r = run("predict", out, "--set", "a=1,q=2")
+    assert r.exit_code == 2 and "model was trained on features a, b, c; missing b, c" in r.output

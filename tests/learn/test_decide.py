@@ -1,0 +1,26 @@
+from pathlib import Path
+
+from perflearn.learn.decide import decide
+from perflearn.store import Dataset
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "learn"
+
+
+def test_decide_with_context_reports_gain_over_default():
+    ds = Dataset.from_csv(DATA / "sieving.csv", metrics=["MBps"], context=["hole", "size"])
+    d = decide(ds, "MBps", "max", family="cart")
+    text = "\n".join(d.lines())
+    assert d.defaults is not None
+    assert "best single default (sieving=on,buffer=4)" in text
+    # the recommended point is for the most common context, and sieving pays off for small holes
+    assert d.recommendation.point["sieving"] == ("on" if d.recommendation.point["hole"] < 8 else "off")
+    s = d.defaults.summary.set_index("choice")
+    assert s.iloc[0]["mean"] > s[s.index.str.startswith("default ")]["mean"].max()
+
+
+def test_decide_without_context():
+    ds = Dataset.from_csv(DATA / "step.csv", metrics=["T", "lat"])
+    d = decide(ds, "T", "min", family="rf")
+    assert d.defaults is None
+    assert d.recommendation.point["a"] < 5 and d.recommendation.point["b"] != "y"
+    assert "predicted gain over the median point" in d.lines()[-1]

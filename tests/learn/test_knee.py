@@ -1,0 +1,51 @@
+import numpy as np
+import pytest
+
+from perflearn.errors import UsageError
+from perflearn.learn.knee import find_knee
+
+
+def test_latency_knee_of_a_hockey_stick():
+    load = np.arange(0, 101, 2.0)
+    p95 = np.where(load < 60, 1 + 0.01 * load, 1.6 + 0.2 * (load - 60))
+    k = find_knee(load, p95)
+    assert (k.curve, k.direction) == ("convex", "increasing")
+    assert k.x == 60.0
+
+
+def test_elbow_of_decreasing_inertia():
+    ks = np.arange(1, 11)
+    inertia = np.array([1000, 420, 90, 80, 72, 65, 60, 56, 52, 49.0])
+    k = find_knee(ks, inertia)
+    assert (k.curve, k.direction) == ("convex", "decreasing")
+    assert k.x == 3
+
+
+def test_concave_increasing_knee_matches_kneedle_paper():
+    # Satopää et al.: y = -1/x + 5 on x in [1, 10]... knee near the sharpest bend
+    x = np.linspace(1, 10, 91)
+    k = find_knee(x, -1 / x + 5)
+    assert k.curve == "concave"
+    assert 2.5 <= k.x <= 3.7
+
+
+def test_explicit_shape_and_unsorted_input():
+    x = np.array([5, 1, 3, 2, 4, 6, 7, 8.0])
+    y = np.array([1.5, 1.1, 1.3, 1.2, 1.4, 5, 9, 13.0])
+    k = find_knee(x, y, curve="convex", direction="increasing")
+    assert k.x == 5.0
+
+
+def test_straight_line_and_flat_have_no_knee():
+    x = np.arange(10.0)
+    assert find_knee(x, 2 * x + 1) is None
+    assert find_knee(x, np.ones(10)) is None
+
+
+def test_bad_input():
+    with pytest.raises(UsageError, match="at least 3 distinct x"):
+        find_knee([1, 2], [1, 2])
+    with pytest.raises(UsageError, match="differ in length"):
+        find_knee([1, 2, 3], [1, 2])
+    with pytest.raises(UsageError, match="curve must be"):
+        find_knee([1, 2, 3], [1, 2, 3], curve="round")

@@ -1,0 +1,82 @@
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perflearn.errors import UsageError
+from perflearn.learn import fit
+from perflearn.learn.recommend import Constraint, defaults_table, recommend, search_space
+from perflearn.store import Dataset
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "learn"
+
+
+@pytest.fixture(scope="module")
+def bowl():
+    g = [(x, y) for x in range(11) for y in range(11)]
+    df = pd.DataFrame(g, columns=["x", "y"])
+    df["T"] = (df.x - 3) ** 2 + (df.y - 7) ** 2 + 1.0
+    df["lat"] = df.x + 0.5
+    ds = Dataset.from_frame(df, metrics=["T", "lat"], name="bowl")
+    return ds, {"T": fit(ds, "T", family="gp"), "lat": fit(ds, "lat", family="linear")}
+
+
+def test_exhaustive_finds_known_optimum(bowl):
+    ds, models = bowl
+    r = recommend(models, "T", "min", search_space(ds, ["x", "y"]))
+    assert r.method == "exhaustive" and r.evaluated == 121
+    assert r.point == {"x": 3, "y": 7}
+    assert abs(r.predicted["T"] - 1.0) < 0.2 and r.feasible
+
+
+def test_constraint_moves_the_optimum(bowl):
+    ds, models = bowl
+    r = recommend(models, "T", "min", search_space(ds, ["x", "y"]), constraints=[Constraint.parse("lat<=1.6")])
+    assert r.point == {"x": 1, "y": 7} and r.feasible
+    r = recommend(models, "T", "min", search_space(ds, ["x", "y"]), constraints=[Constraint.parse("lat <= 0")])
+    assert not r.feasible and r.point["x"] == 0  # the least violating
+
+
+def test_sampling_and_local_search_find_known_optimum(bowl):
+    ds, models = bowl
+    r = recommend(models, "T", "min", search_space(ds, ["x", "y"]), max_exhaustive=10, samples=15, seed=3)
+    assert r.method == "sampling+local"
+    assert r.point == {"x": 3, "y": 7}
+    assert r.evaluated < 121 * 3
+
+
+def test_context_is_held_fixed(bowl):
+    ds, models = bowl
+    r = recommend(models, "T", "max", search_space(ds, ["x", "y"]), context={"x": 5})
+    assert r.point["x"] == 5 and r.point["y"] in (0,)
+
+
+def test_constraint_parse_errors():
+    assert Constraint.parse("p95<=1.1") == Constraint("p95", "<=", 1.1)
+    assert Constraint.parse("tput > 3e3").value == 3000.0
+    with pytest.raises(UsageError, match="is not METRIC<=VALUE"):
+        Constraint.parse("p95 = 3")
+
+
+def test_kunkel_defaults_table():
+    ds = Dataset.from_csv(DATA / "sieving.csv", metrics=["MBps"], context=["hole", "size"])
+    t = defaults_table(ds, "MBps", "max", family="cart")
+    assert t.knobs == ["sieving", "buffer"] and t.cross_fitted
+    s = t.summary.set_index("choice")
+    learned = s.loc["learned (cart)"]
+    defaults = s[s.index.str.startswith("default ")]
+    best = s.loc["best measured"]
+    # no single default is best everywhere; the learned choice is (nearly) the best measured
+    assert learned["mean"] > defaults["mean"].max()
+    assert learned["loss"] < 0.05 * best["mean"]
+    assert (defaults["loss"] > 10).all()
+    assert len(t.per_context) == 14
+    assert set(t.per_context.columns) >= {"hole", "size", "learned", "learned_value", "default_value", "best_value"}
+    small = t.per_context[t.per_context.hole < 8]
+    assert small["learned"].str.contains("sieving=on").all()
+
+
+def test_defaults_table_unknown_context():
+    ds = Dataset.from_csv(DATA / "sieving.csv", metrics=["MBps"])
+    with pytest.raises(UsageError, match="unknown context column 'pattern'"):
+        defaults_table(ds, "MBps", "max", context=["pattern"])

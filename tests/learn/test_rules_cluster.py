@@ -1,0 +1,79 @@
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perflearn.errors import UsageError
+from perflearn.learn.cluster import cluster
+from perflearn.learn.features import training_data
+from perflearn.learn.rules import tree_rules
+from perflearn.store import Dataset
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "learn"
+
+
+def test_rules_recover_known_split(step_ds):
+    r = tree_rules(training_data(step_ds, "T", ["a"]), max_depth=1)
+    assert len(r.rules) == 2
+    left, right = r.rules
+    assert left.conditions[0].startswith("a <= ") and right.conditions[0].startswith("a > ")
+    assert 4.7 < float(left.conditions[0].split("<= ")[1]) < 5.3
+    assert abs(left.value - 11.6) < 1.0 and abs(right.value - 21.6) < 1.0
+    assert "if a <= " in r.text()
+
+
+def test_rules_name_categories_and_classes():
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.uniform(0, 10, 200), "b": rng.choice(["x", "y"], 200)})
+    df["T"] = np.where(df.a > 5, 20, 10) + np.where(df.b == "y", 5, 0)
+    data = training_data(Dataset.from_frame(df, metrics=["T"]), "T")
+    r = tree_rules(data, max_depth=2)
+    text = r.text()
+    assert "b == y" in text and "b == x" in text
+    assert r.r2_or_accuracy > 0.99
+    c = tree_rules(data, max_depth=2, classes=[12, 22])
+    labels = {rule.label for rule in c.rules}
+    assert labels == {"<=12", "(12,22]", ">22"}
+    assert all(rule.probability == 1.0 for rule in c.rules)
+
+
+def test_rules_png(step_ds, tmp_path):
+    r = tree_rules(training_data(step_ds, "T"), max_depth=2)
+    path = r.plot(tmp_path / "tree.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rules_bad_depth(step_ds):
+    with pytest.raises(UsageError, match="depth must be at least 1"):
+        tree_rules(training_data(step_ds, "T"), max_depth=0)
+
+
+def _groups():
+    raw = pd.read_csv(DATA / "groups.csv")
+    return raw, Dataset.from_frame(raw.drop(columns=["group"]), metrics=["gbps", "l3hit", "ipc"], name="groups")
+
+
+@pytest.mark.parametrize("pca", [None, 2])
+def test_cluster_recovers_separated_groups(pca, tmp_path):
+    raw, ds = _groups()
+    r = cluster(ds, pca=pca)
+    assert r.k == 4 and r.elbow_found
+    # same partition as the truth (labels may be permuted)
+    truth = raw.sort_values("flow_core")["group"].to_numpy()
+    found = r.profiles.sort_values("flow_core")["cluster"].to_numpy()
+    assert pd.crosstab(truth, found).gt(0).sum(axis=1).eq(1).all()
+    reps = r.representatives
+    assert len(reps) == 4 and sorted(reps["size"]) == [12, 12, 12, 12]
+    rep_groups = raw.set_index("flow_core").loc[reps["flow_core"], "group"]
+    assert sorted(rep_groups) == [0, 1, 2, 3]
+    assert r.plot(tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_cluster_given_k_and_bad_input():
+    _, ds = _groups()
+    assert cluster(ds, k=2).k == 2
+    with pytest.raises(UsageError, match="unknown column 'nope'"):
+        cluster(ds, ["nope"])
+    with pytest.raises(UsageError, match="PCA components must be in 1..3"):
+        cluster(ds, pca=5)

@@ -1,0 +1,78 @@
+"""The learning commands over an experiment in the results store (not a CSV)."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from perflearn.cli import app
+from perflearn.store import Dataset, open_store
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "learn"
+
+
+def test_fit_evaluate_recommend_over_stored_experiment(tmp_path):
+    db = tmp_path / "p.duckdb"
+    ds = Dataset.from_csv(DATA / "sieving.csv", metrics=["MBps"], context=["hole", "size"], name="sieving")
+    with open_store(db) as s:
+        s.import_dataset(ds, name="sieving")
+    with open_store(db) as s:
+        back = s.dataset("sieving")
+    assert back.context == ["hole", "size"] and len(back.frame) == len(ds.frame)
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["fit", "-e", "sieving", "-s", str(db), "-t", "MBps", "--family", "cart", "-o", str(tmp_path / "m")])
+    assert r.exit_code == 0, r.output
+    assert "runs used" in r.output and "112 (0 left out)" in r.output
+    r = runner.invoke(app, ["evaluate", "-e", "sieving", "-s", str(db), "-t", "MBps", "--family", "cart", "-k", "4"])
+    assert r.exit_code == 0, r.output
+    assert "MRE % (PAAE)" in r.output
+    r = runner.invoke(app, ["recommend", "-e", "sieving", "-s", str(db), "-t", "MBps", "--maximize", "--family", "cart",
+                            "-c", "hole=32", "-c", "size=16"])
+    assert r.exit_code == 0, r.output
+    assert "recommended: sieving=off" in r.output
+
+
+def test_unknown_experiment_is_one_line(tmp_path):
+    db = tmp_path / "p.duckdb"
+    with open_store(db) as s:
+        s.import_dataset(Dataset.from_frame(pd.DataFrame({"a": [1, 2, 3], "T": [1.0, 2.0, 3.0]}), metrics=["T"]), name="x")
+    r = CliRunner().invoke(app, ["fit", "-e", "nope", "-s", str(db), "-t", "T"])
+    assert r.exit_code != 0
+    assert r.output.startswith("error:") and len(r.output.strip().splitlines()) == 1
+
+
+SPEC = """
+    [experiment]
+    name = "sleepy"
+    [workload]
+    command = ["python3", "-c", "import time; time.sleep({ms} / 1000)"]
+    [knobs.ms]
+    values = [20, 150, 300]
+    [knobs.mode]
+    categorical = ["a", "b"]
+    [metrics.runtime]
+    source = "time"
+    [design]
+    repeat = 3
+"""
+
+
+@pytest.mark.slow
+def test_fit_evaluate_recommend_over_an_experiment_the_runner_measured(write_spec, store_path, tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(app, ["run", str(write_spec(SPEC)), "--store", str(store_path), "-q"])
+    assert r.exit_code == 0, r.output
+    base = ["-e", "sleepy", "-s", str(store_path), "-t", "runtime"]
+    r = runner.invoke(app, ["fit", *base, "--family", "rf", "-o", str(tmp_path / "m")])
+    assert r.exit_code == 0, r.output
+    assert "18 (0 left out)" in r.output
+    imp = json.loads((tmp_path / "m" / "model.json").read_text())["cv"]["importance"]
+    assert imp["ms"] > 0.6 > imp["mode"]  # the sleep drives the runtime, not the mode
+    r = runner.invoke(app, ["evaluate", *base, "--family", "linear", "-k", "3"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["recommend", *base, "--minimize", "--family", "cart"])
+    assert r.exit_code == 0, r.output
+    assert "recommended: ms=20" in r.output
