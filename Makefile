@@ -27,14 +27,13 @@ native:
 	@for d in $(NATIVE_DIRS); do $(MAKE) --no-print-directory -C $$d build || exit 1; done
 
 # The fio sweep of examples/, measured here, stored in perflearn-demo.duckdb, its table;
-# then the decision: a model's cross-validated error, its rules, the recommended settings.
+# then the decision: a model's cross-validated error, its rules, the recommended settings
+# and their gain over the best single default, per access pattern (Kunkel et al.).
 DEMO_STORE := perflearn-demo.duckdb
 demo: setup
 	@rm -f $(DEMO_STORE) $(DEMO_STORE).wal
 	$(PYTHON) -m perflearn run examples/fio-sweep/spec.toml --store $(DEMO_STORE)
-	$(PYTHON) -m perflearn fit -e fio-sweep -t iops --store $(DEMO_STORE) -o perflearn-demo.model
-	$(PYTHON) -m perflearn rules -e fio-sweep -t iops --store $(DEMO_STORE)
-	$(PYTHON) -m perflearn recommend -e fio-sweep -t iops --maximize --store $(DEMO_STORE)
+	$(PYTHON) -m perflearn decide -e fio-sweep -t iops --maximize --context-cols pattern --store $(DEMO_STORE)
 
 test-native: setup
 	@for d in $(NATIVE_DIRS); do $(MAKE) --no-print-directory -C $$d test || exit 1; done

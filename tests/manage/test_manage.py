@@ -163,7 +163,7 @@ def test_bad_flags():
                            (["--target-ms", "0", "--simulate"], "must be > 0"),
                            (["--trace", "weekly", "--simulate"], "--trace"),
                            (["--cores", "0", "--simulate"], "--cores/--levels"),
-                           ([], "use --simulate")):
+                           ([], "or --simulate")):
         result = cli.invoke(app, ["manage", *args])
         assert result.exit_code == 2 and fragment in result.output, result.output
 

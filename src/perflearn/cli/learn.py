@@ -454,3 +454,25 @@ def cluster(
     if out is not None:
         r.profiles.to_csv(out, index=False)
         terminal.info(f"{len(r.profiles)} profiles with their cluster written to {out}")
+
+
+@app.command()
+def decide(
+    target: TargetOpt,
+    csv: CsvOpt = None,
+    experiment: ExperimentOpt = None,
+    store: StoreOpt = DEFAULT_STORE,
+    metrics: MetricsOpt = None,
+    context_cols: ContextColsOpt = None,
+    family: FamilyOpt = "auto",
+    maximize: Annotated[bool, typer.Option("--maximize/--minimize", help="Maximise (throughput) or minimise (time, latency) the target.")] = False,
+    seed: SeedOpt = 0,
+) -> None:
+    """From measurements to a decision: the model's CV error, its rules, the recommended settings and
+    their gain over the best single default (per context, as Kunkel et al.)."""
+    from perflearn.learn.decide import decide as make_decision
+
+    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
+    decision = make_decision(ds, target, "max" if maximize else "min", family, random_state=seed)
+    for line in decision.lines():
+        terminal.out.print(line, markup=False)
