@@ -294,12 +294,13 @@ EMU = Path(__file__).resolve().parents[2] / "native" / "emu" / "build"
 
 @pytest.mark.skipif(not (EMU / "libperflearn_emu.so").exists(), reason="native/emu not built")
 def test_emulated_latency_is_a_knob(write_spec):
-    """The emulate actuator preloads the shim into the workload: 50 µs one way shows in the half round trip."""
+    """The emulate actuator preloads the shim into the workload: 500 µs one way shows in the half round trip
+    (large enough to stand out of this VM's 2-30 µs swings of the base ping-pong)."""
     path = write_spec(f"""
         [workload]
-        command = "{EMU}/emu_osu_tcp latency --min 8 --max 8 --iters 400 --warmup 50"
+        command = "{EMU}/emu_osu_tcp latency --min 8 --max 8 --iters 200 --warmup 20"
         [knobs.latency]
-        values = ["0us", "50us"]
+        values = ["0us", "500us"]
         apply = "emulate"
         param = "latency"
         [knobs.overhead]
@@ -314,8 +315,8 @@ def test_emulated_latency_is_a_knob(write_spec):
     outcome, ds, _ = run_spec(path)
     assert outcome.by_status == {"ok": 2}, outcome
     by = ds.ok().set_index("latency")["half_rtt"]
-    added = by["50us"] - by["0us"]
-    assert 40 < added < 1000, added  # the wire delay (more when the machine is busy: its helper thread is preempted)
+    added = by["500us"] - by["0us"]
+    assert 250 < added < 2000, added  # the wire delay, however busy the machine
 
 
 def test_emulate_value_errors_are_spec_errors(write_spec):
