@@ -128,7 +128,7 @@ def wait_ready(proc: Running, port: int | None, pattern: str | None, delay: floa
     regex = re.compile(pattern, re.MULTILINE) if pattern else None
     while True:
         if wait(proc, 0):
-            return f"exited with {_describe_exit(proc)} before it was ready"
+            return f"exited with {describe_exit(proc)} before it was ready"
         ok = True
         if port is not None:
             try:
@@ -147,18 +147,14 @@ def wait_ready(proc: Running, port: int | None, pattern: str | None, delay: floa
     if delay:
         time.sleep(delay)
         if wait(proc, 0):
-            return f"exited with {_describe_exit(proc)} right after start"
+            return f"exited with {describe_exit(proc)} right after start"
     return None
 
 
-def _describe_exit(proc: Running) -> str:
+def describe_exit(proc: Running) -> str:
     if proc.signal is not None:
         return f"signal {signal.Signals(proc.signal).name}"
     return f"code {proc.exit_code}"
-
-
-def describe_exit(proc: Running) -> str:
-    return _describe_exit(proc)
 
 
 def free_port() -> int:
