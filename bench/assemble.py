@@ -6,7 +6,8 @@ from pathlib import Path
 root = Path(__file__).resolve().parents[1]
 core = (root / "BENCHMARKS.md").read_text().split("\n<!-- areas -->")[0].rstrip() + "\n"
 parts = [core, "\n<!-- areas -->\n"]
-for area, title in (("learn", "Learn"), ("wire", "Wire"), ("emulate", "Emulate"), ("manage", "Manage")):
+for area, title in (("learn", "Learn"), ("wire", "Wire"), ("emulate", "Emulate"), ("detect", "Detect"),
+                    ("manage", "Manage")):
     path = root / "bench" / f"{area}.md"
     if not path.exists():
         continue

@@ -50,7 +50,7 @@ def synthetic(seed=0, runs_per_class=6, windows=4):
 def test_detector_separates_known_classes_and_reports():
     windows, runs = synthetic()
     data = training_set(windows, runs, "interference", ["app", "input"], "runtime")
-    report = evaluate(data, k=4, trees=50, folds=3)
+    report = evaluate(data, trees=50, folds=3)
     assert report["kfold"]["macro_f1"] > 0.95
     assert report["leave_one_app_out"]["macro_f1"] > 0.95 and "leave_one_input_out" in report
     assert report["kfold"]["false_alarm"] < 0.1 and report["kfold"]["miss"] < 0.1
@@ -61,7 +61,7 @@ def test_detector_separates_known_classes_and_reports():
 def test_fit_importance_save_load(tmp_path):
     windows, runs = synthetic()
     data = training_set(windows, runs, "interference", ["app"], "runtime")
-    detector = fit(data, interval=0.2, window=4, k=4, trees=50)
+    detector = fit(data, interval=0.2, window=4, trees=50)
     assert detector.info["oob_score"] > 0.9
     top = detector.importance(top=2)["feature"].tolist()
     assert all(f.split(":")[0] in ("cpu", "mem") for f in top)  # the informative signals, not noise
@@ -85,3 +85,15 @@ def test_bad_inputs():
         fit(data, 0.2, 4)
     with pytest.raises(UsageError, match="not a detector directory"):
         Detector.load("/nonexistent")
+
+
+def test_rest_of_the_node_is_system_minus_workload():
+    from perflearn.detect.features import with_rest
+
+    rows = [("sys.cpu.user", 1.5), ("sys.cpu.nice", 0.0), ("sys.cpu.system", 0.5), ("proc.cpu.user", 0.8),
+            ("proc.cpu.system", 0.2), ("sys.net.rx_bytes", 1000.0), ("proc.read_bytes", 50.0), ("proc.rchar", 350.0)]
+    samples = pd.DataFrame([{"run_id": 1, "metric": m, "t": 0.2, "value": v} for m, v in rows])
+    rest = with_rest(samples).set_index("metric")["value"]
+    assert rest["rest.cpu"] == pytest.approx(1.0)  # 2 CPUs busy, 1 of them the workload
+    assert rest["rest.net_rx"] == pytest.approx(700.0)  # its 300 socket bytes are its own
+    assert "rest.write_bytes" not in rest  # a term was not sampled: no value, never a made-up 0

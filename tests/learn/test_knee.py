@@ -49,3 +49,19 @@ def test_bad_input():
         find_knee([1, 2, 3], [1, 2])
     with pytest.raises(UsageError, match="curve must be"):
         find_knee([1, 2, 3], [1, 2, 3], curve="round")
+
+
+def test_load_knee_ignores_the_falling_start_and_noise():
+    """A measured load-latency curve: latency first falls with load (idle wake-ups),
+    then is flat and noisy, then turns up as the server saturates."""
+    from perflearn.learn.knee import load_knee
+
+    load = np.arange(1, 17) * 10_000.0
+    latency = np.array([220, 150, 100, 95, 104, 96, 101, 98, 103, 110, 125, 160, 260, 480, 900, 1700], dtype=float)
+    knee = load_knee(np.repeat(load, 2), np.repeat(latency, 2))
+    assert knee is not None and 110_000 <= knee.x <= 140_000, knee
+    assert load_knee(load[:6], latency[:6]) is None  # never turns up: no knee, said as None
+    # memcached on this project's machine (examples/memcached-knee, medians)
+    rate = [5e3, 20e3, 40e3, 60e3, 80e3, 100e3, 120e3, 140e3, 160e3]
+    p95 = [691, 230, 167, 170, 212, 651, 585, 777, 893]
+    assert load_knee(rate, p95).x == 80e3

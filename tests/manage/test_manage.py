@@ -68,6 +68,26 @@ def test_heimdall_equation_3_2_and_fallback():
     assert policy.decide(obs(rps=2000.0, p95=2e-3)) == SPACE.maximum  # a measured violation: recover
 
 
+def test_heimdall_online_learns_a_model_that_is_too_optimistic():
+    """The model says 0.6 ms / units at 2000 req/s; the service is twice as slow."""
+    model = model_of(lambda units, rps: 0.3e-3 / units * rps / 1000)
+    truth = lambda config: 1.2e-3 / (config.cores * config.level)
+    fixed = Heimdall(SPACE, TARGET, 10_000, model=model, recover=False)
+    online = Heimdall(SPACE, TARGET, 10_000, model=model, recover=False, online=0.5)
+    config_fixed = config_online = SPACE.maximum
+    for _ in range(20):
+        config_fixed = fixed.decide(obs(rps=2000.0, p95=truth(config_fixed), config=config_fixed))
+        config_online = online.decide(obs(rps=2000.0, p95=truth(config_online), config=config_online))
+    # without updates it stays where the model thinks it enough (really 1.6 ms);
+    # with them it learns the configurations it ran and settles where 2x still meets the target
+    assert truth(config_fixed) > TARGET
+    assert truth(config_online) <= TARGET
+    settled = online.configs.index(config_online)
+    assert math.isclose(math.exp(online.correction[settled]), 2.0, rel_tol=0.05)
+    with pytest.raises(ValueError, match="online"):
+        Heimdall(SPACE, TARGET, 10_000, model=model, online=1.5)
+
+
 def test_heimdall_uncertain_takes_the_cheapest_qualifying():
     model = lambda frame: (np.full(len(frame), 0.5e-3), np.where(frame["cores"] == 1, 1e-3, 0.0))
     policy = Heimdall(SPACE, TARGET, 10_000, model=model, uncertainty_z=1.0)
@@ -192,9 +212,19 @@ def test_live_memcached_under_load(tmp_path):
     csv = tmp_path / "live.csv"
     result = CliRunner().invoke(app, ["manage", "--service", "memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0",
                                       "--cores", "2", "--levels", "4", "--max-rps", "8000", "--target-ms", "2",
-                                      "-p", "static", "-p", "ondemand", "--step-seconds", "1", "--csv", str(csv)])
+                                      "-p", "static", "-p", "ondemand", "--step-seconds", "1", "--csv", str(csv),
+                                      "--store", str(tmp_path / "m.duckdb"), "--name", "live"])
     assert result.exit_code == 0, result.output
     import pandas as pd
+
+    from perflearn.store import open_store
+
+    with open_store(tmp_path / "m.duckdb", read_only=True) as store:
+        runs, samples = store.dataset("live").frame, store.samples("live")
+    assert sorted(runs["policy"]) == ["ondemand", "static"] and (runs["status"] == "ok").all()
+    assert runs.set_index("policy").loc["static", "intervals"] == 11
+    p95 = samples[samples["metric"] == "p95"]
+    assert len(p95) == 22 and p95["value"].notna().sum() >= 18  # every interval of both policies, as samples
 
     frame = pd.read_csv(csv)
     static = frame[frame["policy"] == "static"]

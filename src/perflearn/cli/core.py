@@ -227,17 +227,23 @@ def export_cmd(
     store: StoreOpt = DEFAULT_STORE,
     fmt: Annotated[str, typer.Option("--format", "-f", help=f"One of: {', '.join(FORMATS)}.")] = "csv",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default EXPERIMENT.FORMAT).")] = None,
+    samples: Annotated[Optional[Path], typer.Option("--samples", help="Also write the runs' interval samples "
+                                                    "(run_id, metric, t, value) to this file, in the same format.")] = None,
 ) -> None:
     """Write the dataset (one row per run: knob columns + metric columns) to CSV or Parquet."""
     from perflearn.store import open_store
-    from perflearn.store.export import export
+    from perflearn.store.export import export, export_frame
 
     if fmt not in FORMATS:
         raise UsageError(f"--format: unknown format {fmt!r} (one of: {', '.join(FORMATS)})")
     with open_store(store, read_only=True) as results:
         dataset = results.dataset(experiment)
+        series = results.samples(experiment) if samples else None
     path = export(dataset, output or Path(f"{experiment}.{fmt}"), fmt)
     terminal.info(f"wrote {len(dataset.frame)} runs to {path}")
+    if samples:
+        export_frame(series, samples, fmt)
+        terminal.info(f"wrote {len(series)} samples to {samples}")
 
 
 @app.command("import")

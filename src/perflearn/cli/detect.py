@@ -53,33 +53,58 @@ def inject(
         pass
 
 
-def _training(store: Path, experiment: str, label: str, group: list[str], time_metric: Optional[str], window: int):
+def _training(store: Path, experiment: Optional[str], files: tuple[Optional[Path], Optional[Path]], label: str,
+              group: list[str], time_metric: Optional[str], window: int):
+    """Windows and labels from a stored experiment, or from files `perflearn export --samples` wrote."""
     from perflearn.detect.features import window_features
     from perflearn.detect.model import training_set
     from perflearn.detect.watch import samples_interval
-    from perflearn.store import open_store
 
-    with open_store(store, read_only=True) as results:
-        dataset = results.dataset(experiment)
-        samples = results.samples(experiment)
+    runs_file, samples_file = files
+    if (experiment is None) == (runs_file is None and samples_file is None):
+        raise UsageError("give an EXPERIMENT in the store, or --runs FILE and --samples FILE (perflearn export --samples)")
+    if experiment is None:
+        from perflearn.store.export import read_frame
+
+        if runs_file is None or samples_file is None:
+            raise UsageError("--runs and --samples go together")
+        runs, samples = read_frame(runs_file), read_frame(samples_file)
+        missing = {"run_id", "metric", "t", "value"} - set(samples.columns)
+        if missing or "run_id" not in runs or "status" not in runs:
+            raise UsageError("not the runs and samples perflearn export writes (need run_id, status; "
+                             "run_id, metric, t, value)", where=str(samples_file if missing else runs_file))
+        experiment = str(runs_file)
+    else:
+        from perflearn.store import open_store
+
+        with open_store(store, read_only=True) as results:
+            runs = results.dataset(experiment).frame
+            samples = results.samples(experiment)
+    if samples.empty:
+        raise UsageError(f"no interval samples in {experiment!r} (does its spec have [sampling]?)")
     interval = samples_interval(samples)
     windows = window_features(samples, interval, window)
     if windows.empty:
         raise UsageError(f"too few samples for windows of {window} ticks in {experiment!r}")
-    return training_set(windows, dataset.frame, label, group, time_metric), interval
+    return training_set(windows, runs, label, group, time_metric), interval
 
 
 LabelOpt = Annotated[str, typer.Option(help="Knob that names the interference of a run ('none' = healthy).")]
 GroupOpt = Annotated[Optional[list[str]], typer.Option("--group", help="Knob to hold out in evaluation (workload, input).")]
 TimeOpt = Annotated[Optional[str], typer.Option("--time-metric", help="Runtime metric, for the slowdown regressor.")]
 WindowOpt = Annotated[int, typer.Option(help="Sampling ticks per window.")]
+ExperimentArg = Annotated[Optional[str], typer.Argument(help="Experiment with [sampling] and an interference knob.")]
+RunsOpt = Annotated[Optional[Path], typer.Option("--runs", help="Instead of an experiment: runs exported by perflearn export.")]
+SamplesOpt = Annotated[Optional[Path], typer.Option("--samples", help="... and their samples (perflearn export --samples).")]
 
 
 @detect_app.command("fit")
 def detect_fit(
-    experiment: Annotated[str, typer.Argument(help="Experiment with [sampling] and an interference knob.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the fitted detector.")],
+    experiment: ExperimentArg = None,
     store: StoreOpt = DEFAULT_STORE,
+    runs: RunsOpt = None,
+    samples: SamplesOpt = None,
     label: LabelOpt = "interference",
     group: GroupOpt = None,
     time_metric: TimeOpt = None,
@@ -88,7 +113,7 @@ def detect_fit(
     """Fit the interference classifier (and slowdown regressor) on an experiment's samples."""
     from perflearn.detect.model import fit
 
-    data, interval = _training(store, experiment, label, group or [], time_metric, window)
+    data, interval = _training(store, experiment, (runs, samples), label, group or [], time_metric, window)
     detector = fit(data, interval, window)
     detector.save(output)
     terminal.out.print(f"detector of {len(detector.classes)} classes ({', '.join(detector.classes)}) from "
@@ -102,8 +127,10 @@ def detect_fit(
 
 @detect_app.command("evaluate")
 def detect_evaluate(
-    experiment: Annotated[str, typer.Argument(help="Experiment with [sampling] and an interference knob.")],
+    experiment: ExperimentArg = None,
     store: StoreOpt = DEFAULT_STORE,
+    runs: RunsOpt = None,
+    samples: SamplesOpt = None,
     label: LabelOpt = "interference",
     group: GroupOpt = None,
     time_metric: TimeOpt = None,
@@ -113,7 +140,7 @@ def detect_evaluate(
     """Stratified 5-fold CV, then leave-one-group-out: macro-F1, per class, false alarms, misses."""
     from perflearn.detect.model import evaluate
 
-    data, _ = _training(store, experiment, label, group or [], time_metric, window)
+    data, _ = _training(store, experiment, (runs, samples), label, group or [], time_metric, window)
     report = evaluate(data)
     if json_out:
         json_out.write_text(json.dumps(report, indent=1))

@@ -8,17 +8,19 @@ metric columns).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
-import numpy as np
-import pandas as pd
 import typer
 from rich.table import Table
 
 from perflearn.errors import UsageError
-from perflearn.store import Dataset
 
 from . import terminal
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perflearn.store import Dataset
 from .app import DEFAULT_STORE, StoreOpt, app
 
 # -- shared options -------------------------------------------------------------------------
@@ -45,8 +47,10 @@ def load_dataset(
     store: Path,
     metrics: list[str],
     context_cols: list[str] | None = None,
-) -> Dataset:
+) -> "Dataset":
     """The runs to learn from: a CSV or a stored experiment (exactly one)."""
+    from perflearn.store import Dataset
+
     if csv is not None and experiment is not None:
         raise UsageError("give either --csv or --experiment, not both", where="arguments")
     if csv is None and experiment is None:
@@ -75,6 +79,8 @@ def load_dataset(
 
 
 def _csv_columns(path: Path) -> list[str]:
+    import pandas as pd
+
     try:
         return list(pd.read_csv(path, nrows=0).columns)
     except FileNotFoundError:
@@ -84,6 +90,8 @@ def _csv_columns(path: Path) -> list[str]:
 
 
 def _fmt(v, digits: int = 4) -> str:
+    import numpy as np
+
     if v is None:
         return "-"
     if isinstance(v, (float, np.floating)):
@@ -93,7 +101,9 @@ def _fmt(v, digits: int = 4) -> str:
     return str(v)
 
 
-def _frame_table(df: pd.DataFrame, title: str | None = None) -> Table:
+def _frame_table(df: "pd.DataFrame", title: str | None = None) -> Table:
+    import pandas as pd
+
     table = Table(title=title, title_justify="left")
     for c in df.columns:
         table.add_column(str(c), justify="right" if pd.api.types.is_numeric_dtype(df[c]) else "left")
@@ -221,6 +231,8 @@ def evaluate(
     seed: SeedOpt = 0,
 ) -> None:
     """Cross-validate a model family on the runs: MRE (PAAE), MAPE, RMSE, R², OOB, learning curve."""
+    import pandas as pd
+
     from perflearn.learn import evaluate as ev
     from perflearn.learn.features import training_data
 
@@ -281,6 +293,8 @@ def predict(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write predictions as CSV here.")] = None,
 ) -> None:
     """Predict the model's target, with an uncertainty band, for given points."""
+    import pandas as pd
+
     from perflearn.learn.model import load
 
     model = load(model_dir)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,7 +15,7 @@ from perflearn.errors import UsageError
 from . import terminal
 from .app import app
 
-POLICY_HELP = "static, ondemand, hipster, heracles, heimdall, heimdall-uncertain, or all (repeatable)"
+POLICY_HELP = "static, ondemand, hipster, heracles, heimdall, heimdall-uncertain, heimdall-online, or all (repeatable)"
 
 
 @app.command()
@@ -22,6 +24,8 @@ def manage(
     simulate: Annotated[bool, typer.Option("--simulate", help="Run on the queueing simulator instead of a live service.")] = False,
     service: Annotated[Optional[str], typer.Option(help="Live: the service's command, with {port} (e.g. \"memcached -u root -l 127.0.0.1 -p {port} -t 2\").")] = None,
     protocol: Annotated[str, typer.Option(help="Live: the service's protocol for the wire analyzer and the load.")] = "memcache-binary",
+    load_args: Annotated[str, typer.Option("--load-args", help="Live: more perflearn-load options, e.g. "
+                                           "\"--value-size fixed:4096 --threads 2\".")] = "",
     max_rps: Annotated[Optional[float], typer.Option("--max-rps", help="Live: the trace's peak load (95 % of the knee's load).")] = None,
     model: Annotated[Optional[Path], typer.Option(help="Live: a perflearn model of tail latency (perflearn fit) for heimdall.")] = None,
     model_unit: Annotated[str, typer.Option(help="Unit of the model's target: us, ms or s.")] = "us",
@@ -36,6 +40,10 @@ def manage(
     seed: Annotated[int, typer.Option(help="Simulator noise seed.")] = 0,
     figure: Annotated[Optional[Path], typer.Option(help="Write a figure per policy (load, p95 vs target, speed, cores).")] = None,
     csv: Annotated[Optional[Path], typer.Option(help="Write every interval of every policy here.")] = None,
+    store: Annotated[Optional[Path], typer.Option("--store", "-s", help="Record the comparison in this results store: "
+                                                  "one run per policy, every interval as its samples.")] = None,
+    name: Annotated[Optional[str], typer.Option(help="Experiment name in --store (default: manage-live or manage-sim "
+                                                "with the date and time).")] = None,
 ) -> None:
     """Run QoS policies on a service's load trace; report QoS guarantee, tardiness, energy, changes."""
     from perflearn.manage.config import ConfigSpace
@@ -55,8 +63,13 @@ def manage(
         space = ConfigSpace.make(cores, levels)
     except ValueError as exc:
         raise UsageError(f"--cores/--levels: {exc}") from None
+    record = _Recorder(store, name or f"manage-{'sim' if simulate else 'live'}-{time.strftime('%Y%m%d-%H%M%S')}",
+                       ["static", *[n for n in names if n != "static"]],
+                       f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels")
     if simulate:
-        _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, figure, csv)
+        with record:
+            _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, figure, csv,
+                      record)
         return
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
@@ -66,18 +79,48 @@ def manage(
         raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
     if any(n.startswith("heimdall") for n in names) and model is None:
         raise UsageError("heimdall needs --model (a perflearn model of p95 from cores, level or quota, and rps)")
-    _live(names, space, service, protocol, max_rps, target_ms / 1e3, model, {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit],
-          trace, step_seconds, interval, figure, csv)
+    with record:
+        _live(names, space, service, protocol, max_rps, target_ms / 1e3, model,
+              {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
+              shlex.split(load_args))
+
+
+class _Recorder:
+    """Where each policy's run goes as its loop ends: the store (opened on entry, so bad
+    flags found later create nothing), or nowhere."""
+
+    def __init__(self, store: Path | None, name: str, policies: list[str], description: str):
+        self.path, self.name, self.policies, self.description = store, name, policies, description
+        self.results = self.recorder = None
+
+    def __enter__(self):
+        if self.path is not None:
+            from perflearn.manage.power import PowerModel
+            from perflearn.manage.record import PolicyRecorder
+            from perflearn.store import open_store
+
+            self.results = open_store(self.path)
+            self.recorder = PolicyRecorder(self.results, self.name, self.policies, self.description, PowerModel().label)
+            terminal.info(f"recording in {self.path} as experiment {self.name!r}")
+        return self
+
+    def __call__(self, policy, frame, static_energy, wall_s) -> None:
+        if self.recorder is not None:
+            self.recorder.record(policy, frame, static_energy, wall_s)
+
+    def __exit__(self, *exc):
+        if self.results is not None:
+            self.results.close()
 
 
 def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,
-          figure, csv) -> None:
+          figure, csv, record, load_args) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import figure as draw, model_predictor
     from perflearn.manage.live import LiveService
     from perflearn.manage.loop import control_loop, summarize
-    from perflearn.manage.policies import POLICIES, Heimdall
+    from perflearn.manage.policies import make_policy
     from perflearn.manage.power import PowerModel, rapl_or_none
     from perflearn.runner.process import free_port
 
@@ -96,19 +139,15 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     for name in ["static", *[n for n in names if n != "static"]]:
         port = free_port()
         load = ["--server", f"127.0.0.1:{port}", "--protocol", protocol, "--rate", f"{max_rps:g}", "--profile", "steps",
-                "--step-seconds", f"{step_seconds:g}", "--preload", "--connections", "8", "--drain", "1"]
-        kwargs = {}
-        if name.startswith("heimdall"):
-            cls, kwargs = Heimdall, {"model": predictor, "power": power,
-                                     "uncertainty_z": 1.0 if name == "heimdall-uncertain" else None}
-        else:
-            cls = POLICIES[name]
-            if name == "hipster":
-                kwargs = {"power": power, "learn_intervals": intervals // 2}
-        policy = cls(space, target, max_rps, interval, **kwargs)
+                "--step-seconds", f"{step_seconds:g}", "--preload", "--connections", "8", "--drain", "1", *load_args]
+        policy = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals, model=predictor)
         terminal.info(f"{name}: {intervals} intervals of {interval:g} s on {command.format(port=port)}")
         live = LiveService(command.format(port=port), port, space, interval, protocol, load)
+        if name == "static":
+            terminal.info(live.speed)
+        started = time.monotonic()
         frames[name] = control_loop(policy, live, intervals, interval, power, realtime=False)
+        record(name, frames[name], frames["static"]["energy_j"].sum(), time.monotonic() - started)
     static_energy = frames["static"]["energy_j"].sum()
     table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes", box=None)
     for name, frame in frames.items():
@@ -124,7 +163,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
         pd.concat([f.assign(policy=n) for n, f in frames.items()]).to_csv(csv, index=False)
 
 
-def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, figure, csv) -> None:
+def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, figure, csv, record) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import compare, figure as draw, latency_model, load_sweep, profile, qos_from_knee
@@ -146,6 +185,8 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     loads = expand(profile_, interval)
     power = PowerModel()
     summary, frames = compare(server, space, loads, interval, power, target, max_rps, names, model)
+    for name, frame in frames.items():
+        record(name, frame, frames["static"]["energy_j"].sum(), 0.0)
     table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes", box=None)
     for row in summary.itertuples(index=False):
         table.add_row(row.policy, f"{row.qos_guarantee:.1f}%", f"{row.qos_tardiness:.2f}", f"{row.energy_j / 1e3:.2f} kJ",
@@ -166,8 +207,9 @@ def knee(
     y: Annotated[str, typer.Option("--y", help="The latency metric (e.g. wire_p95).")],
     store: Annotated[Path, typer.Option("--store", "-s", envvar="PERFLEARN_STORE", help="Results store.")] = Path("perflearn.duckdb"),
 ) -> None:
-    """The knee of a load-latency curve (kneedle): QoS target = latency there, max load = 95 % of its load."""
-    from perflearn.learn.knee import find_knee
+    """The knee of a load-latency curve (kneedle on its monotone fit from the lowest latency on):
+    QoS target = latency there, maximum load = 95 % of its load."""
+    from perflearn.learn.knee import load_knee
     from perflearn.store import open_store
 
     with open_store(store, read_only=True) as results:
@@ -180,7 +222,9 @@ def knee(
     curve = frame.groupby(x)[y].median().dropna().sort_index()
     if len(curve) < 3:
         raise UsageError(f"need at least three values of {x} with {y} measured, got {len(curve)}")
-    found = find_knee(curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float), curve="convex",
-                      direction="increasing")
+    found = load_knee(curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float))
+    if found is None:
+        raise UsageError(f"{y} does not turn up within the loads measured (highest {x} = {curve.index.max():g}): "
+                         f"measure higher loads, or give --target-ms and --max-rps yourself")
     terminal.out.print(f"knee at {x} = {found.x:g}, {y} = {found.y:g}: QoS target {found.y:g}, "
                        f"maximum load {0.95 * found.x:g} (95 % of the knee)")

@@ -13,6 +13,34 @@ import pandas as pd
 
 STATS = ("mean", "std", "min", "max", "p05", "p25", "p50", "p75", "p95", "skew", "kurt")
 
+# What the rest of the node does: system-wide signals minus the workload's own. They
+# describe the interference rather than the workload, so they carry over to workloads
+# the model has never seen. name -> (system-wide terms, workload terms), same units.
+REST = {
+    "rest.cpu": (("sys.cpu.user", "sys.cpu.nice", "sys.cpu.system"), ("proc.cpu.user", "proc.cpu.system")),
+    "rest.read_bytes": (("sys.disk.read_bytes",), ("proc.read_bytes",)),
+    "rest.write_bytes": (("sys.disk.write_bytes",), ("proc.write_bytes",)),
+    "rest.pgfault": (("sys.vm.pgfault",), ("proc.minflt", "proc.majflt")),
+    # bytes the workload moved through read/write calls that were not storage: its own
+    # sockets (and pipes), an upper bound of its share of the network traffic
+    "rest.net_rx": (("sys.net.rx_bytes", "proc.read_bytes"), ("proc.rchar",)),
+    "rest.net_tx": (("sys.net.tx_bytes", "proc.write_bytes"), ("proc.wchar",)),
+}
+
+
+def with_rest(samples: pd.DataFrame) -> pd.DataFrame:
+    """``samples`` plus the REST signals at every tick where all their terms were sampled."""
+    keys = ["run_id", "t"] if "run_id" in samples else ["t"]
+    needed = {m for plus, minus in REST.values() for m in (*plus, *minus)}
+    wide = samples[samples["metric"].isin(needed)].pivot_table(index=keys, columns="metric", values="value",
+                                                               aggfunc="first")
+    derived = []
+    for name, (plus, minus) in REST.items():
+        if all(m in wide for m in (*plus, *minus)):
+            value = wide[list(plus)].sum(axis=1, min_count=len(plus)) - wide[list(minus)].sum(axis=1, min_count=len(minus))
+            derived.append(value.clip(lower=0).rename("value").reset_index().assign(metric=name))
+    return pd.concat([samples, *derived], ignore_index=True) if derived else samples
+
 
 def _window_stats(values: pd.core.groupby.SeriesGroupBy) -> pd.DataFrame:
     out = values.agg(["mean", "std", "min", "max", "skew"])
@@ -30,7 +58,7 @@ def window_features(samples: pd.DataFrame, interval: float, window: int) -> pd.D
     """
     if samples.empty:
         return pd.DataFrame(columns=["run_id", "window"])
-    frame = samples.copy()
+    frame = with_rest(samples)
     if "run_id" not in frame:
         frame["run_id"] = 0
     frame["tick"] = np.rint(frame["t"].to_numpy() / interval).astype(int)

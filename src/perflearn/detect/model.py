@@ -2,8 +2,11 @@
 it causes, with random forests (NiMC), out-of-bag scores and feature importance.
 
 The classifier is a scikit-learn Pipeline — impute, drop constant features, keep the
-k most informative (fitted on training folds only), random forest — so that
-cross-validation never sees test data while selecting features.
+features an extremely randomised forest finds at least median-important (fitted on
+training folds only), random forest — so that cross-validation never sees test data
+while selecting features. (Univariate ANOVA selection was tried first: with a few
+ticks per window, skew and kurtosis are heavy-tailed and took the places of the
+signals that matter; macro-F1 fell from 0.95 to 0.63 on the data set of examples/detect.)
 """
 
 from __future__ import annotations
@@ -22,16 +25,17 @@ from perflearn.errors import UsageError
 HEALTHY = "none"
 
 
-def classifier(k: int = 60, trees: int = 300, seed: int = 0):
-    from sklearn.ensemble import RandomForestClassifier
-    from sklearn.feature_selection import SelectKBest, VarianceThreshold, f_classif
+def classifier(trees: int = 300, seed: int = 0):
+    from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
+    from sklearn.feature_selection import SelectFromModel, VarianceThreshold
     from sklearn.impute import SimpleImputer
     from sklearn.pipeline import Pipeline
 
+    screen = ExtraTreesClassifier(n_estimators=100, class_weight="balanced", n_jobs=2, random_state=seed)
     return Pipeline([
         ("impute", SimpleImputer(strategy="median", keep_empty_features=True)),
         ("variance", VarianceThreshold()),
-        ("select", SelectKBest(f_classif, k="all" if k <= 0 else k)),
+        ("select", SelectFromModel(screen, threshold="median")),
         ("forest", RandomForestClassifier(n_estimators=trees, oob_score=True, class_weight="balanced",
                                           n_jobs=2, random_state=seed)),
     ])
@@ -46,10 +50,6 @@ def regressor(trees: int = 300, seed: int = 0):
         ("impute", SimpleImputer(strategy="median", keep_empty_features=True)),
         ("forest", RandomForestRegressor(n_estimators=trees, oob_score=True, n_jobs=2, random_state=seed)),
     ])
-
-
-def _k(features: int, requested: int) -> int:
-    return min(requested, features)
 
 
 def _quiet(function):
@@ -135,7 +135,7 @@ def classification_report(y_true, y_pred, labels: list[str]) -> dict:
 
 
 @_quiet
-def evaluate(data: TrainingSet, k: int = 60, trees: int = 300, folds: int = 5, seed: int = 0) -> dict:
+def evaluate(data: TrainingSet, trees: int = 300, folds: int = 5, seed: int = 0) -> dict:
     """Stratified k-fold (grouped by run: a run's windows never straddle train and test),
     then leave-one-group-out for every group column (unseen workloads, unseen inputs)."""
     from sklearn.model_selection import LeaveOneGroupOut, StratifiedGroupKFold, cross_val_predict
@@ -143,7 +143,7 @@ def evaluate(data: TrainingSet, k: int = 60, trees: int = 300, folds: int = 5, s
     labels = sorted(data.y.unique())
     if data.y.value_counts().min() < 2 or data.run.nunique() < folds:
         raise UsageError(f"too few runs to evaluate with {folds} folds ({data.run.nunique()} runs)")
-    model = classifier(_k(data.X.shape[1], k), trees, seed)
+    model = classifier(trees, seed)
     report: dict = {}
     splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
     predicted = cross_val_predict(model, data.X, data.y, groups=data.run, cv=splitter)
@@ -231,10 +231,10 @@ class Detector:
 
 
 @_quiet
-def fit(data: TrainingSet, interval: float, window: int, k: int = 60, trees: int = 300, seed: int = 0) -> Detector:
+def fit(data: TrainingSet, interval: float, window: int, trees: int = 300, seed: int = 0) -> Detector:
     if data.y.nunique() < 2:
         raise UsageError("need at least two classes (healthy and one interference) to fit a detector")
-    model = classifier(_k(data.X.shape[1], k), trees, seed).fit(data.X, data.y)
+    model = classifier(trees, seed).fit(data.X, data.y)
     reg = None
     if data.slowdown is not None and data.slowdown.notna().sum() >= 10:
         keep = data.slowdown.notna()

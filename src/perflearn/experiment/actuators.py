@@ -1,5 +1,5 @@
 """Actuators apply a knob's value: to a command, an environment, a process's CPUs,
-a cgroup, a sysctl, a NIC's interrupt coalescing, or through a user hook.
+a cgroup, the CPU frequency, a sysctl, a NIC's interrupt coalescing, or through a user hook.
 
 Each actuator declares its options (checked when the spec is read), checks the
 machine before the sweep (``check``: raises UnsupportedError when the machine lacks
@@ -364,13 +364,46 @@ class Emulate(Actuator):
         process.env.update(variables)
 
 
+class CpuFrequency(Actuator):
+    """CPU frequency in MHz through cpufreq's userspace governor (``cpus``: which CPUs,
+    default all this process may use); the governors are put back afterwards."""
+
+    kind = "cpufreq"
+    OPTIONS = {"cpus": ((str, int, list), False)}
+
+    def __init__(self, knob: Knob, experiment: str):
+        super().__init__(knob, experiment)
+        cpus = self.options.get("cpus")
+        self.cpus = sorted(parse_cpus(cpus) if cpus is not None else os.sched_getaffinity(0))
+        self._freq = None
+
+    def validate_value(self, value: Any) -> None:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"a frequency in MHz must be a positive number, got {value!r}")
+
+    def check(self) -> None:
+        from .cpufreq import CpuFreq
+
+        self._freq = CpuFreq(self.cpus)
+
+    def apply(self, value: Any, run: RunContext) -> None:
+        if self._freq is None:
+            self.check()
+        self._freq.set_khz(int(float(value) * 1000), self.cpus)
+
+    def restore(self) -> None:
+        if self._freq is not None:
+            self._freq.restore()
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
 
 ACTUATORS: dict[str, type[Actuator]] = {
     cls.kind: cls
-    for cls in (Placeholder, Env, Affinity, CgroupCpuset, CgroupQuota, Sysctl, EthtoolCoalesce, Hook, Emulate)
+    for cls in (Placeholder, Env, Affinity, CgroupCpuset, CgroupQuota, CpuFrequency, Sysctl, EthtoolCoalesce, Hook,
+                Emulate)
 }
 
 

@@ -18,6 +18,8 @@ Sample names:
   sys.disk.<read_bytes|write_bytes>                           per second, whole disks
   proc.cpu.<user|system>                                      CPUs' worth
   proc.<minflt|majflt|vcsw|ivcsw|read_bytes|write_bytes>       per second
+  proc.<rchar|wchar>                                          per second: bytes through read/write calls
+                                                              (files, pipes and sockets alike)
   proc.run_delay                                              fraction of time runnable but waiting
   proc.threads, proc.rss, proc.count                          gauges
   perf.<event>                                                per second (perf stat -I)
@@ -140,7 +142,7 @@ def process_counters(pids: list[int]) -> tuple[dict[str, float], dict[str, float
     counters = {k: 0.0 for k in ("proc.cpu.user", "proc.cpu.system", "proc.minflt", "proc.majflt", "proc.run_delay",
                                  "proc.vcsw", "proc.ivcsw")}
     gauges = {"proc.threads": 0.0, "proc.rss": 0.0, "proc.count": 0.0}
-    io = {"proc.read_bytes": 0.0, "proc.write_bytes": 0.0}
+    io = {"proc.read_bytes": 0.0, "proc.write_bytes": 0.0, "proc.rchar": 0.0, "proc.wchar": 0.0}
     io_seen = False
     for pid in pids:
         stat = _read(f"/proc/{pid}/stat")
@@ -168,7 +170,7 @@ def process_counters(pids: list[int]) -> tuple[dict[str, float], dict[str, float
             io_seen = True
             for line in io_text.splitlines():
                 key, _, value = line.partition(": ")
-                if key in ("read_bytes", "write_bytes"):
+                if key in ("read_bytes", "write_bytes", "rchar", "wchar"):
                     io[f"proc.{key}"] += float(value)
     if io_seen:
         counters.update(io)

@@ -97,3 +97,35 @@ def find_knee(x, y, *, curve: str = "auto", direction: str = "auto", sensitivity
             if v < threshold:
                 return Knee(i, float(ux[i]), float(uy[i]), curve, direction, float(diff[i]))
     return None
+
+
+def load_knee(load, latency, *, where: str = "curve") -> Knee | None:
+    """The knee of a load-latency curve, as a QoS target is set from it (Heimdall 4.1.3).
+
+    Measured curves are not the convex, increasing shape kneedle assumes: at low load
+    latency often *falls* with load (idle CPUs wake up slowly, interrupts are coalesced),
+    and repetitions are noisy. So the curve is taken from its lowest latency on and
+    replaced by its monotone (isotonic) fit before kneedle looks for the knee; the knee's
+    latency is the fitted one there. Returns None when the latency never turns up.
+    """
+    from sklearn.isotonic import IsotonicRegression
+
+    x = np.asarray(load, dtype=float).ravel()
+    y = np.asarray(latency, dtype=float).ravel()
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    if len(np.unique(x)) < 3:
+        raise UsageError(f"a knee needs at least 3 distinct loads, got {len(np.unique(x))}", where=where)
+    ux, inv = np.unique(x, return_inverse=True)
+    uy = np.bincount(inv, weights=y) / np.bincount(inv)
+    start = int(np.argmin(uy))
+    ux, uy = ux[start:], uy[start:]
+    if len(ux) < 3:
+        return None  # the lowest latency is at (or next to) the highest load: no knee measured
+    fitted = IsotonicRegression(increasing=True).fit_transform(ux, uy)
+    knee = find_knee(ux, fitted, curve="convex", direction="increasing", where=where)
+    if knee is None:
+        return None
+    return Knee(start + knee.index, knee.x, knee.y, knee.curve, knee.direction, knee.strength)

@@ -14,11 +14,11 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from perflearn.learn.knee import find_knee
+from perflearn.learn.knee import load_knee
 
 from .config import ConfigSpace
 from .loop import SimulatedService, control_loop, summarize
-from .policies import POLICIES, Heimdall
+from .policies import make_policy
 from .power import PowerModel
 from .simulator import ServerModel
 
@@ -37,7 +37,7 @@ def load_sweep(server: ServerModel, space: ConfigSpace, points: int = 40, interv
 def qos_from_knee(sweep: pd.DataFrame) -> tuple[float, float]:
     """(target p95 in seconds, maximum load in requests/s) from the knee of a load sweep."""
     finite = sweep[np.isfinite(sweep["p95"])]
-    knee = find_knee(finite["rps"].to_numpy(), finite["p95"].to_numpy(), curve="convex", direction="increasing")
+    knee = load_knee(finite["rps"].to_numpy(), finite["p95"].to_numpy())
     return float(knee.y), 0.95 * float(knee.x)
 
 
@@ -77,15 +77,7 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
             target_s: float, max_rps: float, policies: list[str], model=None) -> tuple[pd.DataFrame, dict]:
     frames: dict[str, pd.DataFrame] = {}
     for name in ["static", *[p for p in policies if p != "static"]]:
-        kwargs = {}
-        if name.startswith("heimdall"):
-            kwargs = {"model": model, "power": power, "uncertainty_z": 1.0 if name == "heimdall-uncertain" else None}
-            cls = Heimdall
-        else:
-            cls = POLICIES[name]
-            if name == "hipster":
-                kwargs = {"power": power, "learn_intervals": len(loads) // 2}
-        policy = cls(space, target_s, max_rps, interval_s, **kwargs)
+        policy = make_policy(name, space, target_s, max_rps, interval_s, power=power, intervals=len(loads), model=model)
         service = SimulatedService(replace(server, seed=server.seed + 7), space, loads, interval_s)
         frames[name] = control_loop(policy, service, len(loads), interval_s, power, offered=loads)
     static_energy = frames["static"]["energy_j"].sum()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from perflearn.errors import UnsupportedError, UsageError
 from perflearn.experiment import cgroups
+from perflearn.experiment.cpufreq import CpuFreq
 from perflearn.wire import LiveSniffer, locate
 
 from .config import ConfigSpace, Configuration
@@ -53,6 +54,12 @@ class LiveService(Service):
         except UnsupportedError as exc:
             raise UnsupportedError(f"the manager needs cgroup cpuset and cpu controllers: {exc.message}") from None
         self.cpuacct = _cpu_seconds(self.group)
+        try:
+            self.freq: CpuFreq | None = CpuFreq(self.cpus)
+            self.speed = f"speed level = CPU frequency (cpufreq userspace, up to {self.freq.max_khz / 1e3:g} MHz)"
+        except UnsupportedError as exc:
+            self.freq = None
+            self.speed = f"speed level = CFS quota per core: {exc.message}"
         self.apply(space.maximum)
         files = self.group.procs_files
 
@@ -77,8 +84,13 @@ class LiveService(Service):
             self.lines.put(obj)
 
     def apply(self, config: Configuration) -> None:
-        self.group.set_cpus(",".join(str(c) for c in self.cpus[:config.cores]))
-        self.group.set_quota(config.cores * config.level, 100_000)
+        cpus = self.cpus[:config.cores]
+        self.group.set_cpus(",".join(str(c) for c in cpus))
+        if self.freq is not None:
+            self.freq.set_khz(self.freq.nearest_khz(config.level), cpus)
+            self.group.set_quota(config.cores, 100_000)
+        else:
+            self.group.set_quota(config.cores * config.level, 100_000)
         self.config = config
 
     def observe(self, t: float) -> Measured | None:
@@ -112,9 +124,13 @@ class LiveService(Service):
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+            if proc.stderr is not None:
+                proc.stderr.close()
         try:
             self.sniffer.stop()
         finally:
+            if self.freq is not None:
+                self.freq.restore()
             self.group.remove()
 
 

@@ -184,23 +184,41 @@ class Heimdall(Policy):
     (``uncertainty_z``) qualifies configurations by prediction + z * spread and, among
     them, takes the one with the least modelled power (``power``) — the cheapest
     configuration predicted to meet the target.
+
+    Online updates (``online``: a weight in (0, 1]): each interval, the error of the
+    forecast for the configuration that ran, log(measured / predicted p95), is folded
+    into that configuration's correction by an exponentially weighted mean, and every
+    later forecast of that configuration is scaled by it. A model profiled under other
+    conditions (another input mix, a neighbour) thus converges to the service as it is.
+    Intervals in recovery from a violation are not learned from: a backlog is not the
+    steady state the model describes.
     """
 
     name = "heimdall"
 
     def __init__(self, *args, model, slack: float = 0.10, uncertainty_z: float | None = None,
-                 power: PowerModel | None = None, recover: bool = True, **kwargs):
+                 power: PowerModel | None = None, recover: bool = True, online: float | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.model, self.slack, self.z, self.recover = model, slack, uncertainty_z, recover
+        if online is not None and not 0 < online <= 1:
+            raise ValueError(f"online: a weight in (0, 1], got {online}")
+        self.model, self.slack, self.z, self.recover, self.online = model, slack, uncertainty_z, recover, online
         self.power = power or PowerModel()
         self.configs = list(self.space)
         self.grid = pd.DataFrame({"cores": [c.cores for c in self.configs], "level": [c.level for c in self.configs]})
         self.capacity_units = np.array([c.cores * c.level for c in self.configs])
+        self.correction = np.zeros(len(self.configs))  # log(measured / predicted), per configuration
+        self.recovering = False
 
     def decide(self, obs):
         frame = self.grid.assign(rps=obs.rps)
         mean, spread = self.model(frame)
-        if self.recover and obs.p95 > self.target:
+        mean, spread = np.asarray(mean, dtype=float), np.asarray(spread, dtype=float)
+        if self.online is not None:
+            self._learn(obs, mean)
+            scale = np.exp(self.correction)
+            mean, spread = mean * scale, spread * scale
+        self.recovering = self.recover and obs.p95 > self.target
+        if self.recovering:
             best = int(np.argmin(mean))
         elif self.z is None:
             bound = self.target * (1 - self.slack)
@@ -219,6 +237,27 @@ class Heimdall(Policy):
         self.predicted = float(mean[best])
         return self.configs[best]
 
+    def _learn(self, obs, mean) -> None:
+        if self.recovering or not np.isfinite(obs.p95) or obs.p95 <= 0:
+            return
+        i = self.configs.index(obs.config) if obs.config in self.configs else None
+        if i is not None and mean[i] > 0:
+            error = np.log(obs.p95 / mean[i])
+            self.correction[i] = (1 - self.online) * self.correction[i] + self.online * error
+
 
 POLICIES = {cls.name: cls for cls in (Static, Ondemand, Hipster, Heracles, Heimdall)}
-POLICY_NAMES = (*POLICIES, "heimdall-uncertain")
+POLICY_NAMES = (*POLICIES, "heimdall-uncertain", "heimdall-online")
+
+
+def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, interval_s: float, *,
+                power: PowerModel, intervals: int, model=None) -> Policy:
+    """A policy by name, with the settings this project evaluates it with: Hipster learns
+    for the first half of the trace; the Heimdall variants share one latency model."""
+    if name.startswith("heimdall"):
+        return Heimdall(space, target_s, max_rps, interval_s, model=model, power=power,
+                        uncertainty_z=1.0 if name == "heimdall-uncertain" else None,
+                        online=0.3 if name == "heimdall-online" else None)
+    if name == "hipster":
+        return Hipster(space, target_s, max_rps, interval_s, power=power, learn_intervals=intervals // 2)
+    return POLICIES[name](space, target_s, max_rps, interval_s)

@@ -1,0 +1,29 @@
+#!/bin/sh
+# The live comparison of bench/manage.md: real memcached on this machine, every policy
+# on the same steps trace, one session. Run it on a quiet machine (nothing else busy):
+#
+#   sh bench/manage_live.sh [STORE] [STEP_SECONDS]
+#
+# 1. the knee of memcached's load-latency curve at maximum configuration -> QoS target
+#    and maximum load (seed 4.1.3); 2. Heimdall's profiling sweep over the manager's
+#    configurations x load; 3. a random forest of log p95 from it; 4. every policy.
+set -e
+cd "$(dirname "$0")/.."
+store=${1:-/tmp/perflearn-manage-live.duckdb}
+step=${2:-20}
+service="memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0"
+
+perflearn run examples/memcached-knee/spec.toml -s "$store" --resume -q
+knee=$(perflearn knee memcached-knee --x rate --y wire_p95 -s "$store")
+echo "$knee"
+target_us=$(echo "$knee" | sed -n 's/.*QoS target \([0-9.e+]*\),.*/\1/p')
+max_rps=$(echo "$knee" | sed -n 's/.*maximum load \([0-9.e+]*\) .*/\1/p')
+target_ms=$(python3 -c "print($target_us / 1000)")
+
+perflearn run examples/memcached-profile/spec.toml -s "$store" --resume -q
+perflearn fit -e memcached-profile -s "$store" -t wire_p95 --family rf --log-target yes -f cores,quota,rate \
+    -o /tmp/perflearn-manage-p95.model
+
+perflearn manage --service "$service" --cores 2 --levels 4 --max-rps "$max_rps" --target-ms "$target_ms" \
+    --model /tmp/perflearn-manage-p95.model --step-seconds "$step" --store "$store" \
+    --load-args "--value-size fixed:4096" --figure bench/manage_live.png --csv /tmp/perflearn-manage-live.csv

@@ -1,0 +1,50 @@
+"""A comparison of policies kept in the results store: one experiment, one run per
+policy (knob ``policy``), the summary as the run's metrics and every control interval
+as its samples (load, p95, p99, cores, level, predicted p95, power).
+
+Each policy's run is written as soon as its loop ends, so an interrupted comparison
+keeps the policies already measured.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pandas as pd
+
+from perflearn.store import KnobInfo, MetricInfo, ResultsStore, RunRecord
+
+from .loop import summarize
+
+SUMMARY = (("qos_guarantee", "%"), ("qos_tardiness", ""), ("energy_j", "J"), ("energy_reduction", "%"),
+           ("changes", ""), ("intervals", ""))
+SERIES = (("rps", "req/s"), ("p95", "s"), ("p99", "s"), ("target", "s"), ("cores", ""), ("level", ""),
+          ("predicted", "s"), ("power_w", "W"))
+
+
+class PolicyRecorder:
+    def __init__(self, store: ResultsStore, name: str, policies: list[str], description: str, energy_label: str):
+        knob = KnobInfo("policy", "knob", "categorical", None, {"values": policies})
+        metrics = [MetricInfo(m, "manage", unit) for m, unit in SUMMARY]  # the series are samples, not metrics
+        self.store = store
+        self.experiment = store.create_experiment(name, "manage", [knob], metrics,
+                                                  description=f"{description}; energy {energy_label}")
+        self.ids = {p: i for i, p in enumerate(policies)}
+        store.add_points(self.experiment, [(i, json.dumps({"policy": p}), {"policy": p}) for p, i in self.ids.items()])
+
+    def record(self, policy: str, frame: pd.DataFrame, static_energy_j: float | None, wall_s: float) -> None:
+        summary = summarize(frame, static_energy_j)
+        notes = sorted({n for n in frame.get("note", pd.Series(dtype=str)) if n})
+        samples = [(metric, float(row.t), _value(getattr(row, metric)))
+                   for row in frame.itertuples(index=False) for metric, _ in SERIES]
+        self.store.record_run(self.experiment, RunRecord(
+            point_id=self.ids[policy], rep=0, status="ok", started=datetime.now(), wall_s=wall_s,
+            notes="; ".join(notes)[:2000] or None, values={m: _value(summary[m]) for m, _ in SUMMARY},
+            samples=samples))
+
+
+def _value(v) -> float | None:
+    if v is None or pd.isna(v):
+        return None
+    return float(v)
