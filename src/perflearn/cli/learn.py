@@ -16,12 +16,12 @@ from rich.table import Table
 from perflearn.errors import UsageError
 
 from . import terminal
+from .app import DEFAULT_STORE, StoreOpt, app
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from perflearn.store import Dataset
-from .app import DEFAULT_STORE, StoreOpt, app
 
 # -- shared options -------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -63,11 +64,11 @@ def manage(
         space = ConfigSpace.make(cores, levels)
     except ValueError as exc:
         raise UsageError(f"--cores/--levels: {exc}") from None
-    record = _Recorder(store, name or f"manage-{'sim' if simulate else 'live'}-{time.strftime('%Y%m%d-%H%M%S')}",
-                       ["static", *[n for n in names if n != "static"]],
-                       f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels")
+    recording = _recording(store, name or f"manage-{'sim' if simulate else 'live'}-{time.strftime('%Y%m%d-%H%M%S')}",
+                           ["static", *[n for n in names if n != "static"]],
+                           f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels")
     if simulate:
-        with record:
+        with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, figure, csv,
                       record)
         return
@@ -79,38 +80,27 @@ def manage(
         raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
     if any(n.startswith("heimdall") for n in names) and model is None:
         raise UsageError("heimdall needs --model (a perflearn model of p95 from cores, level or quota, and rps)")
-    with record:
+    with recording as record:
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, model,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
               shlex.split(load_args))
 
 
-class _Recorder:
+@contextmanager
+def _recording(store: Path | None, name: str, policies: list[str], description: str):
     """Where each policy's run goes as its loop ends: the store (opened on entry, so bad
     flags found later create nothing), or nowhere."""
+    if store is None:
+        yield lambda policy, frame, static_energy, wall_s: None
+        return
+    from perflearn.manage.power import PowerModel
+    from perflearn.manage.record import PolicyRecorder
+    from perflearn.store import open_store
 
-    def __init__(self, store: Path | None, name: str, policies: list[str], description: str):
-        self.path, self.name, self.policies, self.description = store, name, policies, description
-        self.results = self.recorder = None
-
-    def __enter__(self):
-        if self.path is not None:
-            from perflearn.manage.power import PowerModel
-            from perflearn.manage.record import PolicyRecorder
-            from perflearn.store import open_store
-
-            self.results = open_store(self.path)
-            self.recorder = PolicyRecorder(self.results, self.name, self.policies, self.description, PowerModel().label)
-            terminal.info(f"recording in {self.path} as experiment {self.name!r}")
-        return self
-
-    def __call__(self, policy, frame, static_energy, wall_s) -> None:
-        if self.recorder is not None:
-            self.recorder.record(policy, frame, static_energy, wall_s)
-
-    def __exit__(self, *exc):
-        if self.results is not None:
-            self.results.close()
+    with open_store(store) as results:
+        recorder = PolicyRecorder(results, name, policies, description, PowerModel().label)
+        terminal.info(f"recording in {store} as experiment {name!r}")
+        yield recorder.record
 
 
 def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,

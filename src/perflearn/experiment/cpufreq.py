@@ -8,12 +8,11 @@ The governor and speed of every CPU touched are saved on first use and put back 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from perflearn.errors import UnsupportedError
 
-SYSFS = Path(os.environ.get("PERFLEARN_SYSFS_CPU", "/sys/devices/system/cpu"))
+SYSFS = Path("/sys/devices/system/cpu")
 
 
 class CpuFreq:
@@ -40,10 +39,9 @@ class CpuFreq:
     def set_khz(self, khz: int, cpus: list[int] | None = None) -> None:
         for cpu in cpus if cpus is not None else list(self.dirs):
             d = self.dirs[cpu]
-            if cpu not in self._saved:
-                self._saved[cpu] = _read(d / "scaling_governor")
             try:
-                if _read(d / "scaling_governor") != "userspace":
+                if cpu not in self._saved:  # first touch: remember the governor, then take the CPU over
+                    self._saved[cpu] = _read(d / "scaling_governor")
                     (d / "scaling_governor").write_text("userspace")
                 (d / "scaling_setspeed").write_text(str(int(khz)))
             except OSError as exc:

@@ -113,13 +113,10 @@ def load_knee(load, latency, *, where: str = "curve") -> Knee | None:
     x = np.asarray(load, dtype=float).ravel()
     y = np.asarray(latency, dtype=float).ravel()
     ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
-    order = np.argsort(x, kind="stable")
-    x, y = x[order], y[order]
-    if len(np.unique(x)) < 3:
-        raise UsageError(f"a knee needs at least 3 distinct loads, got {len(np.unique(x))}", where=where)
-    ux, inv = np.unique(x, return_inverse=True)
-    uy = np.bincount(inv, weights=y) / np.bincount(inv)
+    ux, inv = np.unique(x[ok], return_inverse=True)  # sorted loads; repeats averaged
+    if len(ux) < 3:
+        raise UsageError(f"a knee needs at least 3 distinct loads, got {len(ux)}", where=where)
+    uy = np.bincount(inv, weights=y[ok]) / np.bincount(inv)
     start = int(np.argmin(uy))
     ux, uy = ux[start:], uy[start:]
     if len(ux) < 3:
