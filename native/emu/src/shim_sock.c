@@ -126,7 +126,11 @@ static size_t q_bytes;
 static int q_pending[FDMAX];
 static int q_err[FDMAX];
 static int helper_running, helper_sleeping;
-static int64_t hot_ns = 50000; /* PERFLEARN_EMU_HOT: the helper spins (yielding) this long when idle */
+/* PERFLEARN_EMU_HOT: the helper spins (yielding) this long when idle.  By default
+ * 50 us plus two one-way trips (2(L+o)): in a ping-pong the next message follows
+ * a round trip later, and a helper that went to sleep meanwhile pays a wake-up
+ * (tens of us on an idle VM) on every hop. */
+static int64_t hot_ns = -1;
 
 static void say(const char *msg)
 {
@@ -919,6 +923,8 @@ __attribute__((constructor)) static void emu_init(void)
         enabled = 0;
         return;
     }
+    if (hot_ns < 0)
+        hot_ns = 50000 + 2 * (cfg.latency_ns + cfg.overhead_ns);
     if (cfg.verbose) {
         char d[256], line[300];
         emu_config_describe(&cfg, d, sizeof d);

@@ -3,7 +3,7 @@
 //! whatever the bytes.
 
 use crate::analyzer::{Analyzer, Collect, Config};
-use crate::capture::file::read_capture;
+use crate::capture::file::{read_bytes, read_capture};
 use crate::capture::{link, Frame};
 use crate::proto::session::Data;
 use crate::proto::stream::Chunk;
@@ -23,16 +23,26 @@ const LINKTYPES: [u32; 10] = [
     999,
 ];
 
-/// Bytes as a capture file.
+/// Bytes as a capture file, through both readers (streamed and in memory, as a mapped
+/// file is read): where both accept the whole file, they must yield the same frames.
 pub fn capture_file(data: &[u8]) {
     let mut a = Analyzer::new(Config { max_flows: 64, max_outstanding: 64, ..Config::default() });
     let mut sink = Collect::default();
     let mut last = 0;
-    let _ = read_capture(data, "fuzz", |f| {
+    let mut streamed = Vec::new();
+    let s = read_capture(data, "fuzz", |f| {
         last = f.ts;
+        streamed.push((f.ts, f.linktype, f.data.len()));
         a.frame(f, &mut sink);
     });
     a.finish(last, &mut sink);
+    let mut in_memory = Vec::new();
+    let m = read_bytes(data, "fuzz", |f| in_memory.push((f.ts, f.linktype, f.data.len())));
+    if let (Ok(s), Ok(m)) = (s, m) {
+        if !s.truncated && !m.truncated {
+            assert_eq!(streamed, in_memory, "the two capture readers disagree");
+        }
+    }
 }
 
 /// Bytes as a sequence of frames: [len_hi, len_lo, linktype selector, ts step, frame...]*.

@@ -195,7 +195,7 @@ impl Reporter {
     }
 
     fn write_interval(&mut self, start: Ts, end: Ts, c: &Counters, g: Gauges, kernel: Option<&KernelStats>) {
-        let all = self.window.all.summary();
+        let all = self.window.all().summary();
         let line = IntervalLine {
             kind: "interval",
             start: secs(start),
@@ -225,12 +225,12 @@ impl Reporter {
     pub fn finish(&mut self, c: &Counters, g: Gauges, kernel: Option<&KernelStats>, truncated: Option<bool>) {
         if let Some(start) = self.start {
             let end = (self.last + 1).max(start + 1);
-            if !self.window.all.is_empty() || self.last > start {
+            if !self.window.is_empty() || self.last > start {
                 self.write_interval(start, end, c, g, kernel);
             }
         }
         let (first, last) = (self.first.unwrap_or(0), self.last);
-        let all = self.totals.all.summary();
+        let all = self.totals.all().summary();
         let dur = secs(last.saturating_sub(first)).max(1e-9);
         let line = SummaryLine {
             kind: "summary",

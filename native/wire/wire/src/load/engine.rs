@@ -17,6 +17,7 @@ use serde::Serialize;
 use super::dist::Arrivals;
 use super::profile::Profile;
 use super::request::{Replies, Workload};
+use super::timer::{Wakeup, SPIN_MARGIN};
 use crate::error::{Result, WireError};
 use crate::stats::{Latencies, Summary, Window};
 
@@ -256,6 +257,7 @@ fn worker_inner(
     let mut idx = 0usize;
     let mut stats = IntervalStats::new();
     let mut events = Events::with_capacity(1024);
+    let wakeup = Wakeup::new(poll.registry(), Token(usize::MAX));
     let mut buf = vec![0u8; 1 << 16];
     let mut key_buf = Vec::new();
     let mut rr = 0usize;
@@ -327,16 +329,26 @@ fn worker_inner(
                 break;
             }
         }
-        // Sleep in epoll until shortly before the next send, then spin for precision.
+        // Sleep until shortly before the next send, then spin for precision: woken by the
+        // timer SPIN_MARGIN ahead, or (no timerfd) by epoll's timeout a millisecond ahead.
         let next_event = if stop_at.is_none() { next_t.min((idx + 1) as f64 * interval) } else { el + 0.01 };
         let wait = next_event - Instant::now().duration_since(start).as_secs_f64();
-        let timeout = if wait > 0.0015 { Duration::from_secs_f64(wait - 0.001) } else { Duration::ZERO };
-        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
+        let margin = SPIN_MARGIN.as_secs_f64();
+        let timeout = match &wakeup {
+            Some(w) if wait > margin && w.arm(Duration::from_secs_f64(wait - margin)) => Some(Duration::from_secs_f64(wait)),
+            _ if wait > 0.0015 => Some(Duration::from_secs_f64(wait - 0.001)),
+            _ => Some(Duration::ZERO),
+        };
+        if let Err(e) = poll.poll(&mut events, timeout) {
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(WireError::new("load", format!("epoll wait: {e}")));
             }
         }
         for ev in events.iter() {
+            if let Some(w) = wakeup.as_ref().filter(|w| w.token == ev.token()) {
+                w.clear();
+                continue;
+            }
             let Some(c) = conns.get_mut(ev.token().0) else { continue };
             if !c.alive {
                 continue;
@@ -437,7 +449,7 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
         let end = if last { start.max(start_at_elapsed(&start_at)) } else { start + opts.interval };
         let end = end.max(start + 1e-9);
         let mid = (start + end) / 2.0;
-        let all = s.window.all.summary();
+        let all = s.window.all().summary();
         let se = s.send_err.summary();
         let line = IntervalLine {
             kind: "interval",
@@ -502,7 +514,7 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
         emit(i, &s, &mut totals, Some(i) == last);
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let all = totals.window.all.summary();
+    let all = totals.window.all().summary();
     let se = totals.send_err.summary();
     let duration = opts.profile.duration();
     let target: f64 = {

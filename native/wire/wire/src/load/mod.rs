@@ -5,5 +5,6 @@ pub mod dist;
 pub mod engine;
 pub mod profile;
 pub mod request;
+mod timer;
 
 pub use engine::{run, Options, Report};
