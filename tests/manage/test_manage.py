@@ -164,6 +164,22 @@ def test_summary_metrics():
     assert s["energy_reduction"] == 50.0 and s["changes"] == 2
 
 
+def test_power_presets_and_custom_models():
+    from perflearn.manage.power import power_model
+
+    top = Configuration(3, 1.0)
+    tx1 = power_model("tx1")
+    # the seed's platform: all cores at maximum draw 30 % of peak at 10 % load
+    assert tx1.watts(top, 0.1) / tx1.watts(top, 1.0) == pytest.approx(0.30)
+    assert tx1.watts(top, 1.0) == pytest.approx(6.0) and "tx1" in tx1.label
+    custom = power_model("10,1,4")
+    assert custom.watts(top, 1.0) == pytest.approx(10 + 3 * (1 + 4)) and "10,1,4" in custom.label
+    assert power_model("server") == PowerModel()
+    for bad in ("-1,1,1", "0,0,0", "a,b,c"):
+        with pytest.raises(ValueError):
+            power_model(bad)
+
+
 @pytest.mark.slow
 def test_simulated_comparison_cli(tmp_path):
     result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "10", "--figure", str(tmp_path / "f.png"),
@@ -183,6 +199,8 @@ def test_bad_flags():
                            (["--target-ms", "0", "--simulate"], "must be > 0"),
                            (["--trace", "weekly", "--simulate"], "--trace"),
                            (["--cores", "0", "--simulate"], "--cores/--levels"),
+                           (["--power", "1,2", "--simulate"], "--power: expected one of server, tx1"),
+                           (["--power", "laptop", "--simulate"], "--power"),
                            ([], "or --simulate")):
         result = cli.invoke(app, ["manage", *args])
         assert result.exit_code == 2 and fragment in result.output, result.output

@@ -39,6 +39,9 @@ def manage(
     interval: Annotated[float, typer.Option(help="Control interval, seconds.")] = 1.0,
     target_ms: Annotated[Optional[float], typer.Option("--target-ms", help="QoS target for p95 (default: latency at the knee).")] = None,
     seed: Annotated[int, typer.Option(help="Simulator noise seed.")] = 0,
+    power: Annotated[str, typer.Option(help="Power model where there is no RAPL: server (20 W static, per core 1.5 W "
+                                       "idle + 6 W dynamic), tx1 (the seed's Jetson TX1: 30 % of peak at 10 % load), "
+                                       "or static,idle,dynamic watts.")] = "server",
     figure: Annotated[Optional[Path], typer.Option(help="Write a figure per policy (load, p95 vs target, speed, cores).")] = None,
     csv: Annotated[Optional[Path], typer.Option(help="Write every interval of every policy here.")] = None,
     store: Annotated[Optional[Path], typer.Option("--store", "-s", help="Record the comparison in this results store: "
@@ -64,13 +67,20 @@ def manage(
         space = ConfigSpace.make(cores, levels)
     except ValueError as exc:
         raise UsageError(f"--cores/--levels: {exc}") from None
+    from perflearn.manage.power import power_model
+
+    try:
+        power_ = power_model(power)
+    except ValueError as exc:
+        raise UsageError(f"--power: {exc}") from None
     recording = _recording(store, name or f"manage-{'sim' if simulate else 'live'}-{time.strftime('%Y%m%d-%H%M%S')}",
                            ["static", *[n for n in names if n != "static"]],
-                           f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels")
+                           f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels",
+                           power_.label)
     if simulate:
         with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, figure, csv,
-                      record)
+                      record, power_)
         return
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
@@ -83,35 +93,34 @@ def manage(
     with recording as record:
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, model,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
-              shlex.split(load_args))
+              shlex.split(load_args), power_)
 
 
 @contextmanager
-def _recording(store: Path | None, name: str, policies: list[str], description: str):
+def _recording(store: Path | None, name: str, policies: list[str], description: str, power_label: str):
     """Where each policy's run goes as its loop ends: the store (opened on entry, so bad
     flags found later create nothing), or nowhere."""
     if store is None:
         yield lambda policy, frame, static_energy, wall_s: None
         return
-    from perflearn.manage.power import PowerModel
     from perflearn.manage.record import PolicyRecorder
     from perflearn.store import open_store
 
     with open_store(store) as results:
-        recorder = PolicyRecorder(results, name, policies, description, PowerModel().label)
+        recorder = PolicyRecorder(results, name, policies, description, power_label)
         terminal.info(f"recording in {store} as experiment {name!r}")
         yield recorder.record
 
 
 def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,
-          figure, csv, record, load_args) -> None:
+          figure, csv, record, load_args, power) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import figure as draw, model_predictor
     from perflearn.manage.live import LiveService
     from perflearn.manage.loop import control_loop, summarize
     from perflearn.manage.policies import make_policy
-    from perflearn.manage.power import PowerModel, rapl_or_none
+    from perflearn.manage.power import rapl_or_none
     from perflearn.runner.process import free_port
 
     if trace != "steps":
@@ -121,7 +130,6 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
         from perflearn.learn import load
 
         predictor = model_predictor(load(model_dir), scale)
-    power = PowerModel()
     if rapl_or_none() is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
     intervals = int(11 * step_seconds / interval)
@@ -153,11 +161,11 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
         pd.concat([f.assign(policy=n) for n, f in frames.items()]).to_csv(csv, index=False)
 
 
-def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, figure, csv, record) -> None:
+def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, figure, csv, record,
+              power) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import compare, figure as draw, latency_model, load_sweep, profile, qos_from_knee
-    from perflearn.manage.power import PowerModel
     from perflearn.manage.simulator import ServerModel, diurnal_profile, expand, steps_profile
 
     server = ServerModel(mu_max=mu, base_s=base_s, seed=seed)
@@ -173,7 +181,6 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
                       f"({len(space)} configurations x 20 loads)")
     profile_ = steps_profile(max_rps, step_seconds) if trace == "steps" else diurnal_profile(max_rps, 12 * step_seconds, interval)
     loads = expand(profile_, interval)
-    power = PowerModel()
     summary, frames = compare(server, space, loads, interval, power, target, max_rps, names, model)
     for name, frame in frames.items():
         record(name, frame, frames["static"]["energy_j"].sum(), 0.0)
