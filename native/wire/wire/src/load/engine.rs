@@ -169,26 +169,29 @@ fn preload(opts: &Options) -> Result<()> {
     Ok(())
 }
 
+/// Write what is queued. A request's send error runs from its intended time to the start
+/// of the write(2) that hands its last byte to the kernel: the kernel's own loopback
+/// delivery, done inside the call, is the network's time, not the generator's lateness.
 fn flush(c: &mut Conn, send_err: &mut Latencies) -> io::Result<()> {
     while !c.out.is_empty() {
+        let issued = Instant::now();
         match c.stream.write(&c.out) {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0")),
             Ok(n) => {
                 c.out.drain(..n);
                 c.written += n as u64;
+                while let Some(&(end, intended)) = c.unsent.front() {
+                    if end > c.written {
+                        break;
+                    }
+                    send_err.record(issued.saturating_duration_since(intended).as_nanos() as u64);
+                    c.unsent.pop_front();
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
-    }
-    let now = Instant::now();
-    while let Some(&(end, intended)) = c.unsent.front() {
-        if end > c.written {
-            break;
-        }
-        send_err.record(now.saturating_duration_since(intended).as_nanos() as u64);
-        c.unsent.pop_front();
     }
     Ok(())
 }
