@@ -1,10 +1,15 @@
 """Interconnect emulator accuracy: target vs measured, orthogonality, zero-knob cost,
 and a tbf qdisc on a veth pair (network namespaces) as the kernel bandwidth reference.
 
-    python bench/emu_accuracy.py [--runs 5] [--quick] [--no-mpi] [--no-tbf]
+    python bench/emu_accuracy.py [--runs 5] [--quick] [--no-mpi] [--no-tbf] [--no-pm-qos]
 
 Prints a Markdown table: medians of --runs runs (each run's own value is the
 median over its iterations).  Needs `make -C native/emu build`; tbf needs root.
+
+On an idle virtual machine a blocked receiver's vCPU halts, and waking it costs tens of
+microseconds, so a loopback ping-pong takes either ~3 or ~38 us from run to run. As
+cyclictest does, the run holds /dev/cpu_dma_latency at 0 (PM QoS: idle CPUs poll instead
+of halting) where it can write it; --no-pm-qos measures without.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import argparse
 import os
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -76,6 +82,28 @@ def bw_cmd(kind, size=1 << 20, iters=6):
     return [TCP, *base] if kind == "tcp" else ["mpirun", "-n", "2", MPIP, *base]
 
 
+class PmQos:
+    """Hold /dev/cpu_dma_latency at 0 while open (the kernel drops the request on close)."""
+
+    PATH = "/dev/cpu_dma_latency"
+
+    def __init__(self, wanted: bool):
+        self.fd = None
+        if wanted:
+            try:
+                self.fd = os.open(self.PATH, os.O_WRONLY)
+                os.write(self.fd, struct.pack("i", 0))
+            except OSError:
+                self.fd = None
+
+    def describe(self) -> str:
+        return "idle CPUs poll (cpu_dma_latency 0)" if self.fd is not None else "idle CPUs may halt (no PM QoS request)"
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+
 def lib(kind):
     return SOCK if kind == "tcp" else MPI
 
@@ -132,7 +160,9 @@ def main() -> None:
     ap.add_argument("--no-mpi", action="store_true")
     ap.add_argument("--no-tbf", action="store_true")
     ap.add_argument("--no-tcp", action="store_true")
+    ap.add_argument("--no-pm-qos", action="store_true", help="let idle CPUs halt (see the module's docstring)")
     a = ap.parse_args()
+    qos = PmQos(not a.no_pm_qos)
     n = a.runs
     kinds = ([] if a.no_tcp else ["tcp"]) + ([] if a.no_mpi or not MPI.is_file() or not shutil.which("mpirun") else ["mpi"])
     lats = ["10us", "50us"] if a.quick else ["2us", "10us", "50us"]
@@ -199,9 +229,11 @@ def main() -> None:
                 rows.append(("tbf/veth", f"bandwidth {rate}, 1 MiB (kernel reference)", f"{target:.1f} MB/s",
                              f"{m:.1f} MB/s", f"{(m - target) / target * 100:+.2f}%"))  # fmt: skip
 
+    qos.close()
     print(f"Interconnect emulator, medians of {n} runs; started {started}, load average {load:.2f} at start and "
-          f"{os.getloadavg()[0]:.2f} at the end (2 cores, shared with other jobs).")
-    print(f"Reproduce: python bench/emu_accuracy.py --runs {n}{' --quick' if a.quick else ''}\n")
+          f"{os.getloadavg()[0]:.2f} at the end (2 cores, shared with other jobs); {qos.describe()}.")
+    print(f"Reproduce: python bench/emu_accuracy.py --runs {n}{' --quick' if a.quick else ''}"
+          f"{' --no-pm-qos' if a.no_pm_qos else ''}\n")
     print("| layer | setting | target | measured | error |")
     print("|---|---|---|---|---|")
     for row in rows:
