@@ -9,10 +9,12 @@ time (cgroup cpuacct / cpu.stat) over what its configuration allows.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import shlex
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -50,7 +52,8 @@ class LiveService(Service):
         if cgroups.version() == 1 and (cgroups.root() / "cpuacct").is_dir():
             controllers.add("cpuacct")  # CPU time, where it is its own v1 hierarchy
         try:
-            self.group = cgroups.create(f"{name}-service", controllers)
+            # one group per manager process: two managers never share (or remove) one
+            self.group = cgroups.create(f"{name}-{os.getpid()}-service", controllers)
         except UnsupportedError as exc:
             raise UnsupportedError(f"the manager needs cgroup cpuset and cpu controllers: {exc.message}") from None
         self.cpuacct = _cpu_seconds(self.group)
@@ -72,16 +75,47 @@ class LiveService(Service):
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _wait_port(port, self.service, 10.0)
         self.lines: queue.Queue = queue.Queue()
+        self.load_started = threading.Event()
+        self.load_start = float("inf")  # wall-clock time the load profile began (after any preload)
         self.sniffer = LiveSniffer(interface, bpf=f"tcp port {port}", protocol=protocol, ports=[port],
                                    interval=interval_s, on_line=self._line).start()
-        self.load = subprocess.Popen([str(locate("perflearn-load")), *load], stdout=subprocess.DEVNULL,
+        self.load = subprocess.Popen([str(locate("perflearn-load")), *load], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
+        self.load_reader = threading.Thread(target=self._read_load, daemon=True)
+        self.load_reader.start()
+        self._await_load(timeout=120.0)
         self.last_cpu = _cpu_seconds(self.group)
         self.last_time = time.monotonic()
 
     def _line(self, obj: dict) -> None:
-        if obj.get("type") == "interval":
+        # Intervals that began before the load did hold the preload's burst of sets, not
+        # the trace: the loop never sees them.
+        if obj.get("type") == "interval" and float(obj.get("start", 0.0)) >= self.load_start:
             self.lines.put(obj)
+
+    def _read_load(self) -> None:
+        """Note when the load profile starts; keep the generator's stdout pipe drained."""
+        assert self.load.stdout is not None
+        for line in self.load.stdout:
+            if not self.load_started.is_set() and '"type":"start"' in line.replace(" ", ""):
+                try:
+                    self.load_start = float(json.loads(line)["start"])
+                except (ValueError, KeyError, TypeError):
+                    self.load_start = time.time()
+                self.load_started.set()
+
+    def _await_load(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.load_started.wait(0.1):
+            if self.load.poll() is not None:
+                stderr = (self.load.stderr.read() if self.load.stderr else "") or ""
+                why = f"exited with {self.load.returncode}: {stderr.strip()[:200]}"
+            elif time.monotonic() > deadline:
+                why = f"did not start its profile within {timeout:g} s"
+            else:
+                continue
+            self.close()
+            raise UsageError(f"perflearn-load {why}")
 
     def apply(self, config: Configuration) -> None:
         cpus = self.cpus[:config.cores]
@@ -126,6 +160,9 @@ class LiveService(Service):
                     proc.wait()
             if proc.stderr is not None:
                 proc.stderr.close()
+        self.load_reader.join(timeout=2.0)  # at the generator's end of output
+        if self.load.stdout is not None:
+            self.load.stdout.close()
         try:
             self.sniffer.stop()
         finally:

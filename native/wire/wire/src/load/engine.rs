@@ -440,6 +440,9 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
     gate.wait();
     let start = *start_at.get_or_init(Instant::now);
     let unix_start = unix_now() - start.elapsed().as_secs_f64();
+    // The profile starts now (after any preload): a controller reading the wire can tell
+    // the preload's traffic from the load's.
+    on_line(&serde_json::json!({"type": "start", "start": unix_start, "preloaded": opts.preload}).to_string());
     let mut pending: BTreeMap<usize, (usize, IntervalStats)> = BTreeMap::new();
     let mut totals = IntervalStats::new();
     let mut done = 0usize;
