@@ -165,6 +165,9 @@ class LiveSniffer:
             self._proc.wait()
         if self._reader is not None:
             self._reader.join(timeout=30)
+        for pipe in (self._proc.stdout, self._proc.stderr):
+            if pipe is not None and not (self._reader is not None and self._reader.is_alive()):
+                pipe.close()
         if self._proc.returncode not in (0, -signal.SIGINT):
             raise tool_error("perflearn-sniff", self._proc.returncode, self._stderr)
         return self.result
