@@ -82,7 +82,8 @@ def test_http_latency_matches_tshark_run_now(wire_tools):
 def test_csv_records(wire_tools, tmp_path):
     out = tmp_path / "records.csv"
     sniff_file(WIRE_DATA / "golden.pcap", extra=["--records", str(out)])
-    rows = list(csv.DictReader(out.open()))
+    with out.open() as f:
+        rows = list(csv.DictReader(f))
     assert len(rows) == sum(EXPECTED["responses"].values())
     assert {r["proto"] for r in rows} == set(EXPECTED["responses"])
     assert all(float(r["latency_us"]) >= 0 for r in rows)
