@@ -53,6 +53,8 @@ def test_detector_separates_known_classes_and_reports():
     report = evaluate(data, trees=50, folds=3)
     assert report["kfold"]["macro_f1"] > 0.95
     assert report["leave_one_app_out"]["macro_f1"] > 0.95 and "leave_one_input_out" in report
+    assert report["kfold (3 windows)"]["macro_f1"] > 0.95  # the verdict watch gives, over 3 windows
+    assert set(report["leave_one_app_out"]["per_group"]) == {"a", "b"}
     assert report["kfold"]["false_alarm"] < 0.1 and report["kfold"]["miss"] < 0.1
     assert sum(map(sum, report["kfold"]["confusion"]["matrix"])) == len(windows)
     assert report["slowdown"]["mape"] < 10
@@ -97,3 +99,60 @@ def test_rest_of_the_node_is_system_minus_workload():
     assert rest["rest.cpu"] == pytest.approx(1.0)  # 2 CPUs busy, 1 of them the workload
     assert rest["rest.net_rx"] == pytest.approx(700.0)  # its 300 socket bytes are its own
     assert "rest.write_bytes" not in rest  # a term was not sampled: no value, never a made-up 0
+
+
+def test_derived_signals_are_attributed_and_normalised():
+    from perflearn.detect.features import HEADER_BYTES, with_rest
+
+    tick = {"sys.cpu.user": 1.2, "sys.cpu.nice": 0.0, "sys.cpu.system": 0.4, "sys.cpu.idle": 0.3, "sys.cpu.iowait": 0.1,
+            "sys.cpu.irq": 0.0, "sys.cpu.softirq": 0.0, "sys.cpu.steal": 0.0, "proc.cpu.user": 0.9,
+            "proc.cpu.system": 0.1, "sys.net.rx_bytes": 10_000.0, "sys.net.rx_packets": 10.0, "proc.rchar": 3000.0,
+            "proc.read_bytes": 0.0, "proc.rss": 1e8}
+    rows = [{"run_id": 1, "metric": m, "t": 0.2, "value": v} for m, v in tick.items()]
+    rows += [{"run_id": 1, "metric": "sys.mem.available", "t": t, "value": v} for t, v in ((0.2, 5e9), (0.4, 4.9e9))]
+    rows += [{"run_id": 1, "metric": "proc.rss", "t": 0.4, "value": 1e8}]
+    derived = with_rest(pd.DataFrame(rows))
+    at = derived[derived["t"] == 0.2].set_index("metric")["value"]
+    assert at["rest.cpu"] == pytest.approx(0.6) and at["share.rest_cpu"] == pytest.approx(0.3)  # of 2 CPUs
+    assert at["share.own_cpu"] == pytest.approx(0.5) and at["share.iowait"] == pytest.approx(0.05)
+    assert at["rest.net_rx_payload"] == pytest.approx(10_000 - 10 * HEADER_BYTES - 3000)
+    assert at["rest.mem_avail"] == pytest.approx(5.1e9)  # available + the workload's own resident memory
+    later = derived[derived["t"] == 0.4].set_index("metric")["value"]
+    assert later["rest.mem_growth"] == pytest.approx(0.1e9 / 0.2)  # the rest of the node took 100 MB in 0.2 s
+    assert "rest.mem_growth" not in at  # no tick before the first: missing, not 0
+
+
+def test_the_classifier_sees_the_node_not_the_workloads_own_activity():
+    from perflearn.detect.features import node_columns, node_signal
+
+    assert not node_signal("proc.read_bytes") and not node_signal("sys.disk.read_bytes")
+    assert not node_signal("sys.psi.io.some") and not node_signal("sys.softirq.NET_RX")
+    assert node_signal("rest.read_bytes") and node_signal("share.steal") and node_signal("proc.run_delay")
+    assert node_signal("sys.vm.pgscan") and node_signal("sys.psi.memory.some") and node_signal("perf.cache-misses")
+    assert node_columns(["run_id", "proc.rss:mean", "rest.cpu:max"]) == ["rest.cpu:max"]
+    assert node_columns(["proc.rss:mean", "proc.minflt:max"]) == ["proc.rss:mean", "proc.minflt:max"]  # nothing else
+
+
+def test_unseen_workload_own_io_does_not_decide_the_verdict():
+    """Regression: held-out fio's own disk reads looked like the iobw injector, because the
+    detector learned the workload's raw I/O signals; it now learns the rest of the node's."""
+    windows, runs = synthetic()
+    rng = np.random.default_rng(1)
+    cpu_runs = runs.loc[runs["interference"] == "cpuoccupy", "run_id"]
+    own = windows["run_id"].isin(cpu_runs).to_numpy()
+    windows["proc.read_bytes:mean"] = np.where(own, 9.0, 1.0) + rng.normal(0, 0.1, len(windows))
+    windows = windows.rename(columns={"cpu:mean": "rest.cpu:mean", "cpu:max": "rest.cpu:max"})
+    detector = fit(training_set(windows, runs, "interference", [], None), interval=0.2, window=4, trees=50)
+    top = detector.importance(top=20)["feature"].tolist()
+    assert "proc.read_bytes:mean" not in top and any(f.startswith("rest.cpu:") for f in top)
+
+
+def test_smoothed_verdict_uses_only_earlier_windows_of_the_same_run():
+    from perflearn.detect.model import smooth_proba
+
+    proba = pd.DataFrame({"a": [1.0, 0.0, 0.0, 1.0], "b": [0.0, 1.0, 1.0, 0.0]})
+    run = pd.Series([7, 7, 7, 8])
+    window = pd.Series([2, 0, 1, 0])  # rows out of time order
+    smoothed = smooth_proba(proba, run, window, windows=2)
+    assert smoothed["a"].tolist() == [0.5, 0.0, 0.0, 1.0]  # window 2 with window 1; window 0 alone; run 8 alone
+    assert smooth_proba(proba, run, window, windows=1).equals(proba.astype(float))

@@ -1,12 +1,21 @@
 """Interference detection: which interference (or none) a window shows, and the slowdown
-it causes, with random forests (NiMC), out-of-bag scores and feature importance.
+it causes, with tree ensembles (NiMC), out-of-bag scores and feature importance.
 
-The classifier is a scikit-learn Pipeline — impute, drop constant features, keep the
-features an extremely randomised forest finds at least median-important (fitted on
-training folds only), random forest — so that cross-validation never sees test data
-while selecting features. (Univariate ANOVA selection was tried first: with a few
-ticks per window, skew and kurtosis are heavy-tailed and took the places of the
-signals that matter; macro-F1 fell from 0.95 to 0.63 on the data set of examples/detect.)
+The classifier is a scikit-learn Pipeline — keep the signals that describe the rest of
+the node (features.node_signal), impute, drop constant features, keep the features an
+extremely randomised forest finds at least median-important (fitted on training folds
+only), then an extremely randomised forest with bootstrap (for its out-of-bag score) —
+so that cross-validation never sees test data while selecting features. The slowdown
+regressor, a random forest, sees every feature: how much a workload slows is its own
+matter as much as the interference's.
+
+What was measured on the data set of examples/detect (bench/detect.md has the numbers):
+univariate ANOVA selection let heavy-tailed skew/kurtosis of a few ticks take the places
+of the signals that matter (macro-F1 0.95 -> 0.63); the workload's raw signals and
+unattributed node counts (PSI io/cpu, softirqs, disk and network totals) make an unseen
+workload's own I/O look like an injector's; a random forest, gradient boosting
+(HistGradientBoosting) and unweighted classes all generalised worse to unseen
+workloads than extremely randomised trees with balanced class weights.
 """
 
 from __future__ import annotations
@@ -19,25 +28,55 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
 
 from perflearn.errors import UsageError
 
+from .features import node_columns, node_signal
+
 HEALTHY = "none"
+SMOOTH = 3  # a verdict averages the class probabilities of this many latest windows
+
+
+class NodeSignals(TransformerMixin, BaseEstimator):
+    """Keep the feature columns (``signal:stat``) whose signal ``keep`` accepts
+    (features.node_signal by default); all of them when it accepts none."""
+
+    def __init__(self, keep=None):
+        self.keep = keep
+
+    def fit(self, X, y=None):
+        if not hasattr(X, "columns"):
+            raise TypeError("NodeSignals needs a DataFrame of named features (signal:stat)")
+        self.feature_names_in_ = np.asarray(X.columns, dtype=object)
+        self.n_features_in_ = len(X.columns)
+        self.columns_ = node_columns(X.columns, self.keep or node_signal)
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self, "columns_")
+        return X.reindex(columns=self.columns_)
+
+    def get_feature_names_out(self, input_features=None):
+        check_is_fitted(self, "columns_")
+        return np.asarray(self.columns_, dtype=object)
 
 
 def classifier(trees: int = 300, seed: int = 0):
-    from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
+    from sklearn.ensemble import ExtraTreesClassifier
     from sklearn.feature_selection import SelectFromModel, VarianceThreshold
     from sklearn.impute import SimpleImputer
     from sklearn.pipeline import Pipeline
 
     screen = ExtraTreesClassifier(n_estimators=100, class_weight="balanced", n_jobs=2, random_state=seed)
     return Pipeline([
+        ("signals", NodeSignals()),
         ("impute", SimpleImputer(strategy="median", keep_empty_features=True)),
         ("variance", VarianceThreshold()),
         ("select", SelectFromModel(screen, threshold="median")),
-        ("forest", RandomForestClassifier(n_estimators=trees, oob_score=True, class_weight="balanced",
-                                          n_jobs=2, random_state=seed)),
+        ("forest", ExtraTreesClassifier(n_estimators=trees, bootstrap=True, oob_score=True, class_weight="balanced",
+                                        n_jobs=2, random_state=seed)),
     ])
 
 
@@ -60,6 +99,7 @@ def _quiet(function):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Features .* are constant", category=UserWarning)
             warnings.filterwarnings("ignore", category=RuntimeWarning, module="sklearn")
+            warnings.filterwarnings("ignore", message="Some inputs do not have OOB scores", category=UserWarning)
             return function(*args, **kwargs)
 
     wrapper.__name__, wrapper.__doc__ = function.__name__, function.__doc__
@@ -69,13 +109,15 @@ def _quiet(function):
 @dataclass
 class TrainingSet:
     """Windows with their labels: X (features), y (interference kind), the run each
-    window came from, the groups to hold out, and each run's measured slowdown."""
+    window came from, the groups to hold out, each run's measured slowdown, and each
+    window's place in its run (None: rows of a run are in time order)."""
 
     X: pd.DataFrame
     y: pd.Series
     run: pd.Series
     groups: dict[str, pd.Series] = field(default_factory=dict)
     slowdown: pd.Series | None = None
+    window: pd.Series | None = None
 
 
 def training_set(windows: pd.DataFrame, runs: pd.DataFrame, label: str, group_columns: list[str],
@@ -108,6 +150,7 @@ def training_set(windows: pd.DataFrame, runs: pd.DataFrame, label: str, group_co
         run=joined["run_id"].reset_index(drop=True),
         groups={c: joined[c].astype(str).reset_index(drop=True) for c in group_columns},
         slowdown=None if slowdown is None else slowdown.reset_index(drop=True),
+        window=joined["window"].reset_index(drop=True) if "window" in joined else None,
     )
 
 
@@ -119,6 +162,13 @@ def rates(y_true, y_pred) -> dict[str, float]:
         "false_alarm": float((y_pred[healthy] != HEALTHY).mean()) if healthy.any() else float("nan"),
         "miss": float((y_pred[~healthy] == HEALTHY).mean()) if (~healthy).any() else float("nan"),
     }
+
+
+def _macro_f1(y_true, y_pred) -> float:
+    """Macro-F1 over the classes that occur in ``y_true``."""
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(y_true, y_pred, labels=sorted(set(y_true)), average="macro", zero_division=0))
 
 
 def classification_report(y_true, y_pred, labels: list[str]) -> dict:
@@ -134,25 +184,54 @@ def classification_report(y_true, y_pred, labels: list[str]) -> dict:
     }
 
 
+def smooth_proba(proba: pd.DataFrame, run: pd.Series, window: pd.Series | None = None,
+                 windows: int = SMOOTH) -> pd.DataFrame:
+    """Each window's class probabilities averaged with those of up to ``windows - 1``
+    earlier windows of the same run: the verdict a live watch gives, from the past only."""
+    position = np.arange(len(proba))
+    when = position if window is None else np.asarray(window)
+    order = np.lexsort((when, np.asarray(run)))  # by run, then time
+    ordered = pd.DataFrame(proba.to_numpy(dtype=float)[order], columns=proba.columns)
+    rolled = ordered.groupby(np.asarray(run)[order], sort=False).rolling(windows, min_periods=1).mean()
+    out = np.empty((len(proba), proba.shape[1]))
+    out[order] = rolled.reset_index(level=0, drop=True).sort_index().to_numpy()
+    return pd.DataFrame(out, index=proba.index, columns=proba.columns)
+
+
 @_quiet
-def evaluate(data: TrainingSet, trees: int = 300, folds: int = 5, seed: int = 0) -> dict:
+def evaluate(data: TrainingSet, trees: int = 300, folds: int = 5, seed: int = 0, smooth: int = SMOOTH,
+             model=None) -> dict:
     """Stratified k-fold (grouped by run: a run's windows never straddle train and test),
-    then leave-one-group-out for every group column (unseen workloads, unseen inputs)."""
+    then leave-one-group-out for every group column (unseen workloads, unseen inputs).
+
+    Each evaluation is reported per window and, with ``smooth`` > 1, as ``<name> (N windows)``:
+    the verdict averaged over the window and the ``smooth - 1`` before it in the same run,
+    as `perflearn detect watch` gives it. A held-out group's own macro-F1 is in ``per_group``.
+    ``model``: another classifier (a scikit-learn estimator with predict_proba) to compare."""
     from sklearn.model_selection import LeaveOneGroupOut, StratifiedGroupKFold, cross_val_predict
 
     labels = sorted(data.y.unique())
     if data.y.value_counts().min() < 2 or data.run.nunique() < folds:
         raise UsageError(f"too few runs to evaluate with {folds} folds ({data.run.nunique()} runs)")
-    model = classifier(trees, seed)
+    model = classifier(trees, seed) if model is None else model
     report: dict = {}
-    splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
-    predicted = cross_val_predict(model, data.X, data.y, groups=data.run, cv=splitter)
-    report["kfold"] = classification_report(data.y, predicted, labels)
+
+    def add(name: str, groups: pd.Series, cv, per_group: bool = False) -> None:
+        proba = cross_val_predict(model, data.X, data.y, groups=groups, cv=cv, method="predict_proba")
+        proba = pd.DataFrame(proba, columns=labels)  # cross_val_predict orders columns as sorted labels
+        verdicts = {name: proba.idxmax(axis=1)}
+        if smooth > 1:
+            verdicts[f"{name} ({smooth} windows)"] = smooth_proba(proba, data.run, data.window, smooth).idxmax(axis=1)
+        for key, predicted in verdicts.items():
+            report[key] = classification_report(data.y, predicted, labels)
+            if per_group:
+                report[key]["per_group"] = {str(g): _macro_f1(data.y[groups == g], predicted[groups == g])
+                                            for g in sorted(groups.unique())}
+
+    add("kfold", data.run, StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed))
     for name, groups in data.groups.items():
-        if groups.nunique() < 2:
-            continue
-        predicted = cross_val_predict(model, data.X, data.y, groups=groups, cv=LeaveOneGroupOut())
-        report[f"leave_one_{name}_out"] = classification_report(data.y, predicted, labels)
+        if groups.nunique() >= 2:
+            add(f"leave_one_{name}_out", groups, LeaveOneGroupOut(), per_group=True)
     if data.slowdown is not None and data.slowdown.notna().any():
         report["slowdown"] = _evaluate_slowdown(data, trees, folds, seed)
     return report
@@ -181,20 +260,27 @@ class Detector:
     classes: list[str]
     info: dict = field(default_factory=dict)
 
-    def predict(self, X: pd.DataFrame) -> pd.DataFrame:
+    def predict_proba(self, X: pd.DataFrame) -> pd.DataFrame:
+        """Probability of each class (columns) for each window (rows)."""
         X = X.reindex(columns=self.features)
-        proba = self.classifier.predict_proba(X)
-        classes = list(self.classifier.classes_)
-        best = proba.argmax(axis=1)
-        out = pd.DataFrame({"verdict": [classes[i] for i in best], "probability": proba.max(axis=1)})
+        return pd.DataFrame(self.classifier.predict_proba(X), columns=list(self.classifier.classes_), index=X.index)
+
+    def predict_slowdown(self, X: pd.DataFrame) -> np.ndarray | None:
+        return None if self.regressor is None else self.regressor.predict(X.reindex(columns=self.features))
+
+    def predict(self, X: pd.DataFrame) -> pd.DataFrame:
+        proba = self.predict_proba(X)
+        out = pd.DataFrame({"verdict": proba.idxmax(axis=1).to_numpy(), "probability": proba.max(axis=1).to_numpy()})
         if self.regressor is not None:
-            out["slowdown"] = self.regressor.predict(X)
+            out["slowdown"] = self.predict_slowdown(X)
         return out
 
     def importance(self, top: int = 15) -> pd.DataFrame:
         pipeline = self.classifier
-        mask = pipeline.named_steps["variance"].get_support()
-        kept = np.array(self.features)[mask]
+        kept = np.array(self.features)
+        if "signals" in pipeline.named_steps:
+            kept = np.asarray(pipeline.named_steps["signals"].columns_)
+        kept = kept[pipeline.named_steps["variance"].get_support()]
         kept = kept[pipeline.named_steps["select"].get_support()]
         forest = pipeline.named_steps["forest"]
         frame = pd.DataFrame({"feature": kept, "importance": forest.feature_importances_})

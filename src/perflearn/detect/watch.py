@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections import deque
 from collections.abc import Iterator
 
 import pandas as pd
@@ -13,7 +14,7 @@ from perflearn.errors import UsageError
 from perflearn.experiment.sampling import Sampler, SamplingSpec
 
 from .features import window_features
-from .model import Detector
+from .model import SMOOTH, Detector
 
 
 def samples_interval(samples: pd.DataFrame) -> float:
@@ -28,8 +29,12 @@ def samples_interval(samples: pd.DataFrame) -> float:
 
 
 def watch(detector: Detector, pid: int | None = None, command: list[str] | None = None,
-          intervals: int | None = None) -> Iterator[dict]:
-    """Yield one verdict per interval (once a window is full) until the process exits."""
+          intervals: int | None = None, smooth: int = SMOOTH) -> Iterator[dict]:
+    """Yield one verdict per interval (once a window is full) until the process exits.
+
+    A verdict averages the class probabilities (and slowdowns) of the sliding windows that
+    lie within the latest ``smooth`` windows' worth of ticks, as `detect evaluate` reports
+    it as "(N windows)"; ``smooth=1`` gives the newest window's own verdict."""
     process = None
     if command:
         try:
@@ -46,6 +51,8 @@ def watch(detector: Detector, pid: int | None = None, command: list[str] | None 
     sampler = Sampler(SamplingSpec(detector.interval, system=True, process=True))
     sampler.start(pgid)
     seen = 0
+    # windows that end in the latest (smooth - 1) * window + 1 ticks span smooth windows of ticks
+    recent_verdicts: deque = deque(maxlen=(max(1, smooth) - 1) * detector.window + 1)
     try:
         while True:
             time.sleep(detector.interval)
@@ -53,11 +60,19 @@ def watch(detector: Detector, pid: int | None = None, command: list[str] | None 
             samples = pd.DataFrame(list(sampler.samples), columns=["metric", "t", "value"])
             if not samples.empty:
                 last = round(samples["t"].max() / detector.interval)
-                recent = samples[(samples["t"] / detector.interval).round() > last - detector.window].copy()
-                recent["t"] -= (last - detector.window) * detector.interval  # the newest full window is window 0
+                # the newest full window is window 0; the tick before it (window -1, too short
+                # to count) gives the per-second changes of its first tick
+                recent = samples[(samples["t"] / detector.interval).round() >= last - detector.window].copy()
+                recent["t"] -= (last - detector.window) * detector.interval
                 features = window_features(recent, detector.interval, detector.window)
+                features = features[features["window"] == 0]
                 if len(features):
-                    verdict = detector.predict(features.iloc[[-1]]).iloc[0].to_dict()
+                    recent_verdicts.append((detector.predict_proba(features), detector.predict_slowdown(features)))
+                    proba = pd.concat([p for p, _ in recent_verdicts]).fillna(0.0).mean()
+                    verdict = {"verdict": str(proba.idxmax()), "probability": float(proba.max())}
+                    slowdowns = [s[0] for _, s in recent_verdicts if s is not None]
+                    if slowdowns:
+                        verdict["slowdown"] = float(sum(slowdowns) / len(slowdowns))
                     verdict["t"] = float(samples["t"].max())
                     seen += 1
                     yield verdict
