@@ -4,6 +4,10 @@ Forests give the spread across their trees (mean ± 1.645 std of the per-tree
 predictions), Gaussian processes their posterior std; target transforms (log, scaling) are monotone, so bands are mapped through
 them. Other families fall back on the relative error measured by
 cross-validation when the model was fitted.
+
+Forests predict through ``fastforest`` (a compiled numba kernel, same values as
+scikit-learn) when the input is large enough to pay for it; without numba, through
+``forest_members`` below.
 """
 
 from __future__ import annotations
@@ -18,8 +22,20 @@ from sklearn.pipeline import Pipeline
 
 Z90 = 1.6448536269514722  # two-sided 90% band of a normal
 
+# from this many (row, tree) walks, forests go through the compiled kernel of
+# perflearn.learn.fastforest (numba); below it, or without numba, through the trees' own predict
+COMPILED_FROM = 20_000
 
 _POOL = None
+
+
+def _compiled(forest, X, what: str, threads: int | None = None):
+    """``fastforest.<what>(forest, X)`` when the work is worth a compiled kernel, else None."""
+    if np.ndim(X) != 2 or np.shape(X)[0] * len(forest.estimators_) < COMPILED_FROM:
+        return None
+    from . import fastforest  # imports numba: only when it pays
+
+    return getattr(fastforest, what)(forest, X, threads)
 
 
 def _pool():
@@ -78,8 +94,11 @@ def forest_members(forest, X: np.ndarray, threads: int | None = None) -> np.ndar
     cells a lot); the rest are sorted by the most important features so neighbouring
     rows take the same branches (traversal is bound by branch misprediction); trees
     are split over at most two threads (the traversal releases the GIL) when the work
-    is large.
+    is large. Large inputs go through the compiled kernel instead (same values).
     """
+    fast = _compiled(forest, X, "members", threads)
+    if fast is not None:
+        return fast
     X32 = np.ascontiguousarray(X, dtype=np.float32)
     n_all = X32.shape[0]
     expand = None
@@ -120,12 +139,18 @@ def forest_members(forest, X: np.ndarray, threads: int | None = None) -> np.ndar
 def _dist(est, X, bands: bool = True):
     """(center, lo, hi) in est's output space, or None when est has no own spread."""
     if isinstance(est, (RandomForestRegressor, ExtraTreesRegressor)):
-        P = forest_members(est, X)
-        center = P.mean(axis=0)
         if not bands:
+            center = _compiled(est, X, "predict")
+            if center is None:
+                center = forest_members(est, X).mean(axis=0)
             return center, center, center
         # normal approximation of the spread across trees (exact percentiles cost ~10x more)
-        sd = P.std(axis=0)
+        fast = _compiled(est, X, "mean_std")
+        if fast is not None:
+            center, sd = fast
+        else:
+            P = forest_members(est, X)
+            center, sd = P.mean(axis=0), P.std(axis=0)
         return center, center - Z90 * sd, center + Z90 * sd
     if not bands and not _has_forest(est):
         return None
