@@ -46,9 +46,10 @@ def _derived(wide: pd.DataFrame) -> dict[str, pd.Series]:
     cpus = cpus.where(cpus > 0)
     sock_in = clip(g("proc.rchar") - g("proc.read_bytes"))  # read() bytes that were not storage
     sock_out = clip(g("proc.wchar") - g("proc.write_bytes"))
+    rest_cpu = clip(g("sys.cpu.user") + g("sys.cpu.nice") + g("sys.cpu.system") - own_cpu)
     out = {
         # what the rest of the node does: system-wide minus the workload's own, same units
-        "rest.cpu": clip(g("sys.cpu.user") + g("sys.cpu.nice") + g("sys.cpu.system") - own_cpu),
+        "rest.cpu": rest_cpu,
         "rest.cpu.user": clip(g("sys.cpu.user") + g("sys.cpu.nice") - g("proc.cpu.user")),
         "rest.cpu.system": clip(g("sys.cpu.system") - g("proc.cpu.system")),
         "rest.read_bytes": clip(g("sys.disk.read_bytes") - g("proc.read_bytes")),
@@ -62,7 +63,7 @@ def _derived(wide: pd.DataFrame) -> dict[str, pd.Series]:
         # memory the node would have available without the workload's resident memory
         "rest.mem_avail": g("sys.mem.available") + g("proc.rss"),
         # shares of the node's CPU time: the same on a node of any size
-        "share.rest_cpu": clip(g("sys.cpu.user") + g("sys.cpu.nice") + g("sys.cpu.system") - own_cpu) / cpus,
+        "share.rest_cpu": rest_cpu / cpus,
         "share.own_cpu": own_cpu / cpus,
         **{f"share.{f}": g(f"sys.cpu.{f}") / cpus for f in ("idle", "iowait", "softirq", "steal")},
         # node-wide over the workload's own, in log scale (0: all of it the workload's)

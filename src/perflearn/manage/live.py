@@ -97,11 +97,14 @@ class LiveService(Service):
         """Note when the load profile starts; keep the generator's stdout pipe drained."""
         assert self.load.stdout is not None
         for line in self.load.stdout:
-            if not self.load_started.is_set() and '"type":"start"' in line.replace(" ", ""):
-                try:
-                    self.load_start = float(json.loads(line)["start"])
-                except (ValueError, KeyError, TypeError):
-                    self.load_start = time.time()
+            if self.load_started.is_set():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and obj.get("type") == "start":
+                self.load_start = float(obj.get("start") or time.time())
                 self.load_started.set()
 
     def _await_load(self, timeout: float) -> None:
