@@ -6,7 +6,8 @@
 #
 # 1. the knee of memcached's load-latency curve at maximum configuration -> QoS target
 #    and maximum load (seed 4.1.3); 2. Heimdall's profiling sweep over the manager's
-#    configurations x load; 3. a random forest of log p95 from it; 4. every policy.
+#    configurations x load; 3. a random forest of log p95 from its 1-s wire intervals;
+#    4. every policy.
 set -e
 cd "$(dirname "$0")/.."
 store=${1:-/tmp/perflearn-manage-live.duckdb}
@@ -21,8 +22,8 @@ max_rps=$(echo "$knee" | sed -n 's/.*maximum load \([0-9.e+]*\) .*/\1/p')
 target_ms=$(python3 -c "print($target_us / 1000)")
 
 perflearn run examples/memcached-profile/spec.toml -s "$store" --resume -q
-perflearn fit -e memcached-profile -s "$store" -t wire_p95 --family rf --log-target yes -f cores,quota,rate \
-    -o /tmp/perflearn-manage-p95.model
+perflearn fit -e memcached-profile -s "$store" --per-sample --warmup 1 -t wire.p95_us --context-cols wire.rps \
+    -f cores,quota,wire.rps --family rf --log-target yes -o /tmp/perflearn-manage-p95.model
 
 perflearn manage --service "$service" --cores 2 --levels 4 --max-rps "$max_rps" --target-ms "$target_ms" \
     --model /tmp/perflearn-manage-p95.model --step-seconds "$step" --store "$store" \

@@ -73,6 +73,7 @@ def test_memcached_wire(store_path):
     with open_store(store_path) as store:
         samples = store.samples("memcached-wire")
     assert {"wire.p99_us", "wire.rps"} <= set(samples["metric"])
+    assert samples["t"].between(-1, 60).all()  # seconds since the run started, not wall-clock time
 
 
 @pytest.mark.parametrize("name", ["memcached-profile", "detect"])

@@ -31,6 +31,7 @@ TargetOpt = Annotated[str, typer.Option("--target", "-t", help="Metric to model.
 FeaturesOpt = Annotated[Optional[str], typer.Option("--features", "-f", help="Comma-separated features (default: all knobs and context).")]
 MetricsOpt = Annotated[Optional[str], typer.Option("--metrics", "-m", help="CSV: comma-separated metric columns (default: the target and any constrained metric).")]
 ContextColsOpt = Annotated[Optional[str], typer.Option("--context-cols", help="CSV: comma-separated context columns (situation, not choice).")]
+PerSampleOpt = Annotated[bool, typer.Option("--per-sample", help="Experiment: one row per sample time of each run (e.g. every wire interval); sampled signals are metrics, or features when named in --context-cols.")]
 FamilyOpt = Annotated[str, typer.Option("--family", help="cart, rf, gbm, svr, mlp, linear, knn, gp, or auto (chosen by CV).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
 
@@ -47,14 +48,22 @@ def load_dataset(
     store: Path,
     metrics: list[str],
     context_cols: list[str] | None = None,
+    per_sample: bool = False,
+    warmup: float = 0.0,
 ) -> "Dataset":
-    """The runs to learn from: a CSV or a stored experiment (exactly one)."""
+    """The runs to learn from: a CSV or a stored experiment (exactly one). With
+    ``per_sample``, a stored experiment gives one row per run and sample time (its
+    collectors' time series, e.g. every wire interval), and sampled signals named in
+    ``context_cols`` are features rather than metrics."""
     from perflearn.store import Dataset
 
     if csv is not None and experiment is not None:
         raise UsageError("give either --csv or --experiment, not both", where="arguments")
     if csv is None and experiment is None:
         raise UsageError("say where the runs are: --csv FILE or --experiment NAME [--store FILE]", where="arguments")
+    if per_sample and csv is not None:
+        raise UsageError("--per-sample reads the time series of a stored experiment; a CSV has one row per run "
+                         "already", where="arguments")
     if csv is not None:
         head = _csv_columns(csv)
         missing = [m for m in metrics if m not in head]
@@ -69,6 +78,15 @@ def load_dataset(
         raise UsageError("no such store (run an experiment first, or pass --store)", where=str(store))
     with open_store(store) as s:
         ds = s.dataset(experiment)
+        if per_sample:
+            sampled = s.samples(experiment)
+            names = set(sampled["metric"])
+            ds = ds.per_sample(sampled, [c for c in context_cols or [] if c in names], warmup)
+            context_cols = [c for c in context_cols or [] if c not in names]
+            missing = [m for m in metrics if m not in ds.metrics and m not in ds.context]
+            if missing:
+                raise UsageError(f"no sampled signal {missing[0]!r} (sampled: {', '.join(sorted(names))})",
+                                 where="--per-sample")
     if context_cols:
         for c in context_cols:
             if c not in ds.knobs and c not in ds.context:
@@ -161,12 +179,19 @@ def fit(
     log_target: Annotated[str, typer.Option("--log-target", help="auto, yes or no.")] = "auto",
     cv: Annotated[int, typer.Option("--cv", help="Cross-validation folds.")] = 5,
     ensemble: Annotated[Optional[int], typer.Option("--ensemble", help="auto: average a greedy ensemble of this many picks (1 = best single; default: perflearn's choice).")] = None,
+    per_sample: PerSampleOpt = False,
+    warmup: Annotated[float, typer.Option("--warmup", help="--per-sample: leave out samples of each run's first SECONDS (e.g. a preload).")] = 0.0,
     seed: SeedOpt = 0,
 ) -> None:
     """Fit a performance model of TARGET and save it as a directory."""
     from perflearn.learn.model import fit as fit_model
 
-    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
+    if warmup and not per_sample:
+        raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
+    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup)
+    if per_sample:
+        terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; the CV below splits "
+                      "samples, not runs, so it is optimistic (samples of one run are alike)")
     model = fit_model(ds, target, _split(features), family, log_target=_log_opt(log_target), cv=cv,
                       random_state=seed, ensemble=ensemble)
     model.save(out)

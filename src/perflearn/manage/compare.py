@@ -112,22 +112,23 @@ def figure(frames: dict[str, pd.DataFrame], path, title: str = "") -> None:
     plt.close(fig)
 
 
-FEEDABLE = ("cores", "level", "quota", "rps", "rate")
+FEEDABLE = ("cores", "level", "quota", "rps", "rate", "wire.rps")
 
 
 def model_predictor(model, scale: float):
     """Adapt a perflearn model of tail latency to the Heimdall policy: its features must
-    be among cores, level, quota (= cores x level CPUs) and rps/rate (the load);
+    be among cores, level, quota (= cores x level CPUs) and rps/rate/wire.rps (the load;
+    ``wire.rps`` is the per-interval rate of a model fitted ``--per-sample``);
     ``scale`` turns its unit into seconds (1e-6 for the wire analyzer's microseconds)."""
     from perflearn.errors import UsageError
 
     unknown = [f for f in model.features if f not in FEEDABLE]
     if unknown:
         raise UsageError(f"the model was trained on {', '.join(model.features)}; the manager can give it only "
-                         f"{', '.join(FEEDABLE)} (quota = cores x level CPUs; rps = rate = the load)")
+                         f"{', '.join(FEEDABLE)} (quota = cores x level CPUs; rps = rate = wire.rps = the load)")
 
     def predict(frame: pd.DataFrame):
-        full = frame.assign(quota=frame["cores"] * frame["level"], rate=frame["rps"])
+        full = frame.assign(quota=frame["cores"] * frame["level"], rate=frame["rps"], **{"wire.rps": frame["rps"]})
         dist = model.predict_dist(full[model.features])
         return dist["pred"].to_numpy() * scale, dist["std"].to_numpy() * scale
 

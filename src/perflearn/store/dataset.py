@@ -118,3 +118,44 @@ class Dataset:
             units={m: "" for m in metrics},
             kinds=kinds,
         )
+
+    def per_sample(self, samples: pd.DataFrame, context: list[str] | None = None, warmup: float = 0.0) -> "Dataset":
+        """One row per run and sample time instead of one per run.
+
+        ``samples`` is the store's long form (run_id, metric, t, value). Each row keeps
+        its run's knobs and context, and every signal sampled at that time becomes a
+        metric column named as stored (e.g. ``wire.p95_us``); the signals named in
+        ``context`` become context instead (e.g. ``wire.rps``, the load an interval
+        really carried). This is what a controller sees every interval, so a model of
+        it learns from many intervals rather than one summary per run. Samples taken in
+        the first ``warmup`` seconds of a run are left out (e.g. a load generator's
+        preload). A signal not sampled at a time is NaN there; runs that are not ok keep
+        their status.
+        """
+        context = list(context or [])
+        if warmup < 0:
+            raise UsageError(f"warm-up must be at least 0 s, got {warmup:g}", where="--warmup")
+        samples = samples[samples["t"] >= warmup]
+        if samples.empty:
+            raise UsageError("no samples stored: the experiment's collectors recorded no time series",
+                             where=self.experiment)
+        names = sorted(samples["metric"].unique())
+        unknown = [c for c in context if c not in names]
+        if unknown:
+            raise UsageError(f"no sampled signal {unknown[0]!r} (sampled: {', '.join(names)})", where=self.experiment)
+        wide = samples.groupby(["run_id", "t", "metric"])["value"].first().unstack("metric").reset_index()
+        wide.columns.name = None
+        runs = self.frame.drop(columns=self.metrics)
+        frame = runs.merge(wide, on="run_id", how="inner").drop(columns="t")
+        metrics = [n for n in names if n not in context]
+        for col in names:
+            frame[col] = frame[col].astype(float)
+        return Dataset(
+            experiment=self.experiment,
+            frame=frame.reset_index(drop=True),
+            knobs=list(self.knobs),
+            metrics=metrics,
+            context=[*self.context, *context],
+            units={m: "" for m in metrics},
+            kinds={**self.kinds, **{c: "numeric" for c in context}},
+        )

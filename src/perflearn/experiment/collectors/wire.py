@@ -5,10 +5,14 @@ just before the workload and stopped just after it. The summary gives the metric
 (``field``: rps, requests, mean_us, p50_us, p90_us, p95_us, p99_us, p999_us, max_us,
 and the analyzer's counters: evicted, discarded, unmatched_responses, gaps, desyncs,
 flows_dropped, kernel_dropped); every interval aggregate is also stored as a sample
-``wire.<field>`` of the run. A capture that saw no request leaves the latencies missing.
+``wire.<field>`` of the run, at the interval's start in seconds since the capture began
+(the store's convention for sample times). A capture that saw no request leaves the
+latencies missing.
 """
 
 from __future__ import annotations
+
+import time
 
 from ..launch import fill
 from .base import Collector, Missing
@@ -65,6 +69,7 @@ class Wire(Collector):
         from perflearn.wire import LiveSniffer
 
         self._captures, self._results, self._errors = {}, {}, {}
+        self._started = time.time()  # the sniffer's interval times are wall-clock seconds
         for metric in self.metrics:
             key = self._key(metric, run)
             if key in self._captures or key in self._errors:
@@ -111,7 +116,8 @@ class Wire(Collector):
         rows = []
         for (_, _, _, _), capture in self._results.items():
             for i, interval in enumerate(capture.intervals):
-                t = float(interval.get("t", interval.get("end", i + 1)))
+                start = interval.get("start")
+                t = float(start) - self._started if isinstance(start, (int, float)) else float(i)
                 for name in INTERVAL_FIELDS:
                     if isinstance(interval.get(name), (int, float)):
                         rows.append((f"wire.{name}", t, float(interval[name])))
