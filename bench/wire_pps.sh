@@ -69,7 +69,7 @@ echo "Median of $RUNS runs, each pinned to one CPU (taskset -c $cpu); load avera
 echo
 echo "| reader | CPU s | packets/CPU-s | vs tshark (CPU) | wall s | packets/wall-s |"
 echo "|---|---|---|---|---|---|"
-row "perflearn-sniff -r (per-request latency + intervals)" "$sniff_cpu" "$sniff_wall"
+row "perflearn-sniff -r (per-request latency, matching, histograms)" "$sniff_cpu" "$sniff_wall"
 row "tcpdump -n -r (one line per packet)" "$tcpdump_cpu" "$tcpdump_wall"
 row "tshark -n -r (dissect, one line per packet)" "$tshark_cpu" "$tshark_wall"
 echo

@@ -42,3 +42,11 @@ def test_load_command(wire_tools, memcached):
     assert res.exit_code == 0, res.output
     summary = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")][-1]
     assert summary["type"] == "summary" and summary["completed"] == summary["sent"] > 0
+
+
+def test_load_command_pins_send_threads(wire_tools, memcached):
+    res = CliRunner().invoke(app, ["load", memcached.address, "-p", "memcache-binary", "-r", "500", "-d", "0.3",
+                                   "--cpus", "0", "--spin-us", "20"])
+    assert res.exit_code == 0, res.output
+    summary = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")][-1]
+    assert summary["sched"]["cpus"] == [0] and summary["sched"]["spin_us"] == 20

@@ -43,3 +43,46 @@ def test_connection_refused_is_one_line(wire_tools):
     assert "\n" not in str(exc.value)
     with pytest.raises(UsageError):
         run_load("127.0.0.1:1", "smtp")
+
+
+def test_pinning_and_realtime_are_applied_and_recorded(wire_tools, memcached):
+    import os
+
+    realtime = 5 if os.geteuid() == 0 else None
+    r = run_load(memcached.address, "memcache-binary", rate=500, duration=0.5, connections=4, threads=2,
+                 cpus="0", realtime=realtime, spin_us=50)
+    sched = r.summary["sched"]
+    assert sched["cpus"] == [0, 0]  # both send threads on CPU 0
+    assert sched["realtime_priority"] == realtime
+    assert sched["spin_us"] == 50
+    # Real-time threads have no timer slack; the others ask for 1 ns instead of 50 µs.
+    assert sched["timer_slack_ns"] == (0 if realtime else 1)
+    assert r.summary["completed"] == r.summary["sent"] > 0
+    late = r.summary["send_late"]
+    assert set(late) == {"late_wakeup", "busy", "behind_writes"}
+    assert sum(late.values()) <= r.summary["sent"]
+
+
+def test_default_run_is_not_pinned(wire_tools, memcached):
+    r = run_load(memcached.address, "memcache-binary", rate=200, duration=0.3, connections=1)
+    assert r.summary["sched"]["cpus"] == []
+    assert r.summary["sched"]["realtime_priority"] is None
+    assert r.summary["sched"]["timer_slack_ns"] == 1
+
+
+@pytest.mark.parametrize("args, where", [
+    ({"cpus": "3-1"}, "--cpus"),
+    ({"cpus": "a"}, "--cpus"),
+    ({"realtime": 0}, "--realtime"),
+    ({"spin_us": -1}, "--spin-us"),
+])
+def test_bad_scheduling_options_are_one_line(wire_tools, args, where):
+    with pytest.raises(PerflearnError, match=where) as exc:
+        run_load("127.0.0.1:1", "redis", rate=10, duration=0.1, **args)
+    assert "\n" not in str(exc.value)
+
+
+def test_pinning_to_a_missing_cpu_is_one_line(wire_tools, memcached):
+    with pytest.raises(PerflearnError, match="cannot pin to CPU 1000") as exc:
+        run_load(memcached.address, "memcache-binary", rate=10, duration=0.1, connections=1, cpus="1000")
+    assert "\n" not in str(exc.value)

@@ -88,6 +88,9 @@ def load(
     value_size: Annotated[str, typer.Option(help="fixed:N, uniform:A-B, etc.")] = "fixed:32",
     set_ratio: Annotated[float, typer.Option(help="Fraction of sets.")] = 0.1,
     preload: Annotated[bool, typer.Option(help="Set every key before the run.")] = False,
+    cpus: Annotated[Optional[str], typer.Option(help="Pin the send threads to these CPUs, e.g. 1 or 0,2-3.")] = None,
+    realtime: Annotated[Optional[int], typer.Option(help="Run the send threads SCHED_FIFO at this priority (1-99).")] = None,
+    spin_us: Annotated[Optional[float], typer.Option(help="Microseconds before a send that a thread stops sleeping.")] = None,
 ) -> None:
     """Open-loop load (latency from the intended send time): JSON Lines on stdout."""
     extra = ["--arrivals", arrivals, "--key-size", key_size, "--value-size", value_size,
@@ -97,5 +100,5 @@ def load(
     if preload:
         extra.append("--preload")
     result = run_load(server, protocol, rate=rate, duration=duration, connections=connections, threads=threads,
-                      profile=profile, extra=extra, on_line=_emit)
+                      profile=profile, cpus=cpus, realtime=realtime, spin_us=spin_us, extra=extra, on_line=_emit)
     _describe(result.summary, server)

@@ -29,15 +29,30 @@ def run_load(
     connections: int = 8,
     threads: int = 1,
     profile: str = "constant",
+    cpus: str | None = None,
+    realtime: int | None = None,
+    spin_us: float | None = None,
     extra: Sequence[str] = (),
     on_line: Callable[[dict], None] | None = None,
 ) -> LoadResult:
-    """Drive ``server`` ("host:port"); returns its interval lines and summary."""
+    """Drive ``server`` ("host:port"); returns its interval lines and summary.
+
+    ``cpus`` pins the send threads ("1", "0,2-3"), ``realtime`` runs them SCHED_FIFO at
+    that priority, ``spin_us`` is how long before a send they stop sleeping; the summary's
+    ``sched`` records what was in force.
+    """
     if protocol not in PROTOCOLS:
         raise UsageError(f"unknown protocol {protocol!r} (one of {', '.join(PROTOCOLS)})", where="protocol")
     cmd = [str(locate("perflearn-load")), "--server", server, "--protocol", protocol, "--rate", str(rate),
            "--duration", str(duration), "--connections", str(connections), "--threads", str(threads),
-           "--profile", profile, *extra]
+           "--profile", profile]
+    if cpus is not None:
+        cmd.append(f"--cpus={cpus}")
+    if realtime is not None:
+        cmd.append(f"--realtime={realtime}")
+    if spin_us is not None:
+        cmd.append(f"--spin-us={spin_us}")  # "=": a negative value is not a flag
+    cmd += list(extra)
     result = LoadResult()
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None and proc.stderr is not None

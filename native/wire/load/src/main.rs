@@ -9,7 +9,10 @@ use clap::Parser;
 use perflearn_wire::load::dist::{Arrivals, Sizes};
 use perflearn_wire::load::profile::Profile;
 use perflearn_wire::load::request::{LoadProto, Workload};
-use perflearn_wire::load::{run, Options};
+use std::time::Duration;
+
+use perflearn_wire::load::sched::{parse_cpus, Sched};
+use perflearn_wire::load::{run, Options, SPIN_MARGIN};
 use perflearn_wire::WireError;
 
 #[derive(Parser, Debug)]
@@ -72,6 +75,15 @@ struct Args {
     drain: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Pin the send threads to these CPUs (thread i on the i-th, cycling): "1", "0,2-3".
+    #[arg(long)]
+    cpus: Option<String>,
+    /// Run the send threads SCHED_FIFO at this priority (1-99; needs root or CAP_SYS_NICE).
+    #[arg(long, num_args = 0..=1, default_missing_value = "10")]
+    realtime: Option<u8>,
+    /// Microseconds before a send that a thread stops sleeping and spins.
+    #[arg(long, default_value_t = SPIN_MARGIN.as_secs_f64() * 1e6)]
+    spin_us: f64,
 }
 
 fn resolve(s: &str) -> Result<SocketAddr, WireError> {
@@ -102,6 +114,16 @@ fn run_main(a: Args) -> Result<(), WireError> {
         path: a.path.clone(),
         host: a.server.clone(),
     };
+    if a.realtime.is_some_and(|p| !(1..=99).contains(&p)) {
+        return Err(WireError::new("--realtime", "priority must be 1-99"));
+    }
+    if !(a.spin_us.is_finite() && (0.0..=1e6).contains(&a.spin_us)) {
+        return Err(WireError::new("--spin-us", "must be between 0 and 1000000"));
+    }
+    let cpus = match a.cpus.as_deref() {
+        Some(c) => parse_cpus(c).map_err(|e| WireError::new("--cpus", e))?,
+        None => Vec::new(),
+    };
     let opts = Options {
         addr,
         workload,
@@ -113,6 +135,8 @@ fn run_main(a: Args) -> Result<(), WireError> {
         drain: a.drain,
         seed: a.seed,
         preload: a.preload,
+        sched: Sched { cpus, realtime: a.realtime },
+        spin: Duration::from_secs_f64(a.spin_us / 1e6),
     };
     let stdout = io::stdout();
     let mut on_line = |l: &str| {

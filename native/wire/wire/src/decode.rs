@@ -10,12 +10,11 @@ use crate::Ts;
 /// An IPv4 address is stored as an IPv4-mapped IPv6 address.
 pub type Addr = [u8; 16];
 
+/// Built as one 128-bit value: byte-by-byte stores read back as words right after (the
+/// flow key) stalled store forwarding, ~10 % of the time per packet.
+#[inline]
 pub fn v4_mapped(a: [u8; 4]) -> Addr {
-    let mut m = [0u8; 16];
-    m[10] = 0xff;
-    m[11] = 0xff;
-    m[12..].copy_from_slice(&a);
-    m
+    ((0xffffu128 << 32) | u32::from_be_bytes(a) as u128).to_be_bytes()
 }
 
 pub fn format_addr(a: &Addr, port: u16) -> String {
@@ -26,7 +25,7 @@ pub fn format_addr(a: &Addr, port: u16) -> String {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpSeg<'a> {
     pub ts: Ts,
     pub src: Addr,
@@ -118,6 +117,50 @@ fn slice_rest(sub: &[u8], whole: &[u8]) -> usize {
 
 pub fn decode(frame: Frame<'_>) -> Result<TcpSeg<'_>, Skip> {
     let bytes = ip_bytes(&frame)?;
+    match plain_v4_tcp(frame.ts, bytes) {
+        Some(seg) => Ok(seg),
+        None => decode_ip(frame.ts, bytes),
+    }
+}
+
+/// The common case read directly: an unfragmented IPv4 packet carrying TCP, both headers
+/// whole in the capture. Anything else (IPv6, fragments, a cut or odd header) gives None
+/// and goes through etherparse (`decode_ip`), whose result this equals (tested): the
+/// general slicer and the large result it returns were a fifth of the time per packet.
+#[inline]
+fn plain_v4_tcp(ts: Ts, ip: &[u8]) -> Option<TcpSeg<'_>> {
+    let h = ip.get(..20)?;
+    let ihl = usize::from(h[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    let fragment = u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0;
+    if h[0] >> 4 != 4 || ihl < 20 || total < ihl + 20 || total > ip.len() || fragment || h[9] != 6 {
+        return None;
+    }
+    let tcp = &ip[ihl..total];
+    let off = usize::from(tcp[12] >> 4) * 4;
+    if off < 20 || off > tcp.len() {
+        return None;
+    }
+    let flags = tcp[13];
+    let word = |i: usize| u32::from_be_bytes([tcp[i], tcp[i + 1], tcp[i + 2], tcp[i + 3]]);
+    Some(TcpSeg {
+        ts,
+        src: v4_mapped([h[12], h[13], h[14], h[15]]),
+        dst: v4_mapped([h[16], h[17], h[18], h[19]]),
+        sport: u16::from_be_bytes([tcp[0], tcp[1]]),
+        dport: u16::from_be_bytes([tcp[2], tcp[3]]),
+        seq: word(4),
+        ack: if flags & 0x10 != 0 { Some(word(8)) } else { None },
+        syn: flags & 0x02 != 0,
+        fin: flags & 0x01 != 0,
+        rst: flags & 0x04 != 0,
+        payload: &tcp[off..],
+        payload_len: (tcp.len() - off) as u32,
+    })
+}
+
+/// Any IP packet through etherparse's lax slicer.
+pub fn decode_ip(ts: Ts, bytes: &[u8]) -> Result<TcpSeg<'_>, Skip> {
     let (ip, _) = LaxIpSlice::from_slice(bytes).map_err(|_| Skip::Malformed)?;
     let (src, dst, logical_ip_payload, ip_number, ip_payload) = ip_parts(&ip)?;
     if ip_number != etherparse::IpNumber::TCP {
@@ -127,7 +170,7 @@ pub fn decode(frame: Frame<'_>) -> Result<TcpSeg<'_>, Skip> {
     let header_len = tcp.slice().len() - tcp.payload().len();
     let payload_len = logical_ip_payload.saturating_sub(header_len).max(tcp.payload().len());
     Ok(TcpSeg {
-        ts: frame.ts,
+        ts,
         src,
         dst,
         sport: tcp.source_port(),
@@ -184,6 +227,46 @@ mod tests {
         b.write(&mut out, b"PING\r\n").unwrap();
         let s = decode(frame(&out, link::ETHERNET)).unwrap();
         assert_eq!((s.dport, s.payload), (6379, &b"PING\r\n"[..]));
+    }
+
+    /// The direct IPv4/TCP reader agrees with etherparse on real, odd and corrupted packets.
+    #[test]
+    fn plain_path_equals_etherparse() {
+        use proptest::prelude::*;
+        let base = |opts: bool, payload: usize| {
+            let b = PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).tcp(40000, 11211, 0xfffffff0, 512).ack(77).psh();
+            let mut out = Vec::new();
+            b.write(&mut out, &vec![0x80u8; payload]).unwrap();
+            if opts {
+                // IHL 6: one word of IP options (NOPs).
+                out.splice(20..20, [1u8, 1, 1, 1]);
+                out[0] = 0x46;
+                let total = (out.len() as u16).to_be_bytes();
+                out[2..4].copy_from_slice(&total);
+            }
+            out
+        };
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig { cases: 4000, ..ProptestConfig::default() });
+        let strategy = (any::<bool>(), 0usize..64, proptest::collection::vec((0usize..80, any::<u8>()), 0..4), 0usize..200, 0usize..8);
+        runner
+            .run(&strategy, |(opts, payload, flips, cut, pad)| {
+                let mut p = base(opts, payload);
+                for (at, b) in flips {
+                    if let Some(x) = p.get_mut(at) {
+                        *x = b;
+                    }
+                }
+                p.truncate(cut.max(1));
+                p.extend(std::iter::repeat_n(0u8, pad)); // Ethernet padding past the IP length
+                if let Some(fast) = plain_v4_tcp(9, &p) {
+                    prop_assert_eq!(Ok(fast), decode_ip(9, &p));
+                }
+                Ok(())
+            })
+            .unwrap();
+        // The direct path is taken for the common case.
+        assert!(plain_v4_tcp(1, &base(false, 10)).is_some());
+        assert!(plain_v4_tcp(1, &base(true, 10)).is_some());
     }
 
     #[test]

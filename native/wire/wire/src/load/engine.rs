@@ -17,7 +17,8 @@ use serde::Serialize;
 use super::dist::Arrivals;
 use super::profile::Profile;
 use super::request::{Replies, Workload};
-use super::timer::{Wakeup, SPIN_MARGIN};
+use super::sched::{self, Applied, Sched};
+use super::timer::Wakeup;
 use crate::error::{Result, WireError};
 use crate::stats::{Latencies, Summary, Window};
 
@@ -36,7 +37,14 @@ pub struct Options {
     pub seed: u64,
     /// Set every key once before the measured run.
     pub preload: bool,
+    /// Pinning and real-time priority of the send threads.
+    pub sched: Sched,
+    /// How long before a send a thread stops sleeping and spins.
+    pub spin: Duration,
 }
+
+/// A send later than this is attributed to its largest cause in the report.
+const LATE: Duration = Duration::from_micros(20);
 
 struct Pending {
     intended: Instant,
@@ -49,11 +57,58 @@ struct Conn {
     /// Cumulative bytes queued / written.
     queued: u64,
     written: u64,
-    /// (end offset, intended time) of requests not yet fully written.
-    unsent: VecDeque<(u64, Instant)>,
+    /// Requests not yet fully written.
+    unsent: VecDeque<Unsent>,
     pending: VecDeque<Pending>,
     replies: Replies,
     alive: bool,
+}
+
+/// A request queued for writing: where it ends in the output, when it was due, when its
+/// thread last returned from epoll, when the thread built it, and how long after it was
+/// due (and the thread awake) the thread was still inside an earlier request's write.
+#[derive(Clone, Copy)]
+struct Unsent {
+    end: u64,
+    intended: Instant,
+    woke: Instant,
+    noticed: Instant,
+    prior_write: Duration,
+}
+
+/// Sends later than `LATE`, each counted under its largest part: the thread woke up
+/// late (timer, scheduler, vCPU), was awake but busy (reading replies, interrupts,
+/// bookkeeping), or was inside its own earlier writes (a loopback write delivers the
+/// request to the server within the call, 10-20 µs).
+#[derive(Debug, Default, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct LateCauses {
+    pub late_wakeup: u64,
+    pub busy: u64,
+    pub behind_writes: u64,
+}
+
+impl LateCauses {
+    fn add(&mut self, o: &LateCauses) {
+        self.late_wakeup += o.late_wakeup;
+        self.busy += o.busy;
+        self.behind_writes += o.behind_writes;
+    }
+
+    fn count(&mut self, u: &Unsent, issued: Instant) {
+        if issued.saturating_duration_since(u.intended) <= LATE {
+            return;
+        }
+        let wake = u.woke.saturating_duration_since(u.intended);
+        let busy = u.noticed.saturating_duration_since(u.intended).saturating_sub(wake).saturating_sub(u.prior_write);
+        let queue = issued.saturating_duration_since(u.noticed.max(u.intended)) + u.prior_write;
+        if wake >= busy && wake >= queue {
+            self.late_wakeup += 1;
+        } else if busy >= queue {
+            self.busy += 1;
+        } else {
+            self.behind_writes += 1;
+        }
+    }
 }
 
 #[derive(Default)]
@@ -66,18 +121,28 @@ struct Counts {
 struct IntervalStats {
     window: Window,
     send_err: Latencies,
+    late: LateCauses,
     counts: Counts,
 }
 
 impl IntervalStats {
     fn new() -> Self {
-        IntervalStats { window: Window::default(), send_err: Latencies::default(), counts: Counts::default() }
+        IntervalStats { window: Window::default(), send_err: Latencies::default(), late: LateCauses::default(), counts: Counts::default() }
+    }
+
+    fn add(&mut self, s: &IntervalStats) {
+        self.window.add(&s.window);
+        self.send_err.add(&s.send_err);
+        self.late.add(&s.late);
+        self.counts.sent += s.counts.sent;
+        self.counts.completed += s.counts.completed;
+        self.counts.errors += s.counts.errors;
     }
 }
 
 enum Msg {
     Interval(usize, Box<IntervalStats>),
-    Done { unanswered: u64, broken: u64, error: Option<String> },
+    Done { unanswered: u64, broken: u64, applied: Option<Applied>, error: Option<String> },
 }
 
 #[derive(Serialize)]
@@ -121,7 +186,20 @@ pub struct Report {
     pub send_err_p50_us: f64,
     pub send_err_p99_us: f64,
     pub send_err_max_us: f64,
+    /// Sends later than 20 µs, by cause.
+    pub send_late: LateCauses,
+    /// How the send threads ran: CPUs pinned to (thread order), SCHED_FIFO priority,
+    /// timer slack, spin margin; so a result says how it was obtained.
+    pub sched: SchedReport,
     pub ops: BTreeMap<&'static str, Summary>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct SchedReport {
+    pub cpus: Vec<usize>,
+    pub realtime_priority: Option<u8>,
+    pub timer_slack_ns: u64,
+    pub spin_us: f64,
 }
 
 fn connect(addr: SocketAddr) -> Result<TcpStream> {
@@ -172,7 +250,7 @@ fn preload(opts: &Options) -> Result<()> {
 /// Write what is queued. A request's send error runs from its intended time to the start
 /// of the write(2) that hands its last byte to the kernel: the kernel's own loopback
 /// delivery, done inside the call, is the network's time, not the generator's lateness.
-fn flush(c: &mut Conn, send_err: &mut Latencies) -> io::Result<()> {
+fn flush(c: &mut Conn, send_err: &mut Latencies, late: &mut LateCauses) -> io::Result<()> {
     while !c.out.is_empty() {
         let issued = Instant::now();
         match c.stream.write(&c.out) {
@@ -180,11 +258,12 @@ fn flush(c: &mut Conn, send_err: &mut Latencies) -> io::Result<()> {
             Ok(n) => {
                 c.out.drain(..n);
                 c.written += n as u64;
-                while let Some(&(end, intended)) = c.unsent.front() {
-                    if end > c.written {
+                while let Some(u) = c.unsent.front() {
+                    if u.end > c.written {
                         break;
                     }
-                    send_err.record(issued.saturating_duration_since(intended).as_nanos() as u64);
+                    send_err.record(issued.saturating_duration_since(u.intended).as_nanos() as u64);
+                    late.count(u, issued);
                     c.unsent.pop_front();
                 }
             }
@@ -194,6 +273,46 @@ fn flush(c: &mut Conn, send_err: &mut Latencies) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Read what a connection has; each reply completes its oldest pending request.
+fn read_replies(c: &mut Conn, buf: &mut [u8], stats: &mut IntervalStats, broken: &mut u64) {
+    loop {
+        match c.stream.read(buf) {
+            Ok(0) => {
+                c.alive = false;
+                *broken += 1;
+                return;
+            }
+            Ok(n) => {
+                let now = Instant::now();
+                let Conn { replies, pending, .. } = c;
+                let w = &mut stats.window;
+                let counts = &mut stats.counts;
+                let r = replies.feed(&buf[..n], &mut |error| {
+                    if let Some(p) = pending.pop_front() {
+                        w.record(p.op, now.saturating_duration_since(p.intended).as_nanos() as u64);
+                        counts.completed += 1;
+                        if error {
+                            counts.errors += 1;
+                        }
+                    }
+                });
+                if r.is_err() {
+                    c.alive = false;
+                    *broken += 1;
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => {
+                c.alive = false;
+                *broken += 1;
+                return;
+            }
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -206,10 +325,18 @@ fn worker(
     start_at: Arc<std::sync::OnceLock<Instant>>,
     tx: mpsc::Sender<Msg>,
 ) {
-    let result = worker_inner(&opts, index, conns_n, rate_share, &start_gate, &start_at, &tx);
+    let applied = sched::apply(&opts.sched, index);
+    let result = match &applied {
+        Ok(_) => worker_inner(&opts, index, conns_n, rate_share, &start_gate, &start_at, &tx),
+        Err(e) => {
+            // Reach the gate all the same, so no other thread waits forever.
+            start_gate.wait();
+            Err(WireError::new("load", e.clone()))
+        }
+    };
     let _ = tx.send(match result {
-        Ok((unanswered, broken)) => Msg::Done { unanswered, broken, error: None },
-        Err(e) => Msg::Done { unanswered: 0, broken: 0, error: Some(e.to_string()) },
+        Ok((unanswered, broken)) => Msg::Done { unanswered, broken, applied: applied.ok(), error: None },
+        Err(e) => Msg::Done { unanswered: 0, broken: 0, applied: None, error: Some(e.to_string()) },
     });
 }
 
@@ -275,9 +402,14 @@ fn worker_inner(
     };
     let mut next_t = first_gap(0.0, &mut rng);
     let mut stop_at: Option<Instant> = None;
+    // Events taken from epoll but not handled yet: a send that falls due while replies
+    // are being read goes first, the remaining events after it.
+    let mut deferred: VecDeque<(usize, bool, bool)> = VecDeque::new();
+    let mut woke = start;
+    let mut last_write_end = start;
+    let margin = opts.spin.as_secs_f64();
     loop {
-        let now = Instant::now();
-        let el = now.duration_since(start).as_secs_f64();
+        let mut el = Instant::now().duration_since(start).as_secs_f64();
         // Requests due before an interval's end are generated before it closes.
         while el >= (idx + 1) as f64 * interval && next_t >= (idx + 1) as f64 * interval {
             let done = std::mem::replace(&mut stats, IntervalStats::new());
@@ -298,32 +430,32 @@ fn worker_inner(
                     continue;
                 }
                 let intended = start + Duration::from_secs_f64(next_t);
-                let alive: Vec<usize> = (0..conns.len()).filter(|&i| conns[i].alive).collect();
-                if alive.is_empty() {
-                    break;
-                }
-                let ci = alive[rr % alive.len()];
-                rr = rr.wrapping_add(1);
+                let Some(ci) = (0..conns.len()).map(|k| (rr + k) % conns.len()).find(|&i| conns[i].alive) else { break };
+                rr = ci + 1;
                 let c = &mut conns[ci];
                 opaque = opaque.wrapping_add(1);
+                let noticed = Instant::now();
+                let prior_write = last_write_end.saturating_duration_since(intended.max(woke));
                 let before = c.out.len();
                 let op = opts.workload.request(&mut rng, opaque, &mut key_buf, &mut c.out);
                 c.queued += (c.out.len() - before) as u64;
-                c.unsent.push_back((c.queued, intended));
+                c.unsent.push_back(Unsent { end: c.queued, intended, woke, noticed, prior_write });
                 c.pending.push_back(Pending { intended, op });
                 stats.counts.sent += 1;
-                let rate = opts.profile.rate_at(next_t) * rate_share;
-                let gap = opts.arrivals.gap(rate, &mut rng);
-                next_t = if gap.is_finite() { next_t + gap } else { first_gap(next_t, &mut rng) };
-            }
-            if next_t >= duration || conns.iter().all(|c| !c.alive) {
-                stop_at = Some(Instant::now());
-            }
-            for c in conns.iter_mut().filter(|c| c.alive && !c.out.is_empty()) {
-                if flush(c, &mut stats.send_err).is_err() {
+                // Written at once, so a request waits only behind the writes before it
+                // (a write that would block is finished on the writable event).
+                if flush(c, &mut stats.send_err, &mut stats.late).is_err() {
                     c.alive = false;
                     broken += 1;
                 }
+                last_write_end = Instant::now();
+                let rate = opts.profile.rate_at(next_t) * rate_share;
+                let gap = opts.arrivals.gap(rate, &mut rng);
+                next_t = if gap.is_finite() { next_t + gap } else { first_gap(next_t, &mut rng) };
+                el = Instant::now().duration_since(start).as_secs_f64();
+            }
+            if next_t >= duration || conns.iter().all(|c| !c.alive) {
+                stop_at = Some(Instant::now());
             }
         }
         if let Some(s) = stop_at {
@@ -332,72 +464,49 @@ fn worker_inner(
                 break;
             }
         }
-        // Sleep until shortly before the next send, then spin for precision: woken by the
-        // timer SPIN_MARGIN ahead, or (no timerfd) by epoll's timeout a millisecond ahead.
-        let next_event = if stop_at.is_none() { next_t.min((idx + 1) as f64 * interval) } else { el + 0.01 };
-        let wait = next_event - Instant::now().duration_since(start).as_secs_f64();
-        let margin = SPIN_MARGIN.as_secs_f64();
-        let timeout = match &wakeup {
-            Some(w) if wait > margin && w.arm(Duration::from_secs_f64(wait - margin)) => Some(Duration::from_secs_f64(wait)),
-            _ if wait > 0.0015 => Some(Duration::from_secs_f64(wait - 0.001)),
-            _ => Some(Duration::ZERO),
-        };
-        if let Err(e) = poll.poll(&mut events, timeout) {
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(WireError::new("load", format!("epoll wait: {e}")));
+        if deferred.is_empty() {
+            // Sleep until shortly before the next send, then spin for precision: woken by
+            // the timer `spin` ahead, or (no timerfd) by epoll's timeout a millisecond ahead.
+            let next_event = if stop_at.is_none() { next_t.min((idx + 1) as f64 * interval) } else { el + 0.01 };
+            let wait = next_event - Instant::now().duration_since(start).as_secs_f64();
+            let timeout = match &wakeup {
+                Some(w) if wait > margin && w.arm(Duration::from_secs_f64(wait - margin)) => Some(Duration::from_secs_f64(wait)),
+                _ if wait > margin.max(0.0015) => Some(Duration::from_secs_f64(wait - 0.001)),
+                _ => {
+                    // Spinning: let another send thread on this CPU run (under SCHED_FIFO
+                    // nothing else would until this one sleeps, and its sends go late).
+                    std::thread::yield_now();
+                    Some(Duration::ZERO)
+                }
+            };
+            if let Err(e) = poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(WireError::new("load", format!("epoll wait: {e}")));
+                }
+            }
+            woke = Instant::now();
+            for ev in events.iter() {
+                match wakeup.as_ref() {
+                    Some(w) if w.token == ev.token() => w.clear(),
+                    _ => deferred.push_back((ev.token().0, ev.is_writable(), ev.is_readable() || ev.is_read_closed())),
+                }
             }
         }
-        for ev in events.iter() {
-            if let Some(w) = wakeup.as_ref().filter(|w| w.token == ev.token()) {
-                w.clear();
-                continue;
-            }
-            let Some(c) = conns.get_mut(ev.token().0) else { continue };
+        while let Some((token, writable, readable)) = deferred.pop_front() {
+            let Some(c) = conns.get_mut(token) else { continue };
             if !c.alive {
                 continue;
             }
-            if ev.is_writable() && !c.out.is_empty() && flush(c, &mut stats.send_err).is_err() {
+            if writable && !c.out.is_empty() && flush(c, &mut stats.send_err, &mut stats.late).is_err() {
                 c.alive = false;
                 broken += 1;
                 continue;
             }
-            if ev.is_readable() || ev.is_read_closed() {
-                loop {
-                    match c.stream.read(&mut buf) {
-                        Ok(0) => {
-                            c.alive = false;
-                            broken += 1;
-                            break;
-                        }
-                        Ok(n) => {
-                            let now = Instant::now();
-                            let Conn { replies, pending, .. } = c;
-                            let w = &mut stats.window;
-                            let counts = &mut stats.counts;
-                            let r = replies.feed(&buf[..n], &mut |error| {
-                                if let Some(p) = pending.pop_front() {
-                                    w.record(p.op, now.saturating_duration_since(p.intended).as_nanos() as u64);
-                                    counts.completed += 1;
-                                    if error {
-                                        counts.errors += 1;
-                                    }
-                                }
-                            });
-                            if r.is_err() {
-                                c.alive = false;
-                                broken += 1;
-                                break;
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(_) => {
-                            c.alive = false;
-                            broken += 1;
-                            break;
-                        }
-                    }
-                }
+            if readable {
+                read_replies(c, &mut buf, &mut stats, &mut broken);
+            }
+            if stop_at.is_none() && next_t < duration && start.elapsed().as_secs_f64() >= next_t {
+                break;
             }
         }
     }
@@ -449,6 +558,7 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
     let mut unanswered = 0;
     let mut broken = 0;
     let mut first_error = None;
+    let mut applied: Vec<Applied> = Vec::new();
     let mut next_print = 0usize;
     let mut emit = |i: usize, s: &IntervalStats, totals: &mut IntervalStats, last: bool| {
         let start = i as f64 * opts.interval;
@@ -475,22 +585,14 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
         if let Ok(text) = serde_json::to_string(&line) {
             on_line(&text);
         }
-        totals.window.add(&s.window);
-        totals.send_err.add(&s.send_err);
-        totals.counts.sent += s.counts.sent;
-        totals.counts.completed += s.counts.completed;
-        totals.counts.errors += s.counts.errors;
+        totals.add(s);
     };
     for msg in rx {
         match msg {
             Msg::Interval(i, s) => {
                 let e = pending.entry(i).or_insert_with(|| (0, IntervalStats::new()));
                 e.0 += 1;
-                e.1.window.add(&s.window);
-                e.1.send_err.add(&s.send_err);
-                e.1.counts.sent += s.counts.sent;
-                e.1.counts.completed += s.counts.completed;
-                e.1.counts.errors += s.counts.errors;
+                e.1.add(&s);
                 // An interval is complete once every live thread has reported it.
                 while pending.get(&next_print).is_some_and(|(n, _)| *n >= threads - done) {
                     if let Some((_, s)) = pending.remove(&next_print) {
@@ -499,8 +601,9 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
                     next_print += 1;
                 }
             }
-            Msg::Done { unanswered: u, broken: b, error } => {
+            Msg::Done { unanswered: u, broken: b, applied: a, error } => {
                 done += 1;
+                applied.extend(a);
                 unanswered += u;
                 broken += b;
                 if first_error.is_none() {
@@ -543,10 +646,36 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
         send_err_p50_us: se.p50_us,
         send_err_p99_us: se.p99_us,
         send_err_max_us: se.max_us,
+        send_late: totals.late,
+        sched: SchedReport {
+            cpus: if opts.sched.cpus.is_empty() { Vec::new() } else { (0..threads).map(|t| opts.sched.cpus[t % opts.sched.cpus.len()]).collect() },
+            realtime_priority: opts.sched.realtime,
+            timer_slack_ns: applied.iter().map(|a| a.timer_slack_ns).max().unwrap_or(0),
+            spin_us: opts.spin.as_secs_f64() * 1e6,
+        },
         ops: totals.window.ops_summary(),
     })
 }
 
 fn start_at_elapsed(s: &std::sync::OnceLock<Instant>) -> f64 {
     s.get().map(|i| i.elapsed().as_secs_f64()).unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn late_sends_go_to_their_largest_cause() {
+        let t0 = Instant::now();
+        let us = |n: u64| t0 + Duration::from_micros(n);
+        let u = |woke, noticed, prior| Unsent { end: 0, intended: us(100), woke: us(woke), noticed: us(noticed), prior_write: Duration::from_micros(prior) };
+        let mut c = LateCauses::default();
+        c.count(&u(90, 101, 0), us(110)); // 10 µs late: not counted
+        c.count(&u(150, 151, 0), us(152)); // woke 50 µs after it was due
+        c.count(&u(90, 140, 0), us(141)); // awake, but 40 µs passed before it was built
+        c.count(&u(90, 140, 35), us(141)); // most of those 40 µs inside an earlier write
+        c.count(&u(90, 101, 0), us(160)); // its own write waited (socket full)
+        assert_eq!(c, LateCauses { late_wakeup: 1, busy: 1, behind_writes: 2 });
+    }
 }

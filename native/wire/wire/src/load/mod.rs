@@ -5,6 +5,9 @@ pub mod dist;
 pub mod engine;
 pub mod profile;
 pub mod request;
+pub mod sched;
 mod timer;
+
+pub use timer::SPIN_MARGIN;
 
 pub use engine::{run, Options, Report};

@@ -10,8 +10,8 @@ use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use rustix::time::{timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
 
-/// How long before a send the generator wakes and starts to spin: above a timer
-/// wake-up's usual lateness on a virtual machine.
+/// How long before a send the generator wakes and starts to spin, by default: above a
+/// timer wake-up's usual lateness on a virtual machine (`--spin-us` changes it).
 pub const SPIN_MARGIN: Duration = Duration::from_micros(100);
 
 pub struct Wakeup {

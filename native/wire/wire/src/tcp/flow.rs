@@ -31,7 +31,10 @@ impl Hash for FlowKey {
 impl FlowKey {
     /// The key and whether the segment goes from `a` to `b`.
     pub fn of(s: &TcpSeg<'_>) -> (FlowKey, bool) {
-        if (s.src, s.sport) <= (s.dst, s.dport) {
+        // Addresses compared as big-endian integers: the same order as the bytes', in
+        // two word compares rather than a byte loop.
+        let (src, dst) = (u128::from_be_bytes(s.src), u128::from_be_bytes(s.dst));
+        if (src, s.sport) <= (dst, s.dport) {
             (FlowKey { a: s.src, b: s.dst, pa: s.sport, pb: s.dport }, true)
         } else {
             (FlowKey { a: s.dst, b: s.src, pa: s.dport, pb: s.sport }, false)

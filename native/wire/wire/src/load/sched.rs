@@ -1,0 +1,99 @@
+//! How the generator's threads are scheduled: CPU pinning, SCHED_FIFO, timer slack.
+//! Every send thread asks for a 1 ns timer slack (the default 50 µs lets the kernel
+//! fire a timer that much late, more than the spin margin); pinning and real-time
+//! priority are the user's choice, and the report says which were in force.
+
+use std::num::NonZeroU64;
+
+use serde::Serialize;
+
+/// Requested scheduling for the generator's send threads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sched {
+    /// CPUs to pin to: thread i runs on `cpus[i % len]`; empty: no pinning.
+    pub cpus: Vec<usize>,
+    /// SCHED_FIFO priority (1-99); None: the normal time-sharing policy.
+    pub realtime: Option<u8>,
+}
+
+/// What was applied, as recorded in the report.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Applied {
+    pub cpus: Vec<usize>,
+    pub realtime_priority: Option<u8>,
+    pub timer_slack_ns: u64,
+}
+
+/// Parse a CPU list: "1", "0,2", "2-3", "0,2-3".
+pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
+    let max = rustix::thread::CpuSet::MAX_CPU;
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) else {
+            return Err(format!("{s:?}: use CPU numbers and ranges, e.g. 1 or 0,2-3"));
+        };
+        if a > b || b >= max {
+            return Err(format!("{s:?}: bad range {part:?}"));
+        }
+        out.extend(a..=b);
+    }
+    out.dedup();
+    Ok(out)
+}
+
+/// Apply `sched` to the calling thread (the `index`-th send thread).
+pub fn apply(sched: &Sched, index: usize) -> Result<Applied, String> {
+    let slack_ok = rustix::thread::set_current_timer_slack(NonZeroU64::new(1)).is_ok();
+    let mut cpus = Vec::new();
+    if !sched.cpus.is_empty() {
+        let cpu = sched.cpus[index % sched.cpus.len()];
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(cpu);
+        rustix::thread::sched_setaffinity(None, &set).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
+        cpus.push(cpu);
+    }
+    if let Some(prio) = sched.realtime {
+        set_fifo(prio).map_err(|e| format!("cannot use SCHED_FIFO priority {prio}: {e} (needs root or CAP_SYS_NICE)"))?;
+    }
+    let timer_slack_ns = rustix::thread::current_timer_slack().ok().filter(|_| slack_ok).unwrap_or(50_000);
+    Ok(Applied { cpus, realtime_priority: sched.realtime, timer_slack_ns })
+}
+
+/// SCHED_FIFO for the calling thread (rustix has no sched_setscheduler).
+#[allow(unsafe_code)]
+fn set_fifo(prio: u8) -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: i32::from(prio) };
+    // SAFETY: FFI boundary; pid 0 is the calling thread and `param` outlives the call.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpus("1").unwrap(), vec![1]);
+        assert_eq!(parse_cpus("0, 2-3").unwrap(), vec![0, 2, 3]);
+        assert!(parse_cpus("3-1").is_err());
+        assert!(parse_cpus("x").is_err());
+        assert!(parse_cpus("").is_err());
+    }
+
+    #[test]
+    fn slack_and_pinning_apply_to_this_thread() {
+        let got = std::thread::spawn(|| apply(&Sched { cpus: vec![0], realtime: None }, 3)).join().unwrap().unwrap();
+        assert_eq!(got.cpus, vec![0]);
+        assert_eq!(got.timer_slack_ns, 1);
+        assert_eq!(got.realtime_priority, None);
+    }
+}
