@@ -10,7 +10,7 @@ DECART's and Divide-and-Learn's figures quoted in the data README.
 `auto` chooses family, hyperparameters and log target by 5-fold CV on the N training
 rows only; nothing here is specific to these systems.
 
-    python bench/learn_deepperf.py                     # all 30 repetitions (slow: 2-3 h on 2 idle cores)
+    python bench/learn_deepperf.py                     # all 30 repetitions (30-40 min on 2 idle cores)
     python bench/learn_deepperf.py --reps 5 --systems Apache
     python bench/learn_deepperf.py --out bench/learn_deepperf.md
 """
@@ -53,7 +53,7 @@ def load(system: str):
 
 
 def one(args):
-    system, n, rep, family, ensemble, loo_below, blend = args
+    system, n, rep, family, ensemble, loo_below, blend, small_ratio = args
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -69,7 +69,8 @@ def one(args):
     target = data.columns[-1]
     ds = Dataset.from_frame(data.iloc[train].reset_index(drop=True), metrics=[target], name=system)
     t0 = time.perf_counter()
-    model = fit_data(training_data(ds, target), family, cv=5, ensemble=ensemble, loo_below=loo_below, blend=blend, random_state=0, experiment=system)
+    model = fit_data(training_data(ds, target), family, cv=5, ensemble=ensemble, loo_below=loo_below, blend=blend,
+                     small_ratio=small_ratio, random_state=0, experiment=system)
     fit_s = time.perf_counter() - t0
     pred = model.predict(data.iloc[test])
     label = model.family + (" log" if model.log_target else "")
@@ -116,12 +117,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--systems", default="x264,Apache")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--sizes", default=None, help="only these sample sizes, e.g. 9,16")
     ap.add_argument("--first-rep", type=int, default=1, help="first repetition (1-based) of the index files")
     ap.add_argument("--jsonl", default=None, help="append each repetition's result here as it finishes")
     ap.add_argument("--family", default="auto")
     ap.add_argument("--ensemble", type=int, default=None, help="auto: greedy ensemble rounds (default: perflearn's)")
     ap.add_argument("--loo-below", type=int, default=None, help="auto: leave-one-out up to this many runs (default: perflearn's)")
     ap.add_argument("--blend", type=float, default=None, help="auto: average candidates within this fraction of the best")
+    ap.add_argument("--small-ratio", type=float, default=None,
+                    help="auto: low-variance families only up to this many runs per feature (default: perflearn's)")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--out", default=None, help="also write the Markdown table here")
     ap.add_argument("--summarize", default=None, help="only print the table of results stored by --jsonl")
@@ -134,8 +138,10 @@ def main() -> None:
     for system in a.systems.split(","):
         _, _, labels = load(system)
         for n in sorted(set(labels)):
+            if a.sizes and int(n) not in {int(v) for v in a.sizes.split(",")}:
+                continue
             for rep in range(a.first_rep, a.first_rep + a.reps):
-                jobs.append((system, int(n), rep, a.family, a.ensemble, a.loo_below, a.blend))
+                jobs.append((system, int(n), rep, a.family, a.ensemble, a.loo_below, a.blend, a.small_ratio))
     t0 = time.time()
     results = []
     with ProcessPoolExecutor(a.workers) as pool:

@@ -6,13 +6,14 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from perflearn.errors import UsageError
 from perflearn.learn import fit
 from perflearn.learn.features import training_data
-from perflearn.learn.models import FAMILIES, AutoRegressor
+from perflearn.learn.models import FAMILIES, SMALL_FAMILIES, AutoRegressor
 from perflearn.store import Dataset
 
 from .conftest import step_frame
 
 
-@parametrize_with_checks([AutoRegressor(families=("linear", "cart"), cv=3)])
+@parametrize_with_checks([AutoRegressor(families=("linear", "cart"), cv=3),
+                          AutoRegressor(families=("cart", "bayes"), cv=3, small_ratio=2.0)])
 def test_auto_regressor_follows_sklearn_contract(estimator, check):
     check(estimator)
 
@@ -113,3 +114,53 @@ def test_auto_leave_one_out_on_tiny_data(smooth_ds):
     auto = AutoRegressor(families=("linear", "knn"), loo_below=20).fit(X, y)
     assert auto.n_splits_ == 12
     assert AutoRegressor(families=("linear",), cv=3, loo_below=5).fit(X, y).n_splits_ == 3
+
+
+def _options_frame(n_options: int, seed: int):
+    """All 2^p settings of p binary options; T = exp(sparse main effects): a log-linear system."""
+    rng = np.random.default_rng(seed)
+    X = np.array(np.meshgrid(*[[0.0, 1.0]] * n_options)).reshape(n_options, -1).T
+    beta = rng.laplace(0, 0.3, n_options) * (rng.random(n_options) < 0.6)
+    return X, 100.0 * np.exp(X @ beta)
+
+
+def test_small_data_rule_keeps_only_low_variance_families():
+    X, y = _options_frame(8, seed=3)
+    rng = np.random.default_rng(0)
+    train = rng.choice(len(y), 9, replace=False)  # 9 runs, 8 options: about one run per feature
+    auto = AutoRegressor(loo_below=30, blend=0.2, small_ratio=2.0).fit(X[train], y[train])  # default families
+    assert auto.small_data_
+    assert {r["family"] for r in auto.cv_results_} == {"linear", "bayes", "gp"}
+    assert all(r["log_target"] for r in auto.cv_results_)  # positive target: log only on small data
+    assert all(label.split("(")[0] in SMALL_FAMILIES for label, _ in auto.members_)
+    test = np.setdiff1d(np.arange(len(y)), train)
+    err = np.mean(np.abs(auto.predict(X[test]) - y[test]) / y[test])
+    assert err < 0.10  # the log-linear truth is inside the low-variance families
+
+
+def test_small_data_rule_is_off_with_enough_runs():
+    X, y = _options_frame(4, seed=1)
+    X, y = np.vstack([X] * 3), np.concatenate([y] * 3)  # 48 runs of 4 options: 12 per feature
+    auto = AutoRegressor(families=("cart", "linear", "bayes"), cv=3, small_ratio=2.0).fit(X, y)
+    assert not auto.small_data_
+    assert "cart" in {r["family"] for r in auto.cv_results_}
+    assert {r["log_target"] for r in auto.cv_results_} == {False, True}
+    # a family list with no low-variance family is kept as asked, even on small data
+    tiny = AutoRegressor(families=("cart", "knn"), cv=3, small_ratio=2.0).fit(X[:6], y[:6])
+    assert tiny.small_data_ and {r["family"] for r in tiny.cv_results_} == {"cart", "knn"}
+
+
+def test_bayes_family_shrinks_irrelevant_options_to_zero():
+    X, y = _options_frame(8, seed=3)
+    model = fit(Dataset.from_frame(pd.DataFrame(X, columns=[f"o{i}" for i in range(8)]).assign(T=y), metrics=["T"]),
+                "T", family="bayes", params={"prior": "ard"}, log_target=True)
+    coef = model.estimator.regressor_.named_steps["bayes"].coef_
+    rng = np.random.default_rng(3)
+    beta = rng.laplace(0, 0.3, 8) * (rng.random(8) < 0.6)
+    assert np.all(np.abs(coef[beta == 0]) < 1e-3)
+    assert np.all(np.abs(coef[beta != 0]) > 1e-2)
+
+
+def test_bayes_prior_must_be_known(smooth_ds):
+    with pytest.raises(UsageError, match="prior must be ard or ridge"):
+        fit(smooth_ds, "T", family="bayes", params={"prior": "lasso"})

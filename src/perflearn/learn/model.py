@@ -30,7 +30,7 @@ from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
 from .features import FeatureSchema, TrainingData, training_data
-from .models import AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, FAMILIES, AutoRegressor, make_pipeline, model_for
+from .models import AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_SMALL_RATIO, FAMILIES, AutoRegressor, make_pipeline, model_for
 
 FORMAT = "perflearn-model/1"
 
@@ -291,6 +291,7 @@ def fit(
     ensemble: int | None = None,
     loo_below: int | None = None,
     blend: float | None = None,
+    small_ratio: float | None = None,
 ) -> Model:
     """Fit a performance model of ``target`` from ``features`` (default: all knobs and context).
 
@@ -302,7 +303,7 @@ def fit(
     data = training_data(ds, target, features)
     return fit_data(data, family, params=params, log_target=log_target, cv=cv, random_state=random_state,
                     n_jobs=n_jobs, families=families, ensemble=ensemble, loo_below=loo_below,
-                    blend=blend, experiment=ds.experiment)
+                    blend=blend, small_ratio=small_ratio, experiment=ds.experiment)
 
 
 def fit_data(
@@ -318,6 +319,7 @@ def fit_data(
     ensemble: int | None = None,
     loo_below: int | None = None,
     blend: float | None = None,
+    small_ratio: float | None = None,
     experiment: str = "",
 ) -> Model:
     where = experiment or "data"
@@ -332,13 +334,14 @@ def fit_data(
         raise UsageError(f"cross-validation needs at least 2 folds, got {cv}", where="--cv")
     if n < cv:
         raise UsageError(f"{n} usable runs are fewer than the {cv} cross-validation folds; lower --cv", where=where)
-    estimator = model_for(family, params=params, log_target=log_target, cv=cv, random_state=random_state,
-                          n_jobs=n_jobs, families=families,
-                          ensemble=AUTO_ENSEMBLE if ensemble is None else ensemble,
-                          loo_below=AUTO_LOO_BELOW if loo_below is None else loo_below,
-                          blend=AUTO_BLEND if blend is None else blend)
-    pipeline = make_pipeline(data.schema, estimator)
     try:
+        estimator = model_for(family, params=params, log_target=log_target, cv=cv, random_state=random_state,
+                              n_jobs=n_jobs, families=families,
+                              ensemble=AUTO_ENSEMBLE if ensemble is None else ensemble,
+                              loo_below=AUTO_LOO_BELOW if loo_below is None else loo_below,
+                              blend=AUTO_BLEND if blend is None else blend,
+                              small_ratio=AUTO_SMALL_RATIO if small_ratio is None else small_ratio)
+        pipeline = make_pipeline(data.schema, estimator)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pipeline.fit(data.X, y)

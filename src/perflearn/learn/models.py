@@ -21,7 +21,7 @@ from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
-from sklearn.linear_model import RidgeCV
+from sklearn.linear_model import ARDRegression, BayesianRidge, RidgeCV
 from sklearn.model_selection import KFold
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.neural_network import MLPRegressor
@@ -33,12 +33,18 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .metrics import mre, rmse
 
-FAMILIES = ("cart", "rf", "gbm", "svr", "mlp", "linear", "knn", "gp")
+FAMILIES = ("cart", "rf", "gbm", "svr", "mlp", "linear", "bayes", "knn", "gp")
 AUTO_FAMILIES = ("cart", "rf", "gbm", "svr", "mlp", "linear", "knn", "gp")
+# Low-variance families, the only candidates of `auto` on small data (AUTO_SMALL_RATIO):
+# few effective parameters, or hyperparameters set by the marginal likelihood of all
+# the training runs rather than by held-out folds. `bayes` is a candidate only there
+# (with more runs, `linear`, ridge with interactions, covers the same models).
+SMALL_FAMILIES = ("linear", "bayes", "gp")
 # The general procedure behind `perflearn fit --family auto` (see docs/learn.md):
 AUTO_LOO_BELOW = 30  # leave-one-out CV up to this many training runs
 AUTO_ENSEMBLE = 1  # greedy ensemble rounds (1 = refit the single best candidate)
 AUTO_BLEND = 0.2  # average the candidates within this fraction of the best CV error
+AUTO_SMALL_RATIO = 2.0  # at most this many runs per feature: only SMALL_FAMILIES are candidates
 
 
 def _log(y):
@@ -93,6 +99,12 @@ def build(
             steps.append(("poly", PolynomialFeatures(degree, interaction_only=True, include_bias=False)))
         steps += [("scale", StandardScaler()), ("ridge", RidgeCV(alphas=np.logspace(-4, 3, 22)))]
         model = Pipeline(steps)
+    elif family == "bayes":
+        prior = p.pop("prior", "ard")
+        if prior not in ("ard", "ridge"):
+            raise ValueError(f"bayes: prior must be ard or ridge, got {prior!r}")
+        reg = ARDRegression(**p) if prior == "ard" else BayesianRidge(**p)
+        model = Pipeline([("scale", StandardScaler()), ("bayes", reg)])
     elif family == "knn":
         p.setdefault("n_neighbors", 5)
         p.setdefault("weights", "distance")
@@ -149,6 +161,8 @@ def grid(family: str, n_samples: int, n_features: int) -> list[dict[str, Any]]:
         if n_features >= 2:
             out.append({"degree": 2})
         return out
+    if family == "bayes":
+        return [{"prior": "ard"}, {"prior": "ridge"}]
     if family == "knn":
         return [{"n_neighbors": k} for k in (1, 3, 7) if k < n_samples]
     if family == "gp":
@@ -212,6 +226,20 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         candidate clearly wins it stays alone; when several are as good (small,
         noisy data) their average is steadier than any one pick. Overrides ``ensemble``.
     blend_max : int
+    small_ratio : float
+        > 0: when the training set has at most ``small_ratio`` runs per feature, only
+        the low-variance families (``SMALL_FAMILIES``: ridge, Bayesian linear, GP;
+        those of them in ``families`` when it is given) are candidates. With about one run per feature a
+        flexible model's error is mostly variance, and choosing among many such
+        models by cross-validation on a handful of runs adds the choice's own
+        variance (the winner's CV score is optimistically biased); a shrunken
+        linear model of the (log) target, or a GP whose hyperparameters come from
+        the marginal likelihood, has far fewer effective parameters. With
+        ``log_target="auto"`` and every target > 0, only the log target is tried
+        then: squared error on log(y) is the error measure closest to the relative
+        error that scores the candidates (|log(p/y)| ~ |p - y|/y), option effects on
+        performance are typically multiplicative, and it halves the candidates the
+        noisy leave-one-out scores have to choose among.
     random_state : int or None
     n_jobs : int
         Passed to forests (keep <= 2 on shared machines).
@@ -224,7 +252,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, families=None, cv=5, loo_below=0, scoring="auto", log_target="auto", ensemble=1,
-                 blend=0.0, blend_max=5, random_state=0, n_jobs=1):
+                 blend=0.0, blend_max=5, small_ratio=0.0, random_state=0, n_jobs=1):
         self.families = families
         self.cv = cv
         self.loo_below = loo_below
@@ -233,6 +261,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         self.ensemble = ensemble
         self.blend = blend
         self.blend_max = blend_max
+        self.small_ratio = small_ratio
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -241,13 +270,24 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         for f in families:
             if f not in FAMILIES:
                 raise ValueError(f"unknown model family {f!r} (families: {', '.join(FAMILIES)})")
+        small = self.small_data(n_samples, n_features)
+        if small:
+            if self.families is None:
+                families = SMALL_FAMILIES
+            else:
+                families = tuple(f for f in families if f in SMALL_FAMILIES) or families
         if self.log_target == "auto":
-            logs = (False, True) if positive else (False,)
+            # small data: the log target only (see small_ratio)
+            logs = ((True,) if small else (False, True)) if positive else (False,)
         elif self.log_target:
             logs = (True,)
         else:
             logs = (False,)
         return [Candidate(f, params, lg) for f in families for params in grid(f, n_samples, n_features) for lg in logs]
+
+    def small_data(self, n_samples: int, n_features: int) -> bool:
+        """True when the small-data rule applies: at most ``small_ratio`` runs per feature."""
+        return float(self.small_ratio) > 0 and n_samples <= float(self.small_ratio) * max(1, n_features)
 
     def fit(self, X, y):
         X, y = validate_data(self, X, y, y_numeric=True)
@@ -267,6 +307,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         folds = n if n <= int(self.loo_below) else cv_folds(n, self.cv)
         splits = list(KFold(folds, shuffle=True, random_state=self.random_state).split(X))
         self.n_splits_ = folds
+        self.small_data_ = self.small_data(n, X.shape[1])
         results = []
         oof_all = []
         for cand in cands:
@@ -374,11 +415,11 @@ def make_pipeline(schema, estimator) -> Pipeline:
 
 
 def model_for(family: str, *, params=None, log_target: bool | str = "auto", cv: int = 5, random_state=0, n_jobs=1,
-              families=None, scoring="auto", ensemble=1, loo_below=0, blend=0.0):
+              families=None, scoring="auto", ensemble=1, loo_below=0, blend=0.0, small_ratio=0.0):
     """The estimator (before preprocessing) for a family name or ``auto``."""
     if family == "auto":
         return AutoRegressor(families=families, cv=cv, loo_below=loo_below, scoring=scoring, log_target=log_target,
-                             ensemble=ensemble, blend=blend,
+                             ensemble=ensemble, blend=blend, small_ratio=small_ratio,
                              random_state=random_state, n_jobs=n_jobs)
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)")
