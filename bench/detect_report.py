@@ -69,6 +69,16 @@ def every_signal(signal: str) -> bool:
     return True
 
 
+_ANON = ("rest.anon", "share.rest_anon", "rate.rest_anon")
+
+
+def node_without_anon(signal: str) -> bool:
+    """The detector's signals without the rest of the node's anonymous memory."""
+    from perflearn.detect.features import node_signal
+
+    return node_signal(signal) and signal not in _ANON
+
+
 def _pipeline(keep, final, select: bool = True):
     from sklearn.ensemble import ExtraTreesClassifier
     from sklearn.feature_selection import SelectFromModel, VarianceThreshold
@@ -105,6 +115,7 @@ def variants():
         ("node signals, gradient boosting", _pipeline(node_signal, HistGradientBoostingClassifier(
             max_iter=200, class_weight="balanced", random_state=0), select=False)),
         ("node signals, extra trees, no class weights", _pipeline(node_signal, et(class_weight=None))),
+        ("node signals without rest.anon (anonymous memory), extra trees", _pipeline(node_without_anon, et())),
         ("node signals, extra trees (the detector)", _pipeline(node_signal, et())),
     ]
 

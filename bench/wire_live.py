@@ -9,10 +9,11 @@ whether the sniffer's request count equals the generator's, and both views of la
 
 Placement: by default everything shares both cores. --others-cpus 0 pins memcached, the
 sniffer and this script to CPU 0; --load-cpus 1 pins the generator's send threads to CPU 1;
---realtime P runs them SCHED_FIFO; the heading states what was used.
+--realtime P runs them SCHED_FIFO; --pm-qos makes the generator hold the CPUs' wake-up
+latency at 0 (idle vCPUs poll instead of halting); the heading states what was used.
 
 Usage: sudo python3 bench/wire_live.py [--rates 10000,50000,100000] [--runs 3] [--seconds 5]
-           [--others-cpus 0] [--load-cpus 1] [--realtime 10] [--spin-us 100]
+           [--others-cpus 0] [--load-cpus 1] [--realtime 10] [--spin-us 100] [--pm-qos]
 Needs root (capture), memcached, and make -C native/wire build.
 """
 
@@ -55,7 +56,7 @@ def start_memcached(port: int) -> subprocess.Popen:
 def one(rate: float, seconds: float, port: int, a: argparse.Namespace) -> dict:
     with LiveSniffer("lo", bpf=f"tcp port {port}", ports=[port], interval=1.0) as sniffer:
         load = run_load(f"127.0.0.1:{port}", "memcache-binary", rate=rate, duration=seconds, connections=32,
-                        threads=a.threads, cpus=a.load_cpus, realtime=a.realtime, spin_us=a.spin_us,
+                        threads=a.threads, cpus=a.load_cpus, realtime=a.realtime, spin_us=a.spin_us, pm_qos=a.pm_qos,
                         extra=["--keys", "100000", "--set-ratio", "0.1", "--interval", "1"])
     w, c = sniffer.result.summary, load.summary
     return {
@@ -85,6 +86,7 @@ def main() -> None:
     ap.add_argument("--load-cpus", help="pin the generator's send threads here, e.g. 1")
     ap.add_argument("--realtime", type=int, help="SCHED_FIFO priority of the send threads")
     ap.add_argument("--spin-us", type=float, help="generator spin margin (µs)")
+    ap.add_argument("--pm-qos", action="store_true", help="generator holds CPU wake-up latency at 0 (perflearn-load --pm-qos)")
     a = ap.parse_args()
     if a.others_cpus:
         # Inherited by memcached and the sniffer; the generator's send threads re-pin.
@@ -107,6 +109,7 @@ def main() -> None:
     gen = (f"send threads pinned to CPU {a.load_cpus}" if a.load_cpus else "send threads not pinned")
     gen += f", SCHED_FIFO {a.realtime}" if a.realtime else ", SCHED_OTHER"
     gen += f", spin {a.spin_us:g} µs" if a.spin_us is not None else ", default spin"
+    gen += ", PM QoS 0 µs (idle CPUs poll)" if a.pm_qos else ""
     print(f"memcached -t 2, perflearn-load {a.threads} threads x 32 connections (Poisson; {gen}), {where}; "
           f"{a.seconds:g} s per run, median of {a.runs} runs; load average at end {' '.join(load)}.\n")
     print("| target req/s | held req/s | rate error | send err p50 µs | send err p99 µs | late >20 µs per 1000: wake-up / busy / behind writes |"
@@ -120,6 +123,7 @@ def main() -> None:
     opts = "".join(f" --{k.replace('_', '-')} {v}" for k, v in
                    [("threads", a.threads), ("others_cpus", a.others_cpus), ("load_cpus", a.load_cpus),
                     ("realtime", a.realtime), ("spin_us", a.spin_us)] if v is not None)
+    opts += " --pm-qos" if a.pm_qos else ""
     print(f"\nReproduce: sudo python3 bench/wire_live.py --rates {a.rates} --runs {a.runs} --seconds {a.seconds:g}{opts}")
 
 

@@ -156,3 +156,31 @@ def test_smoothed_verdict_uses_only_earlier_windows_of_the_same_run():
     smoothed = smooth_proba(proba, run, window, windows=2)
     assert smoothed["a"].tolist() == [0.5, 0.0, 0.0, 1.0]  # window 2 with window 1; window 0 alone; run 8 alone
     assert smooth_proba(proba, run, window, windows=1).equals(proba.astype(float))
+
+
+def test_anonymous_memory_of_the_rest_of_the_node():
+    """membw and cachecopy differ only in how much memory they hold (arrays beyond the
+    last-level cache vs. at most its size): the node's anonymous memory minus the
+    workload's, which page cache does not blur."""
+    from perflearn.detect.features import node_signal, with_rest
+
+    rows = [{"run_id": 1, "metric": m, "t": t, "value": v} for t, anon in ((0.2, 8e8), (0.4, 9e8))
+            for m, v in (("sys.mem.anon", anon), ("proc.rss_anon", 1e8), ("sys.mem.total", 2e10))]
+    derived = with_rest(pd.DataFrame(rows))
+    at = derived[derived["t"] == 0.2].set_index("metric")["value"]
+    assert at["rest.anon"] == pytest.approx(7e8) and at["share.rest_anon"] == pytest.approx(0.035)
+    later = derived[derived["t"] == 0.4].set_index("metric")["value"]
+    assert later["rate.rest_anon"] == pytest.approx(1e8 / 0.2)
+    assert "rate.rest_anon" not in at
+    # a kernel without RssAnon: no attributed value, never the node's total as if the workload held none
+    without = with_rest(pd.DataFrame([r for r in rows if r["metric"] != "proc.rss_anon"]))
+    assert not without["metric"].str.startswith(("rest.anon", "share.rest_anon")).any()
+    assert node_signal("rest.anon") and not node_signal("sys.mem.anon") and not node_signal("proc.rss_anon")
+
+
+def test_watch_refuses_a_pid_that_is_not_a_process():
+    from perflearn.detect.watch import watch
+
+    for pid in (0, -5, 2**22 + 1):  # above the kernel's largest PID
+        with pytest.raises(UsageError, match=f"no process {pid}"):
+            next(watch(None, pid=pid))

@@ -31,7 +31,7 @@ def test_cpu_bound_workload_is_seen_busy(write_spec):
     assert outcome.by_status == {"ok": 1}
     by = samples.groupby("metric")["value"]
     assert by.count()["proc.cpu.user"] >= 5
-    assert by.median()["proc.cpu.user"] > 0.5  # one CPU's worth, spinning
+    assert by.median()["proc.cpu.user"] > 0.2  # spinning (a shared machine may give it less than a CPU)
     assert by.median()["perf.task-clock"] > 300  # ms of CPU per second
     assert samples["t"].is_monotonic_increasing or samples.groupby("metric")["t"].apply(lambda t: t.is_monotonic_increasing).all()
     assert samples["value"].notna().all()
@@ -88,3 +88,77 @@ def test_perf_interval_parser(tmp_path):
                     "0.200,100.0,msec,task-clock,100000000,100.00,1.0,CPUs utilized\n")
     samples = perf_interval_samples(path, 0.1)
     assert samples == [("perf.task-clock", 0.1, pytest.approx(500.0)), ("perf.task-clock", 0.2, pytest.approx(1000.0))]
+
+
+def test_setsid_child_is_followed(write_spec):
+    """Regression (fio's job processes call setsid()): a child that leaves the workload's
+    process group and session is still the workload's, found by its parent PID."""
+    outcome, samples, _ = samples_of(write_spec, """
+        [workload]
+        command = ["python3", "-c", '''
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            t = time.time()
+            while time.time() - t < 1.2: pass
+            os._exit(0)
+        os.wait()
+        ''']
+        [sampling]
+        interval = "100ms"
+        system = false
+        [metrics.t]
+        source = "time"
+    """)
+    assert outcome.by_status == {"ok": 1}
+    by = samples.groupby("metric")["value"]
+    assert by.median()["proc.count"] == 2  # the parent and its setsid'ed child
+    assert by.median()["proc.cpu.user"] > 0.2  # the child's spinning is the workload's
+
+
+def test_workload_members_follow_descendants_and_the_group():
+    import os
+    import subprocess
+    import sys
+
+    from perflearn.experiment.sampling import group_members, workload_members
+
+    script = ("import os, sys, time\n"
+              "r, w = os.pipe()\n"
+              "if os.fork() == 0:\n"
+              "    os.setsid()\n"
+              "    os.write(w, str(os.getpid()).encode())\n"
+              "    time.sleep(30)\n"
+              "    os._exit(0)\n"
+              "print(os.read(r, 32).decode(), flush=True)\n"
+              "time.sleep(30)\n")
+    root = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, process_group=0)
+    try:
+        child = int(root.stdout.readline())
+        assert os.getsid(child) == child != root.pid  # its own session, out of the root's group
+        assert group_members(root.pid) == [root.pid]
+        assert workload_members(root.pid) == sorted([root.pid, child])
+        assert os.getpid() not in workload_members(root.pid)
+    finally:
+        os.killpg(root.pid, 9)
+        try:
+            os.kill(child, 9)
+        except (ProcessLookupError, UnboundLocalError):
+            pass
+        root.wait()
+
+
+def test_memory_signals_are_sampled(write_spec):
+    outcome, samples, _ = samples_of(write_spec, """
+        [workload]
+        command = ["python3", "-c", "import time\\nb = bytearray(64 << 20)\\ntime.sleep(0.8)"]
+        [sampling]
+        interval = "100ms"
+        [metrics.t]
+        source = "time"
+    """)
+    assert outcome.by_status == {"ok": 1}
+    last = samples.groupby("metric")["value"].last()
+    assert last["proc.rss_anon"] > 60 * 2**20  # the 64 MiB buffer is anonymous memory
+    assert last["sys.mem.anon"] >= last["proc.rss_anon"]
+    assert last["sys.mem.total"] > last["sys.mem.available"] > 0

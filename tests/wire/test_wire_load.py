@@ -58,9 +58,21 @@ def test_pinning_and_realtime_are_applied_and_recorded(wire_tools, memcached):
     # Real-time threads have no timer slack; the others ask for 1 ns instead of 50 µs.
     assert sched["timer_slack_ns"] == (0 if realtime else 1)
     assert r.summary["completed"] == r.summary["sent"] > 0
+    assert sched["pm_qos"] is False
     late = r.summary["send_late"]
     assert set(late) == {"late_wakeup", "busy", "behind_writes"}
     assert sum(late.values()) <= r.summary["sent"]
+
+
+def test_pm_qos_is_held_and_recorded(wire_tools, memcached):
+    import os
+
+    if os.geteuid() != 0 or not os.path.exists("/dev/cpu_dma_latency"):
+        with pytest.raises(PerflearnError, match="--pm-qos"):
+            run_load(memcached.address, "memcache-binary", rate=200, duration=0.3, connections=1, pm_qos=True)
+        return
+    r = run_load(memcached.address, "memcache-binary", rate=200, duration=0.3, connections=1, pm_qos=True)
+    assert r.summary["sched"]["pm_qos"] is True and r.summary["completed"] > 0
 
 
 def test_default_run_is_not_pinned(wire_tools, memcached):

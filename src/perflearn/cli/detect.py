@@ -167,7 +167,7 @@ def detect_evaluate(
 @detect_app.command("watch")
 def detect_watch(
     model: Annotated[Path, typer.Option("--model", "-m", help="Directory of a fitted detector.")],
-    pid: Annotated[Optional[int], typer.Option(help="Process to watch (its process group).")] = None,
+    pid: Annotated[Optional[int], typer.Option(help="Process to watch, with its descendants.")] = None,
     command: Annotated[Optional[list[str]], typer.Argument(help="Or a command to start and watch.")] = None,
     intervals: Annotated[Optional[int], typer.Option(help="Stop after this many verdicts.")] = None,
 ) -> None:

@@ -91,6 +91,7 @@ def load(
     cpus: Annotated[Optional[str], typer.Option(help="Pin the send threads to these CPUs, e.g. 1 or 0,2-3.")] = None,
     realtime: Annotated[Optional[int], typer.Option(help="Run the send threads SCHED_FIFO at this priority (1-99).")] = None,
     spin_us: Annotated[Optional[float], typer.Option(help="Microseconds before a send that a thread stops sleeping.")] = None,
+    pm_qos: Annotated[bool, typer.Option("--pm-qos", help="Hold CPU wake-up latency at 0 for the run (idle CPUs poll; root).")] = False,
 ) -> None:
     """Open-loop load (latency from the intended send time): JSON Lines on stdout."""
     extra = ["--arrivals", arrivals, "--key-size", key_size, "--value-size", value_size,
@@ -100,5 +101,6 @@ def load(
     if preload:
         extra.append("--preload")
     result = run_load(server, protocol, rate=rate, duration=duration, connections=connections, threads=threads,
-                      profile=profile, cpus=cpus, realtime=realtime, spin_us=spin_us, extra=extra, on_line=_emit)
+                      profile=profile, cpus=cpus, realtime=realtime, spin_us=spin_us, pm_qos=pm_qos, extra=extra,
+                      on_line=_emit)
     _describe(result.summary, server)

@@ -46,6 +46,7 @@ def _derived(wide: pd.DataFrame) -> dict[str, pd.Series]:
     cpus = cpus.where(cpus > 0)
     sock_in = clip(g("proc.rchar") - g("proc.read_bytes"))  # read() bytes that were not storage
     sock_out = clip(g("proc.wchar") - g("proc.write_bytes"))
+    rest_anon = clip(g("sys.mem.anon") - g("proc.rss_anon"))
     rest_cpu = clip(g("sys.cpu.user") + g("sys.cpu.nice") + g("sys.cpu.system") - own_cpu)
     out = {
         # what the rest of the node does: system-wide minus the workload's own, same units
@@ -62,6 +63,10 @@ def _derived(wide: pd.DataFrame) -> dict[str, pd.Series]:
         "rest.net_tx_payload": clip(g("sys.net.tx_bytes") - HEADER_BYTES * g("sys.net.tx_packets") - sock_out),
         # memory the node would have available without the workload's resident memory
         "rest.mem_avail": g("sys.mem.available") + g("proc.rss"),
+        # anonymous memory the rest of the node holds (heaps, arrays; no page cache, so it
+        # does not drift with the files the workloads read), also as a share of the node's
+        "rest.anon": rest_anon,
+        "share.rest_anon": rest_anon / g("sys.mem.total").where(lambda m: m > 0),
         # shares of the node's CPU time: the same on a node of any size
         "share.rest_cpu": rest_cpu / cpus,
         "share.own_cpu": own_cpu / cpus,
@@ -81,6 +86,7 @@ def _derived(wide: pd.DataFrame) -> dict[str, pd.Series]:
     out["rate.mem_available"] = d_avail
     out["rate.rss"] = d_rss
     out["rest.mem_growth"] = -d_avail - d_rss  # memory the rest of the node takes per second
+    out["rate.rest_anon"] = rest_anon.groupby(runs).diff() / dt  # anonymous memory it takes per second
     return out
 
 
@@ -111,7 +117,8 @@ DERIVED = ("rest.", "share.", "ratio.", "rate.", "net.bytes_per_packet")
 # injector's. Kept: the workload's run-queue delay (what contention does to it), memory
 # reclaim and pressure, dirty memory, and any other signal (e.g. perf counters).
 _MIXED = ("sys.cpu.", "sys.disk.", "sys.net.", "sys.softirq.", "sys.psi.cpu.", "sys.psi.io.", "sys.vm.pgfault",
-          "sys.vm.pgmajfault", "sys.mem.available", "sys.ctxt", "sys.intr", "sys.forks", "sys.procs_")
+          "sys.vm.pgmajfault", "sys.mem.available", "sys.mem.anon", "sys.mem.total", "sys.ctxt", "sys.intr",
+          "sys.forks", "sys.procs_")
 
 
 def node_signal(signal: str) -> bool:

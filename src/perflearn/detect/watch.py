@@ -44,12 +44,14 @@ def watch(detector: Detector, pid: int | None = None, command: list[str] | None 
         pid = process.pid
     if pid is None:
         raise UsageError("give a PID or a command to watch")
+    if pid <= 0:  # 0 would be this process; its "descendants" everything
+        raise UsageError(f"no process {pid}")
     try:
-        pgid = os.getpgid(pid)
+        os.getpgid(pid)
     except ProcessLookupError:
         raise UsageError(f"no process {pid}") from None
     sampler = Sampler(SamplingSpec(detector.interval, system=True, process=True))
-    sampler.start(pgid)
+    sampler.start(pid)  # the process, its descendants and its process group, as in training
     seen = 0
     # windows that end in the latest (smooth - 1) * window + 1 ticks span smooth windows of ticks
     recent_verdicts: deque = deque(maxlen=(max(1, smooth) - 1) * detector.window + 1)

@@ -1,5 +1,10 @@
 """Interval sampling: every N ms during a run, OS signals of the system and of the
-workload's process group, and perf counters where the machine has them.
+workload's processes, and perf counters where the machine has them.
+
+The workload's processes are its root process, every descendant of it (by parent PID,
+so children that left the process group with setsid(), such as fio's job processes,
+still count) and every process of the root's process group (members re-parented to
+init when their parent exited).
 
 Counters become rates over the interval (per second, or a fraction of the interval
 for times); gauges are taken as they are. A signal this kernel does not offer (no
@@ -11,7 +16,7 @@ Sample names:
   sys.ctxt, sys.intr, sys.forks                               per second
   sys.procs_running, sys.procs_blocked                        gauges
   sys.vm.<pgfault|pgmajfault|pswpin|pswpout|pgscan|pgsteal>   per second
-  sys.mem.available, sys.mem.dirty                            bytes (gauges)
+  sys.mem.available, sys.mem.dirty, sys.mem.anon, sys.mem.total bytes (gauges; anon: AnonPages)
   sys.psi.<cpu|memory|io>.<some|full>                         fraction of time stalled
   sys.softirq.<NET_RX|NET_TX|TIMER|SCHED|BLOCK|RCU|...>       per second
   sys.net.<rx_bytes|tx_bytes|rx_packets|tx_packets>           per second, all interfaces
@@ -22,6 +27,8 @@ Sample names:
                                                               (files, pipes and sockets alike)
   proc.run_delay                                              fraction of time runnable but waiting
   proc.threads, proc.rss, proc.count                          gauges
+  proc.rss_anon                                               bytes (gauge): resident anonymous memory
+                                                              (RssAnon; missing on kernels without it)
   perf.<event>                                                per second (perf stat -I)
 """
 
@@ -40,6 +47,7 @@ from .collectors.perf import parse_perf_csv
 PAGE = os.sysconf("SC_PAGE_SIZE")
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 _VM_KEYS = ("pgfault", "pgmajfault", "pswpin", "pswpout")
+_MEMINFO = {"MemAvailable": "available", "Dirty": "dirty", "AnonPages": "anon", "MemTotal": "total"}
 _WHOLE_DISK = re.compile(r"^(sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|nvme\d+n\d+|mmcblk\d+)$")
 
 
@@ -91,8 +99,8 @@ def system_counters() -> tuple[dict[str, float], dict[str, float]]:
     meminfo = _read("/proc/meminfo") or ""
     for line in meminfo.splitlines():
         key, _, value = line.partition(":")
-        if key in ("MemAvailable", "Dirty"):
-            gauges[f"sys.mem.{'available' if key == 'MemAvailable' else 'dirty'}"] = float(value.split()[0]) * 1024
+        if key in _MEMINFO:
+            gauges[f"sys.mem.{_MEMINFO[key]}"] = float(value.split()[0]) * 1024
     for resource in ("cpu", "memory", "io"):
         text = _read(f"/proc/pressure/{resource}")
         for line in (text or "").splitlines():
@@ -124,17 +132,38 @@ def system_counters() -> tuple[dict[str, float], dict[str, float]]:
     return counters, gauges
 
 
-def group_members(pgid: int) -> list[int]:
-    """Processes whose process group is ``pgid``."""
-    members = []
+def _parents() -> dict[int, tuple[int, int]]:
+    """PID -> (parent PID, process group) of every process now."""
+    out = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             stat = _read(f"/proc/{entry.name}/stat")
             if stat:
                 fields = stat.rsplit(")", 1)[1].split()
-                if int(fields[2]) == pgid:
-                    members.append(int(entry.name))
-    return members
+                out[int(entry.name)] = (int(fields[1]), int(fields[2]))
+    return out
+
+
+def group_members(pgid: int) -> list[int]:
+    """Processes whose process group is ``pgid``."""
+    return sorted(pid for pid, (_, group) in _parents().items() if group == pgid)
+
+
+def workload_members(root: int) -> list[int]:
+    """The workload's processes: ``root``, its descendants (by parent PID, whatever their
+    session or process group) and the members of process group ``root`` with theirs."""
+    table = _parents()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = [pid for pid, (_, group) in table.items() if group == root or pid == root]
+    members: set[int] = set()
+    while todo:
+        pid = todo.pop()
+        if pid not in members:
+            members.add(pid)
+            todo += children.get(pid, [])
+    return sorted(members)
 
 
 def process_counters(pids: list[int]) -> tuple[dict[str, float], dict[str, float]]:
@@ -142,6 +171,7 @@ def process_counters(pids: list[int]) -> tuple[dict[str, float], dict[str, float
     counters = {k: 0.0 for k in ("proc.cpu.user", "proc.cpu.system", "proc.minflt", "proc.majflt", "proc.run_delay",
                                  "proc.vcsw", "proc.ivcsw")}
     gauges = {"proc.threads": 0.0, "proc.rss": 0.0, "proc.count": 0.0}
+    rss_anon: float | None = None
     io = {"proc.read_bytes": 0.0, "proc.write_bytes": 0.0, "proc.rchar": 0.0, "proc.wchar": 0.0}
     io_seen = False
     for pid in pids:
@@ -165,6 +195,8 @@ def process_counters(pids: list[int]) -> tuple[dict[str, float], dict[str, float
                 counters["proc.vcsw"] += float(line.split()[1])
             elif line.startswith("nonvoluntary_ctxt_switches:"):
                 counters["proc.ivcsw"] += float(line.split()[1])
+            elif line.startswith("RssAnon:"):
+                rss_anon = (rss_anon or 0.0) + float(line.split()[1]) * 1024
         io_text = _read(f"/proc/{pid}/io")
         if io_text:
             io_seen = True
@@ -174,6 +206,8 @@ def process_counters(pids: list[int]) -> tuple[dict[str, float], dict[str, float
                     io[f"proc.{key}"] += float(value)
     if io_seen:
         counters.update(io)
+    if rss_anon is not None:  # kernels before 4.5 have no RssAnon: missing, not 0
+        gauges["proc.rss_anon"] = rss_anon
     return counters, gauges
 
 
@@ -196,9 +230,11 @@ class Sampler:
         return ["perf", "stat", "-I", str(interval_ms), "-x,", "--no-big-num", "-o", str(self._perf_file),
                 "-e", ",".join(self.spec.perf_events), "--", *argv]
 
-    def start(self, pgid: int) -> None:
+    def start(self, root: int) -> None:
+        """Sample the system and the workload whose root process is ``root`` (see
+        ``workload_members``)."""
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, args=(pgid, time.monotonic()), daemon=True,
+        self._thread = threading.Thread(target=self._loop, args=(root, time.monotonic()), daemon=True,
                                         name="perflearn-sampler")
         self._thread.start()
 
@@ -211,7 +247,7 @@ class Sampler:
             self.samples += perf_interval_samples(self._perf_file, self.spec.interval)
         return sorted(self.samples, key=lambda s: (s[1], s[0]))
 
-    def _read(self, pgid: int) -> tuple[dict[str, float], dict[str, float]]:
+    def _read(self, root: int) -> tuple[dict[str, float], dict[str, float]]:
         counters: dict[str, float] = {}
         gauges: dict[str, float] = {}
         if self.spec.system:
@@ -219,25 +255,25 @@ class Sampler:
             counters.update(c)
             gauges.update(g)
         if self.spec.process:
-            members = group_members(pgid)
+            members = workload_members(root)
             if members:
                 c, g = process_counters(members)
                 counters.update(c)
                 gauges.update(g)
         return counters, gauges
 
-    def _loop(self, pgid: int, t0: float) -> None:
-        previous, _ = self._read(pgid)
+    def _loop(self, root: int, t0: float) -> None:
+        previous, _ = self._read(root)
         previous_time = time.monotonic()
         tick = 1
         while not self._stop.wait(max(0.0, t0 + tick * self.spec.interval - time.monotonic())):
             tick += 1
-            counters, gauges = self._read(pgid)
+            counters, gauges = self._read(root)
             now = time.monotonic()
             dt = now - previous_time
             t = round(now - t0, 6)
             if self.spec.process and "proc.count" not in gauges:
-                break  # the whole process group is gone
+                break  # every process of the workload is gone
             for name, value in counters.items():
                 if name in previous and dt > 0:
                     self.samples.append((name, t, max(0.0, value - previous[name]) / dt))

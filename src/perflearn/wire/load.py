@@ -32,14 +32,16 @@ def run_load(
     cpus: str | None = None,
     realtime: int | None = None,
     spin_us: float | None = None,
+    pm_qos: bool = False,
     extra: Sequence[str] = (),
     on_line: Callable[[dict], None] | None = None,
 ) -> LoadResult:
     """Drive ``server`` ("host:port"); returns its interval lines and summary.
 
     ``cpus`` pins the send threads ("1", "0,2-3"), ``realtime`` runs them SCHED_FIFO at
-    that priority, ``spin_us`` is how long before a send they stop sleeping; the summary's
-    ``sched`` records what was in force.
+    that priority, ``spin_us`` is how long before a send they stop sleeping, ``pm_qos``
+    holds the CPUs' wake-up latency at 0 for the run (idle CPUs poll; needs root); the
+    summary's ``sched`` records what was in force.
     """
     if protocol not in PROTOCOLS:
         raise UsageError(f"unknown protocol {protocol!r} (one of {', '.join(PROTOCOLS)})", where="protocol")
@@ -52,6 +54,8 @@ def run_load(
         cmd.append(f"--realtime={realtime}")
     if spin_us is not None:
         cmd.append(f"--spin-us={spin_us}")  # "=": a negative value is not a flag
+    if pm_qos:
+        cmd.append("--pm-qos")
     cmd += list(extra)
     result = LoadResult()
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:

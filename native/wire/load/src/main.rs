@@ -81,6 +81,10 @@ struct Args {
     /// Run the send threads SCHED_FIFO at this priority (1-99; needs root or CAP_SYS_NICE).
     #[arg(long, num_args = 0..=1, default_missing_value = "10")]
     realtime: Option<u8>,
+    /// Hold CPU wake-up latency at 0 during the run (/dev/cpu_dma_latency; needs root):
+    /// idle CPUs poll instead of halting, so timers fire on time (as cyclictest does).
+    #[arg(long)]
+    pm_qos: bool,
     /// Microseconds before a send that a thread stops sleeping and spins.
     #[arg(long, default_value_t = SPIN_MARGIN.as_secs_f64() * 1e6)]
     spin_us: f64,
@@ -135,7 +139,7 @@ fn run_main(a: Args) -> Result<(), WireError> {
         drain: a.drain,
         seed: a.seed,
         preload: a.preload,
-        sched: Sched { cpus, realtime: a.realtime },
+        sched: Sched { cpus, realtime: a.realtime, pm_qos: a.pm_qos },
         spin: Duration::from_secs_f64(a.spin_us / 1e6),
     };
     let stdout = io::stdout();

@@ -200,6 +200,8 @@ pub struct SchedReport {
     pub realtime_priority: Option<u8>,
     pub timer_slack_ns: u64,
     pub spin_us: f64,
+    /// CPU wake-up latency held at 0 (PM QoS) during the run.
+    pub pm_qos: bool,
 }
 
 fn connect(addr: SocketAddr) -> Result<TcpStream> {
@@ -530,6 +532,8 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
     if opts.interval.is_nan() || opts.interval <= 0.0 {
         return Err(WireError::new("--interval", "must be positive"));
     }
+    // Held (the file kept open) until the report is made.
+    let pm_qos = if opts.sched.pm_qos { Some(sched::hold_pm_qos().map_err(|e| WireError::new("--pm-qos", e))?) } else { None };
     if opts.preload {
         preload(&opts)?;
     }
@@ -652,6 +656,7 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
             realtime_priority: opts.sched.realtime,
             timer_slack_ns: applied.iter().map(|a| a.timer_slack_ns).max().unwrap_or(0),
             spin_us: opts.spin.as_secs_f64() * 1e6,
+            pm_qos: pm_qos.is_some(),
         },
         ops: totals.window.ops_summary(),
     })

@@ -14,6 +14,8 @@ pub struct Sched {
     pub cpus: Vec<usize>,
     /// SCHED_FIFO priority (1-99); None: the normal time-sharing policy.
     pub realtime: Option<u8>,
+    /// Hold the CPU-idle latency at 0 for the run (PM QoS, /dev/cpu_dma_latency).
+    pub pm_qos: bool,
 }
 
 /// What was applied, as recorded in the report.
@@ -63,6 +65,18 @@ pub fn apply(sched: &Sched, index: usize) -> Result<Applied, String> {
     Ok(Applied { cpus, realtime_priority: sched.realtime, timer_slack_ns })
 }
 
+/// Ask the kernel for zero CPU wake-up latency (PM QoS) until the returned file is
+/// closed, as cyclictest does: idle CPUs then poll instead of halting. On a VM a halted
+/// vCPU takes tens of µs, sometimes hundreds, to wake for a timer, which is most of the
+/// late sends of an otherwise idle generator.
+pub fn hold_pm_qos() -> Result<std::fs::File, String> {
+    use std::io::Write;
+    let path = "/dev/cpu_dma_latency";
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| format!("cannot open {path}: {e}"))?;
+    f.write_all(&0i32.to_ne_bytes()).map_err(|e| format!("cannot write {path}: {e}"))?;
+    Ok(f)
+}
+
 /// SCHED_FIFO for the calling thread (rustix has no sched_setscheduler).
 #[allow(unsafe_code)]
 fn set_fifo(prio: u8) -> std::io::Result<()> {
@@ -90,8 +104,25 @@ mod tests {
     }
 
     #[test]
+    fn pm_qos_holds_zero_wake_up_latency_while_open() {
+        use std::io::Read;
+        let read = || -> Option<i32> {
+            let mut b = [0u8; 4];
+            std::fs::File::open("/dev/cpu_dma_latency").ok()?.read_exact(&mut b).ok()?;
+            Some(i32::from_ne_bytes(b))
+        };
+        match hold_pm_qos() {
+            Ok(held) => {
+                assert_eq!(read(), Some(0)); // the kernel's current target while we hold it
+                drop(held);
+            }
+            Err(e) => assert!(e.contains("/dev/cpu_dma_latency"), "{e}"), // no root, or no PM QoS
+        }
+    }
+
+    #[test]
     fn slack_and_pinning_apply_to_this_thread() {
-        let got = std::thread::spawn(|| apply(&Sched { cpus: vec![0], realtime: None }, 3)).join().unwrap().unwrap();
+        let got = std::thread::spawn(|| apply(&Sched { cpus: vec![0], realtime: None, pm_qos: false }, 3)).join().unwrap().unwrap();
         assert_eq!(got.cpus, vec![0]);
         assert_eq!(got.timer_slack_ns, 1);
         assert_eq!(got.realtime_priority, None);
