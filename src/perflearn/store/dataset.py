@@ -135,10 +135,12 @@ class Dataset:
         context = list(context or [])
         if warmup < 0:
             raise UsageError(f"warm-up must be at least 0 s, got {warmup:g}", where="--warmup")
-        samples = samples[samples["t"] >= warmup]
         if samples.empty:
             raise UsageError("no samples stored: the experiment's collectors recorded no time series",
                              where=self.experiment)
+        samples = samples[samples["t"] >= warmup]
+        if samples.empty:
+            raise UsageError(f"no samples after the first {warmup:g} s of any run", where="--warmup")
         names = sorted(samples["metric"].unique())
         unknown = [c for c in context if c not in names]
         if unknown:
@@ -148,8 +150,6 @@ class Dataset:
         runs = self.frame.drop(columns=self.metrics)
         frame = runs.merge(wide, on="run_id", how="inner").drop(columns="t")
         metrics = [n for n in names if n not in context]
-        for col in names:
-            frame[col] = frame[col].astype(float)
         return Dataset(
             experiment=self.experiment,
             frame=frame.reset_index(drop=True),
