@@ -121,18 +121,28 @@ struct Counts {
 struct IntervalStats {
     window: Window,
     send_err: Latencies,
+    /// How long each write(2) of a request took: on loopback the kernel delivers the
+    /// request to the server inside the call, so this is the generator's floor per send.
+    write_time: Latencies,
     late: LateCauses,
     counts: Counts,
 }
 
 impl IntervalStats {
     fn new() -> Self {
-        IntervalStats { window: Window::default(), send_err: Latencies::default(), late: LateCauses::default(), counts: Counts::default() }
+        IntervalStats {
+            window: Window::default(),
+            send_err: Latencies::default(),
+            write_time: Latencies::default(),
+            late: LateCauses::default(),
+            counts: Counts::default(),
+        }
     }
 
     fn add(&mut self, s: &IntervalStats) {
         self.window.add(&s.window);
         self.send_err.add(&s.send_err);
+        self.write_time.add(&s.write_time);
         self.late.add(&s.late);
         self.counts.sent += s.counts.sent;
         self.counts.completed += s.counts.completed;
@@ -186,6 +196,9 @@ pub struct Report {
     pub send_err_p50_us: f64,
     pub send_err_p99_us: f64,
     pub send_err_max_us: f64,
+    /// Duration of the write(2) calls that sent requests (on loopback: delivery included).
+    pub write_p50_us: f64,
+    pub write_p99_us: f64,
     /// Sends later than 20 µs, by cause.
     pub send_late: LateCauses,
     /// How the send threads ran: CPUs pinned to (thread order), SCHED_FIFO priority,
@@ -252,20 +265,21 @@ fn preload(opts: &Options) -> Result<()> {
 /// Write what is queued. A request's send error runs from its intended time to the start
 /// of the write(2) that hands its last byte to the kernel: the kernel's own loopback
 /// delivery, done inside the call, is the network's time, not the generator's lateness.
-fn flush(c: &mut Conn, send_err: &mut Latencies, late: &mut LateCauses) -> io::Result<()> {
+fn flush(c: &mut Conn, stats: &mut IntervalStats) -> io::Result<()> {
     while !c.out.is_empty() {
         let issued = Instant::now();
         match c.stream.write(&c.out) {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0")),
             Ok(n) => {
+                stats.write_time.record(issued.elapsed().as_nanos() as u64);
                 c.out.drain(..n);
                 c.written += n as u64;
                 while let Some(u) = c.unsent.front() {
                     if u.end > c.written {
                         break;
                     }
-                    send_err.record(issued.saturating_duration_since(u.intended).as_nanos() as u64);
-                    late.count(u, issued);
+                    stats.send_err.record(issued.saturating_duration_since(u.intended).as_nanos() as u64);
+                    stats.late.count(u, issued);
                     c.unsent.pop_front();
                 }
             }
@@ -409,7 +423,8 @@ fn worker_inner(
     let mut deferred: VecDeque<(usize, bool, bool)> = VecDeque::new();
     let mut woke = start;
     let mut last_write_end = start;
-    let margin = opts.spin.as_secs_f64();
+    let spin = opts.spin.as_secs_f64();
+    let realtime = opts.sched.realtime.is_some();
     loop {
         let mut el = Instant::now().duration_since(start).as_secs_f64();
         // Requests due before an interval's end are generated before it closes.
@@ -446,7 +461,7 @@ fn worker_inner(
                 stats.counts.sent += 1;
                 // Written at once, so a request waits only behind the writes before it
                 // (a write that would block is finished on the writable event).
-                if flush(c, &mut stats.send_err, &mut stats.late).is_err() {
+                if flush(c, &mut stats).is_err() {
                     c.alive = false;
                     broken += 1;
                 }
@@ -471,6 +486,7 @@ fn worker_inner(
             // the timer `spin` ahead, or (no timerfd) by epoll's timeout a millisecond ahead.
             let next_event = if stop_at.is_none() { next_t.min((idx + 1) as f64 * interval) } else { el + 0.01 };
             let wait = next_event - Instant::now().duration_since(start).as_secs_f64();
+            let margin = spin_margin(spin, realtime, opts.profile.rate_at(el) * rate_share);
             let timeout = match &wakeup {
                 Some(w) if wait > margin && w.arm(Duration::from_secs_f64(wait - margin)) => Some(Duration::from_secs_f64(wait)),
                 _ if wait > margin.max(0.0015) => Some(Duration::from_secs_f64(wait - 0.001)),
@@ -499,7 +515,7 @@ fn worker_inner(
             if !c.alive {
                 continue;
             }
-            if writable && !c.out.is_empty() && flush(c, &mut stats.send_err, &mut stats.late).is_err() {
+            if writable && !c.out.is_empty() && flush(c, &mut stats).is_err() {
                 c.alive = false;
                 broken += 1;
                 continue;
@@ -629,6 +645,7 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
     let elapsed = start.elapsed().as_secs_f64();
     let all = totals.window.all().summary();
     let se = totals.send_err.summary();
+    let wt = totals.write_time.summary();
     let duration = opts.profile.duration();
     let target: f64 = {
         let steps = (duration / 0.01).ceil().max(1.0) as usize;
@@ -650,6 +667,8 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
         send_err_p50_us: se.p50_us,
         send_err_p99_us: se.p99_us,
         send_err_max_us: se.max_us,
+        write_p50_us: wt.p50_us,
+        write_p99_us: wt.p99_us,
         send_late: totals.late,
         sched: SchedReport {
             cpus: if opts.sched.cpus.is_empty() { Vec::new() } else { (0..threads).map(|t| opts.sched.cpus[t % opts.sched.cpus.len()]).collect() },
@@ -662,12 +681,37 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
     })
 }
 
+/// How long before a send the thread stops sleeping and spins. Under SCHED_FIFO the
+/// kernel throttles a thread that runs for more than 95 % of a second
+/// (`sched_rt_runtime_us`): it is stopped for the rest of that second, tens of ms of
+/// send error. A thread that spins `m` before each send of a Poisson stream at `rate`
+/// sleeps a fraction e^(-rate m) of the time, so the margin is capped to keep that
+/// fraction at 1/4 or more (m <= ln 4 / rate): 46 µs at 30 000 sends/s.
+fn spin_margin(spin: f64, realtime: bool, rate: f64) -> f64 {
+    if realtime && rate > 0.0 {
+        spin.min(4f64.ln() / rate)
+    } else {
+        spin
+    }
+}
+
 fn start_at_elapsed(s: &std::sync::OnceLock<Instant>) -> f64 {
     s.get().map(|i| i.elapsed().as_secs_f64()).unwrap_or(0.0)
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn realtime_spin_leaves_a_quarter_of_the_time_asleep() {
+        use super::spin_margin;
+        assert_eq!(spin_margin(100e-6, false, 50_000.0), 100e-6);
+        assert_eq!(spin_margin(100e-6, true, 1_000.0), 100e-6);
+        let m = spin_margin(100e-6, true, 30_000.0);
+        assert!((m - 46.2e-6).abs() < 0.1e-6, "{m}");
+        assert!(((-30_000.0 * m).exp() - 0.25).abs() < 1e-9);
+        assert_eq!(spin_margin(100e-6, true, 0.0), 100e-6);
+    }
+
     use super::*;
 
     #[test]
