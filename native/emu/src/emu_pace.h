@@ -94,5 +94,10 @@ int64_t emu_now_ns(void);
 int64_t emu_wait_until(int64_t deadline, int64_t spin_ns);
 /* Spin for d ns of CPU time (the overhead knob: the sender is busy). */
 void emu_spin_for(int64_t d);
+/* Measure once what a wait costs past its deadline (clock read, call, return: the
+ * median over 201 waits of 1 us, capped at EMU_EARLY_MAX_NS) and end every later wait
+ * and spin that much early.  Returns it.  Called by the shims when L or o is set. */
+#define EMU_EARLY_MAX_NS 200
+int64_t emu_calibrate(void);
 
 #endif

@@ -700,10 +700,12 @@ __attribute__((constructor)) static void emu_mpi_init(void)
         return;
     }
     enabled = emu_config_active(&cfg);
+    int64_t early = enabled && (cfg.latency_ns > 0 || cfg.overhead_ns > 0) ? emu_calibrate() : 0;
     if (cfg.verbose) {
         char d[256];
         emu_config_describe(&cfg, d, sizeof d);
-        fprintf(stderr, "perflearn-emu: pid %d mpi %s (%s)\n", (int)getpid(), enabled ? "active" : "inactive", d);
+        fprintf(stderr, "perflearn-emu: pid %d mpi %s (%s); waits end %lld ns early (measured)\n", (int)getpid(),
+                enabled ? "active" : "inactive", d, (long long)early);
     }
 }
 

@@ -925,6 +925,8 @@ __attribute__((constructor)) static void emu_init(void)
     }
     if (hot_ns < 0)
         hot_ns = 50000 + 2 * (cfg.latency_ns + cfg.overhead_ns);
+    if (enabled && (cfg.latency_ns > 0 || cfg.overhead_ns > 0))
+        emu_calibrate();
     if (cfg.verbose) {
         char d[256], line[300];
         emu_config_describe(&cfg, d, sizeof d);

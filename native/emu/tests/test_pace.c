@@ -236,12 +236,27 @@ static void test_clock(void)
     CHECK(emu_wait_until(a - 10, 0) >= 0);
 }
 
+/* after calibration a wait ends early by the measured cost, never by more than the cap */
+static void test_calibrate(void)
+{
+    int64_t early = emu_calibrate();
+    CHECK(early >= 0 && early <= EMU_EARLY_MAX_NS);
+    int64_t a = emu_now_ns();
+    emu_wait_until(a + 200000, 100000);
+    int64_t took = emu_now_ns() - a;
+    CHECK(took >= 200000 - early);
+    a = emu_now_ns();
+    emu_spin_for(50000);
+    CHECK(emu_now_ns() - a >= 50000 - early);
+}
+
 int main(void)
 {
     test_parse();
     test_config();
     test_link();
     test_clock();
+    test_calibrate();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
