@@ -275,3 +275,27 @@ def test_knee_command_on_a_stored_sweep(tmp_path):
     assert 12000 <= knee_x <= 18000  # where the curve turns up
     bad = CliRunner().invoke(app, ["knee", "sweep", "--x", "rate", "--y", "p99", "-s", str(tmp_path / "s.duckdb")])
     assert bad.exit_code == 2 and "no column 'p99'" in bad.output
+
+
+def test_knee_in_saturation_is_doubted(tmp_path):
+    """A sweep with loads far apart whose knee is the first saturated load (session 4's
+    first live sweep: 0.6 ms at 100k, 8.6 ms at the knee) gets a warning; a clean one not."""
+    import pandas as pd
+
+    from perflearn.learn.knee import knee_doubts, load_knee
+    from perflearn.store import Dataset, open_store
+
+    rates = [20e3, 40e3, 60e3, 80e3, 100e3, 120e3, 140e3]
+    p95 = [200, 205, 210, 230, 630, 2000, 8600]
+    knee = load_knee(rates, p95)
+    doubts = knee_doubts(rates, p95, knee)
+    assert knee.x == 120e3 and any("jumps 3.2x from load 100000" in d for d in doubts), doubts
+    clean = [100 + 2e-7 * r**2 + (5000 if r > 17000 else 0) * (r - 17000) / 2500
+             for r in [1000, 2000, 4000, 8000, 12000, 16000, 18000, 19000, 19500]]
+    clean_rates = [1000, 2000, 4000, 8000, 12000, 16000, 18000, 19000, 19500]
+    assert knee_doubts(clean_rates, clean, load_knee(clean_rates, clean)) == []
+    ds = Dataset.from_frame(pd.DataFrame({"rate": rates, "p95": p95}), metrics=["p95"], name="sat")
+    with open_store(tmp_path / "s.duckdb") as store:
+        store.import_dataset(ds, "sat")
+    result = CliRunner().invoke(app, ["knee", "sat", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
+    assert result.exit_code == 0 and "may already be saturated" in result.output, result.output

@@ -206,7 +206,7 @@ def knee(
 ) -> None:
     """The knee of a load-latency curve (kneedle on its monotone fit from the lowest latency on):
     QoS target = latency there, maximum load = 95 % of its load."""
-    from perflearn.learn.knee import load_knee
+    from perflearn.learn.knee import knee_doubts, load_knee
     from perflearn.store import open_store
 
     with open_store(store, read_only=True) as results:
@@ -225,3 +225,5 @@ def knee(
                          f"measure higher loads, or give --target-ms and --max-rps yourself")
     terminal.out.print(f"knee at {x} = {found.x:g}, {y} = {found.y:g}: QoS target {found.y:g}, "
                        f"maximum load {0.95 * found.x:g} (95 % of the knee)")
+    for doubt in knee_doubts(curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float), found):
+        terminal.warn(doubt)

@@ -126,3 +126,28 @@ def load_knee(load, latency, *, where: str = "curve") -> Knee | None:
     if knee is None:
         return None
     return Knee(start + knee.index, knee.x, knee.y, knee.curve, knee.direction, knee.strength)
+
+
+JUMP = 3.0  # a knee whose latency is this many times the previous load's sits past saturation
+
+
+def knee_doubts(load, latency, knee: Knee) -> list[str]:
+    """Why a load knee may be a poor QoS anchor, one sentence each (empty when none).
+
+    Kneedle finds the point of largest curvature; on a sweep that runs into
+    saturation with loads far apart, that point can be the first saturated load,
+    where latency has already jumped (measured here: a knee at 8.6 ms whose previous
+    load had 0.6 ms), and the target set from it is no QoS at all. (Kneedle never
+    picks the last load, so a knee always has a measured load above it.)
+    """
+    x = np.asarray(load, dtype=float).ravel()
+    y = np.asarray(latency, dtype=float).ravel()
+    ok = np.isfinite(x) & np.isfinite(y)
+    ux, inv = np.unique(x[ok], return_inverse=True)
+    uy = np.bincount(inv, weights=y[ok]) / np.bincount(inv)
+    i = int(np.searchsorted(ux, knee.x))
+    doubts = []
+    if 0 < i < len(ux) and uy[i - 1] > 0 and uy[i] / uy[i - 1] >= JUMP:
+        doubts.append(f"latency jumps {uy[i] / uy[i - 1]:.1f}x from load {ux[i - 1]:g} to the knee at {ux[i]:g}: the knee "
+                      f"may already be saturated; measure loads between them")
+    return doubts
