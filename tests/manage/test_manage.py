@@ -299,3 +299,20 @@ def test_knee_in_saturation_is_doubted(tmp_path):
         store.import_dataset(ds, "sat")
     result = CliRunner().invoke(app, ["knee", "sat", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
     assert result.exit_code == 0 and "may already be saturated" in result.output, result.output
+
+
+@pytest.mark.parametrize("name, boost", [("heracles", 300), ("heracles-2min", 120)])
+def test_heracles_gives_everything_for_its_boost_period_after_a_violation(name, boost):
+    """The seed describes a 5-minute period (section 4.1) and evaluated a 2-minute one (4.2)."""
+    from perflearn.manage.policies import make_policy
+
+    space = ConfigSpace.make(4, 4)
+    policy = make_policy(name, space, 1e-3, 10_000.0, 1.0, power=PowerModel(), intervals=1000)
+    assert policy.name == name
+    low = Configuration(1, space.levels[0])
+    at_max = {}
+    for t in range(1, 400):
+        p95 = 5e-3 if t == 10 else 1e-4  # one violation; the main controller looks at t = 1, 16, 31, ...
+        at_max[t] = policy.decide(Observation(float(t), 1000.0, p95, p95, low, 0.5, 10.0)) == space.maximum
+    assert not at_max[15] and all(at_max[t] for t in range(16, 16 + boost))
+    assert not at_max[16 + boost]  # then the core and power controllers take over again

@@ -16,7 +16,8 @@ from perflearn.errors import UsageError
 from . import terminal
 from .app import app
 
-POLICY_HELP = "static, ondemand, hipster, heracles, heimdall, heimdall-uncertain, heimdall-online, or all (repeatable)"
+POLICY_HELP = ("static, ondemand, hipster, heracles, heracles-2min, heimdall, heimdall-uncertain, heimdall-online, "
+               "or all (repeatable)")
 
 
 @app.command()
