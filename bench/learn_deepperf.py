@@ -53,7 +53,7 @@ def load(system: str):
 
 
 def one(args):
-    system, n, rep, family, ensemble, loo_below, blend, small_ratio = args
+    system, n, rep, family, ensemble, loo_below, blend, small_ratio, point = args
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -70,7 +70,7 @@ def one(args):
     ds = Dataset.from_frame(data.iloc[train].reset_index(drop=True), metrics=[target], name=system)
     t0 = time.perf_counter()
     model = fit_data(training_data(ds, target), family, cv=5, ensemble=ensemble, loo_below=loo_below, blend=blend,
-                     small_ratio=small_ratio, random_state=0, experiment=system)
+                     small_ratio=small_ratio, point=point, random_state=0, experiment=system)
     fit_s = time.perf_counter() - t0
     pred = model.predict(data.iloc[test])
     label = model.family + (" log" if model.log_target else "")
@@ -126,6 +126,8 @@ def main() -> None:
     ap.add_argument("--blend", type=float, default=None, help="auto: average candidates within this fraction of the best")
     ap.add_argument("--small-ratio", type=float, default=None,
                     help="auto: low-variance families only up to this many runs per feature (default: perflearn's)")
+    ap.add_argument("--point", default=None, choices=["auto", "median", "relative"],
+                    help="auto: point predicted (default: perflearn's, auto = relative-error point on small data)")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--out", default=None, help="also write the Markdown table here")
     ap.add_argument("--summarize", default=None, help="only print the table of results stored by --jsonl")
@@ -141,7 +143,7 @@ def main() -> None:
             if a.sizes and int(n) not in {int(v) for v in a.sizes.split(",")}:
                 continue
             for rep in range(a.first_rep, a.first_rep + a.reps):
-                jobs.append((system, int(n), rep, a.family, a.ensemble, a.loo_below, a.blend, a.small_ratio))
+                jobs.append((system, int(n), rep, a.family, a.ensemble, a.loo_below, a.blend, a.small_ratio, a.point))
     t0 = time.time()
     results = []
     with ProcessPoolExecutor(a.workers) as pool:

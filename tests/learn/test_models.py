@@ -13,7 +13,8 @@ from .conftest import step_frame
 
 
 @parametrize_with_checks([AutoRegressor(families=("linear", "cart"), cv=3),
-                          AutoRegressor(families=("cart", "bayes"), cv=3, small_ratio=2.0)])
+                          AutoRegressor(families=("cart", "bayes"), cv=3, small_ratio=2.0),
+                          AutoRegressor(families=("linear", "bayes"), cv=3, small_ratio=2.0, point="relative")])
 def test_auto_regressor_follows_sklearn_contract(estimator, check):
     check(estimator)
 

@@ -68,7 +68,8 @@ def test_fit_per_sample_over_an_experiment_the_runner_sampled(write_spec, store_
     base = ["-e", "hold", "-s", str(store_path), "--per-sample"]
     r = runner.invoke(app, ["fit", *base, "-t", "proc.rss", "--family", "cart", "-o", str(tmp_path / "m")])
     assert r.exit_code == 0, r.output
-    assert "samples of 3 runs" in r.output
+    assert "samples of 3 runs" in r.output and "folds are by run" in r.output and "optimistic" not in r.output
+    assert "folds by run (3 runs)" in r.output
     meta = json.loads((tmp_path / "m" / "model.json").read_text())
     assert meta["n_train"] >= 3 * 5  # about 10 samples per run, not one row per run
     r = runner.invoke(app, ["fit", *base, "--warmup", "0.5", "-t", "proc.rss", "--family", "cart",
@@ -76,6 +77,13 @@ def test_fit_per_sample_over_an_experiment_the_runner_sampled(write_spec, store_
     assert r.exit_code == 0, r.output
     warm = json.loads((tmp_path / "w" / "model.json").read_text())["n_train"]
     assert 0 < warm < meta["n_train"]  # the first half second of each run left out
+    assert meta["cv"]["folds_by"] == "run" and meta["cv"]["folds"] == 3  # 3 runs: 3 folds of whole runs
+    r = runner.invoke(app, ["evaluate", *base, "-t", "proc.rss", "--family", "cart", "-k", "3"])
+    assert r.exit_code == 0, r.output
+    assert "samples of 3 runs" in r.output and "folds by run" in r.output
+    r = runner.invoke(app, ["evaluate", *base, "-t", "proc.rss", "--family", "cart", "-k", "5"])
+    assert r.exit_code != 0 and "3 runs (folds are by run) are fewer than the 5 folds" in r.output
+
     low, high = Model.load(tmp_path / "m").predict(pd.DataFrame({"mb": [20, 220]}))
     assert high - low > 150 * 2**20  # the sampled resident memory follows the buffer
     r = runner.invoke(app, ["fit", *base, "-t", "proc.nonesuch", "-o", str(tmp_path / "n")])

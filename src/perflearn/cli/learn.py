@@ -179,6 +179,7 @@ def fit(
     log_target: Annotated[str, typer.Option("--log-target", help="auto, yes or no.")] = "auto",
     cv: Annotated[int, typer.Option("--cv", help="Cross-validation folds.")] = 5,
     ensemble: Annotated[Optional[int], typer.Option("--ensemble", help="auto: average a greedy ensemble of this many picks (1 = best single; default: perflearn's choice).")] = None,
+    point: Annotated[str, typer.Option("--point", help="auto: the point predicted. median: exp(mean of log y); relative: the point minimising the expected relative error (below the median when unsure); auto: relative on small data, else median.")] = "auto",
     per_sample: PerSampleOpt = False,
     warmup: Annotated[float, typer.Option("--warmup", help="--per-sample: leave out samples of each run's first SECONDS (e.g. a preload).")] = 0.0,
     seed: SeedOpt = 0,
@@ -190,10 +191,10 @@ def fit(
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup)
     if per_sample:
-        terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; the CV below splits "
-                      "samples, not runs, so it is optimistic (samples of one run are alike)")
+        terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; cross-validation folds "
+                      "are by run (all samples of a run in one fold)")
     model = fit_model(ds, target, _split(features), family, log_target=_log_opt(log_target), cv=cv,
-                      random_state=seed, ensemble=ensemble)
+                      random_state=seed, ensemble=ensemble, point=point)
     model.save(out)
     if model.n_excluded:
         terminal.warn(f"{model.n_excluded} run(s) left out (failed, or NULL {target} or feature)")
@@ -211,10 +212,13 @@ def _print_model(model, out: Path) -> None:
         chosen = "ensemble: " + "; ".join(f"{w:.2f}×{m}" for m, w in members)
     table.add_row("family", chosen)
     table.add_row("parameters", params)
+    if model.cv.get("point") == "relative":
+        table.add_row("point", "relative: minimises the expected relative error (below the median when unsure)")
     table.add_row("features", ", ".join(model.features))
     table.add_row("runs used", f"{model.n_train} ({model.n_excluded} left out)")
     cv = model.cv
-    table.add_row(f"{cv.get('folds', '?')}-fold CV", f"MRE {_fmt(cv.get('mre'))}%  R² {_fmt(cv.get('r2'))}  RMSE {_fmt(cv.get('rmse'))}")
+    by_run = f", folds by run ({cv.get('runs')} runs)" if cv.get("folds_by") == "run" else ""
+    table.add_row(f"{cv.get('folds', '?')}-fold CV{by_run}", f"MRE {_fmt(cv.get('mre'))}%  R² {_fmt(cv.get('r2'))}  RMSE {_fmt(cv.get('rmse'))}")
     if "oob" in cv:
         table.add_row("out-of-bag", f"R² {_fmt(cv['oob']['r2'])}  MRE {_fmt(cv['oob']['mre'])}%")
     imp = cv.get("importance") or {}
@@ -253,15 +257,21 @@ def evaluate(
     test_size: Annotated[float, typer.Option("--test-size", help="Random splits: test fraction.")] = 0.25,
     curve: Annotated[str, typer.Option("--curve", help="Learning curve: none, inverse-kfold (Kunkel) or fraction.")] = "none",
     figures: Annotated[Optional[Path], typer.Option("--figures", help="Write PNG figures and an HTML page here.")] = None,
+    per_sample: PerSampleOpt = False,
+    warmup: Annotated[float, typer.Option("--warmup", help="--per-sample: leave out samples of each run's first SECONDS (e.g. a preload).")] = 0.0,
     seed: SeedOpt = 0,
 ) -> None:
-    """Cross-validate a model family on the runs: MRE (PAAE), MAPE, RMSE, R², OOB, learning curve."""
+    """Cross-validate a model family on the runs: MRE (PAAE), MAPE, RMSE, R², OOB, learning curve.
+
+    With --per-sample the folds, test sets and learning-curve sizes are whole runs."""
     import pandas as pd
 
     from perflearn.learn import evaluate as ev
     from perflearn.learn.features import training_data
 
-    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
+    if warmup and not per_sample:
+        raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
+    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup)
     data = training_data(ds, target, _split(features))
     lt = _log_opt(log_target)
     res = ev.evaluate(data, family, scheme=scheme, folds=folds, repeats=repeats, test_size=test_size,
@@ -269,8 +279,10 @@ def evaluate(
     if data.excluded:
         terminal.warn(f"{data.excluded} run(s) left out (failed, or NULL {target} or feature)")
     summ = res.summary()
-    title = (f"{family} on {len(data.y)} runs of {target}: "
-             + (f"{folds}-fold x{repeats}" if scheme == "kfold" else f"{repeats} random splits, test {test_size:g}"))
+    on = f"{len(data.y)} runs" if not res.grouped else f"{len(data.y)} samples of {res.n_runs} runs"
+    title = (f"{family} on {on} of {target}: "
+             + (f"{folds}-fold x{repeats}" if scheme == "kfold" else f"{repeats} random splits, test {test_size:g}")
+             + (", folds by run" if res.grouped else ""))
     t = Table(title=title, title_justify="left")
     for c in ("metric", "mean", "std"):
         t.add_column(c, justify="right" if c != "metric" else "left")
@@ -293,7 +305,8 @@ def evaluate(
         else:
             raise UsageError(f"--curve must be none, inverse-kfold or fraction, got {curve!r}", where="--curve")
         terminal.out.print(_frame_table(lc[["mode", "size", "n_train", "mre_mean", "mre_std", "r2_mean"]],
-                                        title="learning curve (MRE % on the held-out runs)"))
+                                        title="learning curve (MRE % on the held-out runs"
+                                        + ("; folds by run, n_train counts samples)" if res.grouped else ")")))
     if figures is not None:
         figures.mkdir(parents=True, exist_ok=True)
         images = [ev.plot_pred_vs_actual(res.y_true, res.y_pred, figures / "pred_vs_actual.png",

@@ -4,6 +4,12 @@ Every split fits the whole procedure again on its training part (``auto``
 included: its choice of family is nested inside the split), so the error is
 that of the procedure on unseen runs.
 
+Per-sample data (``--per-sample``: several rows per run) is split by run: every
+split keeps all rows of a run on one side (GroupKFold / GroupShuffleSplit), and
+``auto``'s own choice inside a split does the same, because the intervals of one
+run are alike and splitting them would score the model on near-copies of its
+training rows (optimistic).
+
 Learning curves follow Kunkel et al.: the *inverse* k-fold trains on one fold and
 tests on the other k-1, so the training size is n/k; the fraction curve (Heimdall)
 trains on a random fraction and tests on the rest.
@@ -18,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import KFold, ShuffleSplit
+from sklearn.model_selection import GroupKFold, GroupShuffleSplit, KFold, ShuffleSplit
 
 from perflearn.errors import UsageError
 
@@ -32,18 +38,38 @@ def _pipeline(data: TrainingData, family: str, params=None, log_target: bool | s
     if family != "auto" and log_target == "auto":
         y = data.y
         log_target = bool(np.all(y > 0) and y.max() / y.min() >= 100)
-    from .models import AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_SMALL_RATIO
+    from .models import AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_POINT, AUTO_SMALL_RATIO
 
     est = model_for(family, params=params, log_target=log_target, cv=cv, random_state=random_state, n_jobs=n_jobs,
                     families=families, ensemble=AUTO_ENSEMBLE, loo_below=AUTO_LOO_BELOW, blend=AUTO_BLEND,
-                    small_ratio=AUTO_SMALL_RATIO)
+                    small_ratio=AUTO_SMALL_RATIO, point=AUTO_POINT)
     return make_pipeline(data.schema, est)
 
 
-def _fit_predict(pipe, X_tr, y_tr, X_te):
+def run_groups(data: TrainingData) -> np.ndarray | None:
+    """The run of each row when some run gives several rows (per-sample data), else None.
+
+    Cross-validation keeps the rows of one run together when this is not None."""
+    rows = getattr(data, "rows", None)
+    if rows is None or "run_id" not in getattr(rows, "columns", ()):
+        return None
+    runs = rows["run_id"].to_numpy()
+    if len(runs) != len(data.y) or len(pd.unique(runs)) == len(runs):
+        return None
+    return runs
+
+
+def fit_params(pipe, groups) -> dict[str, Any]:
+    """Fit parameters routing the training rows' groups to ``auto`` (its inner CV then splits by run)."""
+    if groups is not None and isinstance(pipe.named_steps["model"], AutoRegressor):
+        return {"model__groups": groups}
+    return {}
+
+
+def _fit_predict(pipe, X_tr, y_tr, X_te, groups=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        pipe.fit(X_tr, y_tr)
+        pipe.fit(X_tr, y_tr, **fit_params(pipe, groups))
         return np.asarray(pipe.predict(X_te), dtype=float)
 
 
@@ -67,6 +93,12 @@ class EvalResult:
     y_pred: np.ndarray
     oob: dict[str, float] = field(default_factory=dict)
     chosen: list[str] = field(default_factory=list)  # auto: family chosen in each split
+    n_runs: int = 0  # per-sample data: the runs the splits keep together (0: rows are runs)
+
+    @property
+    def grouped(self) -> bool:
+        """True when the splits are by run (per-sample data)."""
+        return self.n_runs > 0
 
     def summary(self) -> dict[str, dict[str, float]]:
         return {m: {"mean": float(self.splits[m].mean()), "std": float(self.splits[m].std(ddof=1)) if len(self.splits) > 1 else 0.0}
@@ -87,24 +119,37 @@ def evaluate(
     random_state: int = 0,
     n_jobs: int = 1,
     families=None,
+    by_run: bool = True,
 ) -> EvalResult:
-    """Score ``family`` by k-fold (``repeats`` times) or ``repeats`` random train/test splits."""
+    """Score ``family`` by k-fold (``repeats`` times) or ``repeats`` random train/test splits.
+
+    With ``by_run`` and per-sample data (several rows per run, :func:`run_groups`),
+    folds and test sets are made of whole runs, and ``folds`` counts runs."""
     _check_family(family)
     n = len(data.y)
     X, y = data.X, data.y
+    groups = run_groups(data) if by_run else None
+    units = n if groups is None else len(pd.unique(groups))
+    what = "usable runs" if groups is None else "runs (folds are by run)"
     if scheme == "kfold":
         if folds < 2:
             raise UsageError(f"k-fold needs at least 2 folds, got {folds}", where="--folds")
-        if n < folds:
-            raise UsageError(f"{n} usable runs are fewer than the {folds} folds; lower --folds", where=data.schema.target)
-        splitters = [KFold(folds, shuffle=True, random_state=random_state + r) for r in range(max(1, repeats))]
+        if units < folds:
+            raise UsageError(f"{units} {what} are fewer than the {folds} folds; lower --folds", where=data.schema.target)
+        if groups is None:
+            splitters = [KFold(folds, shuffle=True, random_state=random_state + r) for r in range(max(1, repeats))]
+        else:
+            splitters = [GroupKFold(folds, shuffle=True, random_state=random_state + r) for r in range(max(1, repeats))]
     elif scheme == "random":
         if not 0 < test_size < 1:
             raise UsageError(f"test size must be a fraction in (0, 1), got {test_size}", where="--test-size")
-        n_test = int(np.ceil(test_size * n))
-        if n_test < 1 or n - n_test < 2:
-            raise UsageError(f"{n} usable runs are too few for a {test_size:g} test split", where=data.schema.target)
-        splitters = [ShuffleSplit(max(1, repeats), test_size=test_size, random_state=random_state)]
+        n_test = int(np.ceil(test_size * units))
+        if n_test < 1 or units - n_test < 2:
+            raise UsageError(f"{units} {what} are too few for a {test_size:g} test split", where=data.schema.target)
+        if groups is None:
+            splitters = [ShuffleSplit(max(1, repeats), test_size=test_size, random_state=random_state)]
+        else:
+            splitters = [GroupShuffleSplit(max(1, repeats), test_size=test_size, random_state=random_state)]
     else:
         raise UsageError(f"unknown scheme {scheme!r} (kfold, random)", where="--scheme")
     rows = []
@@ -112,9 +157,11 @@ def evaluate(
     chosen = []
     split_no = 0
     for r, splitter in enumerate(splitters):
-        for tr, te in splitter.split(X):
-            pipe = _pipeline(data, family, params, log_target, _inner_cv(len(tr), cv), random_state, n_jobs, families)
-            pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te])
+        for tr, te in splitter.split(X, groups=groups):
+            g_tr = None if groups is None else groups[tr]
+            inner = _inner_cv(len(tr) if g_tr is None else len(pd.unique(g_tr)), cv)
+            pipe = _pipeline(data, family, params, log_target, inner, random_state, n_jobs, families)
+            pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te], g_tr)
             model = pipe.named_steps["model"]
             if isinstance(model, AutoRegressor):
                 chosen.append(model.best_family_ + (" log" if model.best_log_target_ else ""))
@@ -135,6 +182,7 @@ def evaluate(
         y_pred=np.concatenate(pooled_pred),
         oob=oob,
         chosen=chosen,
+        n_runs=0 if groups is None else units,
     )
 
 
@@ -158,10 +206,15 @@ def oob_score(data: TrainingData, params=None, log_target: bool | str = "auto", 
 
 def cross_validate_pipeline(data: TrainingData, family: str, *, params=None, log_target=False, folds=5,
                             random_state=0, n_jobs=1) -> dict[str, Any]:
-    """Pooled out-of-fold metrics of one fixed family (stored in a model artifact)."""
-    res = evaluate(data, family, scheme="kfold", folds=max(2, min(folds, len(data.y))), params=params,
+    """Pooled out-of-fold metrics of one fixed family (stored in a model artifact); by run for per-sample data."""
+    groups = run_groups(data)
+    units = len(data.y) if groups is None else len(pd.unique(groups))
+    res = evaluate(data, family, scheme="kfold", folds=max(2, min(folds, units)), params=params,
                    log_target=log_target, random_state=random_state, n_jobs=n_jobs)
     out: dict[str, Any] = {"folds": int(res.splits.shape[0]), **all_metrics(res.y_true, res.y_pred)}
+    if res.grouped:
+        out["folds_by"] = "run"
+        out["runs"] = res.n_runs
     if res.oob:
         out["oob"] = res.oob
     return out
@@ -180,8 +233,9 @@ def learning_curve(
     random_state: int = 0,
     n_jobs: int = 1,
     families=None,
+    by_run: bool = True,
 ) -> pd.DataFrame:
-    """Error by training size.
+    """Error by training size (per-sample data with ``by_run``: folds and sizes count whole runs).
 
     With ``ks`` (default 2..10, capped by the data): inverse k-fold, train on one
     fold, test on the other k-1, every fold in turn. With ``fractions``: ``repeats``
@@ -189,8 +243,16 @@ def learning_curve(
     n_train, mre_mean, mre_std, r2_mean, r2_std, rmse_mean``.
     """
     _check_family(family)
-    n = len(data.y)
     X, y = data.X, data.y
+    groups = run_groups(data) if by_run else None
+    n = len(y) if groups is None else len(pd.unique(groups))  # units: rows, or runs
+
+    def inner_cv(tr):
+        return _inner_cv(len(tr) if groups is None else len(pd.unique(groups[tr])), cv)
+
+    def g(idx):
+        return None if groups is None else groups[idx]
+
     rows = []
     if fractions is None:
         if ks is None:
@@ -201,9 +263,11 @@ def learning_curve(
             scores = []
             sizes = []
             for rep in range(max(1, repeats) if k > 2 else 1):
-                for te, tr in KFold(k, shuffle=True, random_state=random_state + rep).split(X):  # swapped: train on 1 fold
-                    pipe = _pipeline(data, family, params, log_target, _inner_cv(len(tr), cv), random_state, n_jobs, families)
-                    pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te])
+                splitter = (KFold(k, shuffle=True, random_state=random_state + rep) if groups is None
+                            else GroupKFold(k, shuffle=True, random_state=random_state + rep))
+                for te, tr in splitter.split(X, groups=groups):  # swapped: train on 1 fold
+                    pipe = _pipeline(data, family, params, log_target, inner_cv(tr), random_state, n_jobs, families)
+                    pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te], g(tr))
                     scores.append(all_metrics(y[te], pred))
                     sizes.append(len(tr))
             rows.append(_curve_row("inverse-kfold", k, sizes, scores))
@@ -215,10 +279,13 @@ def learning_curve(
             if n_train < 2 or n - n_train < 1:
                 raise UsageError(f"fraction {f:g} of {n} runs leaves no training or no test set", where="--fractions")
             scores, sizes = [], []
-            for tr, te in ShuffleSplit(max(1, repeats), train_size=n_train, test_size=n - n_train,
-                                       random_state=random_state).split(X):
-                pipe = _pipeline(data, family, params, log_target, _inner_cv(len(tr), cv), random_state, n_jobs, families)
-                pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te])
+            splitter = (ShuffleSplit(max(1, repeats), train_size=n_train, test_size=n - n_train, random_state=random_state)
+                        if groups is None else
+                        GroupShuffleSplit(max(1, repeats), train_size=n_train, test_size=n - n_train,
+                                          random_state=random_state))
+            for tr, te in splitter.split(X, groups=groups):
+                pipe = _pipeline(data, family, params, log_target, inner_cv(tr), random_state, n_jobs, families)
+                pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te], g(tr))
                 scores.append(all_metrics(y[te], pred))
                 sizes.append(len(tr))
             rows.append(_curve_row("fraction", f, sizes, scores))

@@ -30,7 +30,7 @@ from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
 from .features import FeatureSchema, TrainingData, training_data
-from .models import AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_SMALL_RATIO, FAMILIES, AutoRegressor, make_pipeline, model_for
+from .models import AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_POINT, AUTO_SMALL_RATIO, FAMILIES, POINTS, AutoRegressor, make_pipeline, model_for
 
 FORMAT = "perflearn-model/1"
 
@@ -292,18 +292,20 @@ def fit(
     loo_below: int | None = None,
     blend: float | None = None,
     small_ratio: float | None = None,
+    point: str | None = None,
 ) -> Model:
     """Fit a performance model of ``target`` from ``features`` (default: all knobs and context).
 
     ``family`` is one of ``FAMILIES`` or ``auto`` (family, hyperparameters and log
     target chosen by ``cv``-fold cross-validation on this data only). With an
     explicit family, ``log_target="auto"`` means log when every value is > 0 and
-    they span two orders of magnitude or more.
+    they span two orders of magnitude or more. ``point`` (auto only): ``auto``,
+    ``median`` or ``relative`` (see :class:`~perflearn.learn.models.AutoRegressor`).
     """
     data = training_data(ds, target, features)
     return fit_data(data, family, params=params, log_target=log_target, cv=cv, random_state=random_state,
                     n_jobs=n_jobs, families=families, ensemble=ensemble, loo_below=loo_below,
-                    blend=blend, small_ratio=small_ratio, experiment=ds.experiment)
+                    blend=blend, small_ratio=small_ratio, point=point, experiment=ds.experiment)
 
 
 def fit_data(
@@ -320,8 +322,11 @@ def fit_data(
     loo_below: int | None = None,
     blend: float | None = None,
     small_ratio: float | None = None,
+    point: str | None = None,
     experiment: str = "",
 ) -> Model:
+    from .evaluate import fit_params, run_groups
+
     where = experiment or "data"
     if family != "auto" and family not in FAMILIES:
         raise UsageError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)", where="--family")
@@ -330,21 +335,33 @@ def fit_data(
     if family != "auto" and log_target == "auto":
         log_target = bool(np.all(y > 0) and y.max() / y.min() >= 100)
     n = len(y)
+    # per-sample data (several rows per run): cross-validation keeps each run's rows in one fold
+    groups = run_groups(data)
+    runs = n if groups is None else len(pd.unique(groups))
+    point = AUTO_POINT if point is None else point
+    if point not in POINTS:
+        raise UsageError(f"point must be one of {', '.join(POINTS)}, got {point!r}", where="--point")
     if cv < 2:
         raise UsageError(f"cross-validation needs at least 2 folds, got {cv}", where="--cv")
-    if n < cv:
+    if groups is not None and runs < 2:
+        raise UsageError(f"the {n} samples come from {runs} run; cross-validation by run needs at least 2 runs",
+                         where=where)
+    if groups is None and n < cv:
         raise UsageError(f"{n} usable runs are fewer than the {cv} cross-validation folds; lower --cv", where=where)
+    if groups is not None:
+        cv = min(cv, runs)  # folds are made of whole runs
     try:
         estimator = model_for(family, params=params, log_target=log_target, cv=cv, random_state=random_state,
                               n_jobs=n_jobs, families=families,
                               ensemble=AUTO_ENSEMBLE if ensemble is None else ensemble,
                               loo_below=AUTO_LOO_BELOW if loo_below is None else loo_below,
                               blend=AUTO_BLEND if blend is None else blend,
-                              small_ratio=AUTO_SMALL_RATIO if small_ratio is None else small_ratio)
+                              small_ratio=AUTO_SMALL_RATIO if small_ratio is None else small_ratio,
+                              point=point)
         pipeline = make_pipeline(data.schema, estimator)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pipeline.fit(data.X, y)
+            pipeline.fit(data.X, y, **fit_params(pipeline, groups))
     except ValueError as exc:
         raise UsageError(f"cannot fit {family}: {str(exc).splitlines()[0]}", where=where) from None
     est = pipeline.named_steps["model"]
@@ -354,7 +371,10 @@ def fit_data(
         from .metrics import all_metrics
 
         cvinfo = {"folds": est.n_splits_, **all_metrics(y, est.oof_predictions_),
-                  "selected_by": est.scoring_, "members": est.members_, "candidates": est.cv_results_}
+                  "selected_by": est.scoring_, "members": est.members_, "candidates": est.cv_results_,
+                  "point": est.point_}
+        if groups is not None:
+            cvinfo.update(folds_by="run", runs=runs)
     else:
         chosen_family, chosen_params, chosen_log = family, dict(params or {}), bool(log_target)
         from .evaluate import cross_validate_pipeline

@@ -22,7 +22,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 from sklearn.linear_model import ARDRegression, BayesianRidge, RidgeCV
-from sklearn.model_selection import KFold
+from sklearn.model_selection import GroupKFold, KFold, LeaveOneGroupOut
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import Pipeline
@@ -45,6 +45,8 @@ AUTO_LOO_BELOW = 30  # leave-one-out CV up to this many training runs
 AUTO_ENSEMBLE = 1  # greedy ensemble rounds (1 = refit the single best candidate)
 AUTO_BLEND = 0.2  # average the candidates within this fraction of the best CV error
 AUTO_SMALL_RATIO = 2.0  # at most this many runs per feature: only SMALL_FAMILIES are candidates
+AUTO_POINT = "auto"  # point prediction: "relative" (minimises expected relative error) on small data, else median
+POINTS = ("auto", "median", "relative")
 
 
 def _log(y):
@@ -53,6 +55,39 @@ def _log(y):
 
 def _exp(y):
     return np.exp(y)
+
+
+def log_dist(est, X):
+    """(mu, sd) of log(y) predicted by a fitted log-target estimator; sd is None when the
+    model has no predictive distribution of its own (only GPs and Bayesian linear models have)."""
+    inner = est.regressor_
+    final = inner.steps[-1][1] if isinstance(inner, Pipeline) else inner
+    if isinstance(final, (GaussianProcessRegressor, ARDRegression, BayesianRidge)):
+        mu, sd = inner.predict(X, return_std=True)
+        return np.asarray(mu, dtype=float), np.asarray(sd, dtype=float)
+    return np.asarray(inner.predict(X), dtype=float), None
+
+
+class _RelativePoint:
+    """A fitted log-target regressor predicting the point that minimises the expected
+    *relative* error |p - y| / y instead of the median exp(mu).
+
+    If log(y) ~ N(mu, s^2) (the model's predictive distribution of the log target), the
+    expected relative error E|p - y|/y is minimised by the median of the density
+    weighted by 1/y, which is again lognormal, with log-mean mu - s^2: p = exp(mu - s^2).
+    ``s`` is the model's own predictive sd (GP, Bayesian linear: posterior + noise),
+    or ``spread`` (the RMS of its out-of-fold log residuals) for models without one.
+    """
+
+    def __init__(self, estimator, spread=None):
+        self.estimator = estimator
+        self.spread = spread
+
+    def predict(self, X):
+        mu, sd = log_dist(self.estimator, X)
+        if sd is None:
+            sd = np.full_like(mu, float(self.spread or 0.0))
+        return np.exp(mu - sd**2)
 
 
 def _scaled_target(model) -> TransformedTargetRegressor:
@@ -197,6 +232,31 @@ def cv_folds(n_samples: int, cv: int) -> int:
     return max(2, min(int(cv), n_samples))
 
 
+def n_groups(groups) -> int:
+    return 0 if groups is None else int(len(np.unique(np.asarray(groups))))
+
+
+def cv_splits(X, cv: int, *, groups=None, loo_below: int = 0, random_state=None) -> list:
+    """(train, test) index pairs of the cross-validation ``auto`` scores candidates on.
+
+    Without ``groups``: shuffled K-fold (leave-one-out up to ``loo_below`` samples).
+    With ``groups`` (one label per row, e.g. the run of each per-sample row): the folds
+    keep every row of a group together (GroupKFold, shuffled; leave-one-group-out up to
+    ``loo_below`` groups), so rows of one run are never on both sides of a split.
+    """
+    n = np.shape(X)[0]
+    if groups is None:
+        folds = n if n <= int(loo_below) else cv_folds(n, cv)
+        return list(KFold(folds, shuffle=True, random_state=random_state).split(X))
+    g = np.asarray(groups)
+    k = n_groups(g)
+    if k < 2:
+        raise ValueError(f"cross-validation by group needs at least 2 groups (runs), got {k}")
+    if k <= int(loo_below):
+        return list(LeaveOneGroupOut().split(X, groups=g))
+    return list(GroupKFold(max(2, min(int(cv), k)), shuffle=True, random_state=random_state).split(X, groups=g))
+
+
 def _score(scoring: str, y, pred) -> float:
     return mre(y, pred) if scoring == "mre" else rmse(y, pred)
 
@@ -244,6 +304,23 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
     n_jobs : int
         Passed to forests (keep <= 2 on shared machines).
 
+    point : {"auto", "median", "relative"}
+        The point each log-target candidate predicts. ``median``: exp(mu), the median
+        of its predictive distribution of y. ``relative``: exp(mu - s^2), the point that
+        minimises the expected relative error |p - y| / y (MRE, the error ``auto``
+        scores by) when log(y) ~ N(mu, s^2); s is the model's own predictive sd (GP,
+        Bayesian linear) or the RMS of its out-of-fold log residuals (others). It lies
+        below the median, by more where the model is less sure. ``auto``: ``relative``
+        when the small-data rule applies and candidates are scored by MRE (there every
+        candidate is a log-target model with a predictive distribution, and the spread
+        is large enough to matter), else ``median``. Candidates are scored with the
+        point they will predict.
+
+    ``fit(X, y, groups=None)``: with ``groups`` (one label per row, e.g. the run each
+    row of per-sample data comes from), the cross-validation keeps each group's rows
+    in one fold (see :func:`cv_splits`), and ``loo_below`` and ``small_ratio`` count
+    groups, the independent units, instead of rows.
+
     Attributes
     ----------
     best_estimator_, best_family_, best_params_, best_log_target_, best_score_,
@@ -252,7 +329,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, families=None, cv=5, loo_below=0, scoring="auto", log_target="auto", ensemble=1,
-                 blend=0.0, blend_max=5, small_ratio=0.0, random_state=0, n_jobs=1):
+                 blend=0.0, blend_max=5, small_ratio=0.0, point="median", random_state=0, n_jobs=1):
         self.families = families
         self.cv = cv
         self.loo_below = loo_below
@@ -262,6 +339,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         self.blend = blend
         self.blend_max = blend_max
         self.small_ratio = small_ratio
+        self.point = point
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -289,29 +367,43 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         """True when the small-data rule applies: at most ``small_ratio`` runs per feature."""
         return float(self.small_ratio) > 0 and n_samples <= float(self.small_ratio) * max(1, n_features)
 
-    def fit(self, X, y):
+    def fit(self, X, y, groups=None):
         X, y = validate_data(self, X, y, y_numeric=True)
         y = np.asarray(y, dtype=float)
         n = X.shape[0]
         if n < 2:
             raise ValueError(f"AutoRegressor needs at least 2 samples, got {n} sample")
+        if groups is not None:
+            groups = np.asarray(groups)
+            if len(groups) != n:
+                raise ValueError(f"groups has {len(groups)} labels for {n} samples")
+            if n_groups(groups) == n:
+                groups = None  # one row per group: plain cross-validation
         if self.scoring not in ("auto", "mre", "rmse"):
             raise ValueError(f"scoring must be auto, mre or rmse, got {self.scoring!r}")
         positive = bool(np.all(y > 0))
         if self.log_target is True and not positive:
             raise ValueError("log_target needs every target value > 0")
         self.scoring_ = ("mre" if positive else "rmse") if self.scoring == "auto" else self.scoring
-        cands = self.candidates(n, X.shape[1], positive)
+        units = n if groups is None else n_groups(groups)  # independent units: rows, or groups (runs)
+        cands = self.candidates(units, X.shape[1], positive)
         if not cands:
             raise ValueError("no candidate models for this data")
-        folds = n if n <= int(self.loo_below) else cv_folds(n, self.cv)
-        splits = list(KFold(folds, shuffle=True, random_state=self.random_state).split(X))
-        self.n_splits_ = folds
-        self.small_data_ = self.small_data(n, X.shape[1])
+        splits = cv_splits(X, self.cv, groups=groups, loo_below=self.loo_below, random_state=self.random_state)
+        self.n_splits_ = len(splits)
+        self.grouped_ = groups is not None
+        self.small_data_ = self.small_data(units, X.shape[1])
+        if self.point not in POINTS:
+            raise ValueError(f"point must be one of {', '.join(POINTS)}, got {self.point!r}")
+        relative = self.point == "relative" or (self.point == "auto" and self.small_data_ and self.scoring_ == "mre")
+        self.point_ = "relative" if relative else "median"
         results = []
         oof_all = []
+        spreads = []
         for cand in cands:
             oof = np.empty(n)
+            rel = relative and cand.log_target
+            mu_oof, sd_oof = np.empty(n), np.full(n, np.nan)
             ok = True
             for tr, te in splits:
                 est = build(cand.family, _cv_params(cand), log_target=cand.log_target, random_state=self.random_state,
@@ -320,10 +412,23 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         est.fit(X[tr], y[tr])
-                        oof[te] = est.predict(X[te])
+                        if rel:
+                            mu_oof[te], sd = log_dist(est, X[te])
+                            if sd is not None:
+                                sd_oof[te] = sd
+                        else:
+                            oof[te] = est.predict(X[te])
                 except (ValueError, np.linalg.LinAlgError, FloatingPointError):
                     ok = False
                     break
+            spread = None
+            if rel and ok:
+                if np.isnan(sd_oof).any():  # no predictive sd of its own: the spread of its out-of-fold log errors
+                    spread = float(np.sqrt(np.mean((mu_oof - np.log(y)) ** 2)))
+                    sd_oof[:] = spread
+                with np.errstate(over="ignore", invalid="ignore"):
+                    oof = np.exp(mu_oof - sd_oof**2)
+            spreads.append(spread)
             score = _score(self.scoring_, y, oof) if ok and np.all(np.isfinite(oof)) else np.inf
             results.append({"candidate": cand.label(), "family": cand.family, "params": cand.params,
                             "log_target": cand.log_target, "score": float(score)})
@@ -356,7 +461,8 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
             est = build(c.family, c.params, log_target=c.log_target, random_state=self.random_state, n_jobs=self.n_jobs)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fitted.append(est.fit(X, y))
+                est.fit(X, y)
+            fitted.append(_RelativePoint(est, spreads[i]) if relative and c.log_target else est)
         self.members_ = [(cands[i].label(), float(weights[i])) for i in members]
         if len(fitted) == 1:
             self.best_estimator_ = fitted[0]
@@ -415,11 +521,11 @@ def make_pipeline(schema, estimator) -> Pipeline:
 
 
 def model_for(family: str, *, params=None, log_target: bool | str = "auto", cv: int = 5, random_state=0, n_jobs=1,
-              families=None, scoring="auto", ensemble=1, loo_below=0, blend=0.0, small_ratio=0.0):
+              families=None, scoring="auto", ensemble=1, loo_below=0, blend=0.0, small_ratio=0.0, point="median"):
     """The estimator (before preprocessing) for a family name or ``auto``."""
     if family == "auto":
         return AutoRegressor(families=families, cv=cv, loo_below=loo_below, scoring=scoring, log_target=log_target,
-                             ensemble=ensemble, blend=blend, small_ratio=small_ratio,
+                             ensemble=ensemble, blend=blend, small_ratio=small_ratio, point=point,
                              random_state=random_state, n_jobs=n_jobs)
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)")

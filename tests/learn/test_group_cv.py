@@ -1,0 +1,78 @@
+"""Per-sample data (several rows per run) is cross-validated by run: the samples of one
+run are alike (they share the run's offset), so splitting them scores a model on
+near-copies of its training rows."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perflearn.learn import evaluate as ev
+from perflearn.learn.features import training_data
+from perflearn.learn.model import fit_data
+from perflearn.learn.models import AutoRegressor, cv_splits
+from perflearn.store import Dataset
+
+
+def per_sample_data(runs=24, samples=8, seed=0):
+    """y = 100 + 50 x, times a strong per-run offset (sd 25%), times small per-sample noise (1%)."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 1, runs)
+    offset = np.exp(rng.normal(0, 0.25, runs))
+    rows = []
+    for r in range(runs):
+        for s in range(samples):
+            rows.append({"run_id": r + 1, "x": x[r], "lat": (100 + 50 * x[r]) * offset[r] * np.exp(rng.normal(0, 0.01))})
+    ds = Dataset.from_frame(pd.DataFrame(rows), ["lat"], knobs=["x"], name="offsets")
+    return training_data(ds, "lat")
+
+
+def test_run_groups_only_when_runs_repeat():
+    data = per_sample_data()
+    g = ev.run_groups(data)
+    assert g is not None and len(g) == len(data.y) and len(np.unique(g)) == 24
+    one_row_per_run = Dataset.from_frame(pd.DataFrame({"x": [1.0, 2, 3], "y": [1.0, 2, 4]}), ["y"], knobs=["x"])
+    assert ev.run_groups(training_data(one_row_per_run, "y")) is None
+
+
+def test_cv_splits_keep_groups_together():
+    groups = np.repeat(np.arange(6), 4)
+    X = np.zeros((24, 1))
+    for loo in (0, 30):
+        splits = cv_splits(X, 5, groups=groups, loo_below=loo, random_state=0)
+        assert len(splits) == (6 if loo else 5)
+        for tr, te in splits:
+            assert not set(groups[tr]) & set(groups[te])
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        cv_splits(X, 5, groups=np.zeros(24))
+
+
+def test_grouped_cv_is_not_optimistic_where_sample_cv_is():
+    data = per_sample_data()
+    by_sample = ev.evaluate(data, "knn", folds=5, by_run=False)
+    by_run = ev.evaluate(data, "knn", folds=5)
+    assert by_run.grouped and by_run.n_runs == 24 and not by_sample.grouped
+    for _, row in by_run.splits.iterrows():
+        assert row["n_test"] % 8 == 0  # whole runs only
+    s, g = by_sample.summary()["mre"]["mean"], by_run.summary()["mre"]["mean"]
+    # sample split: the neighbours of a sample are its own run's samples (error ~ the 1% noise);
+    # run split: the run's own offset (25%) must be predicted from other runs
+    assert g > 3 * s and g > 8.0, (s, g)
+    rnd = ev.evaluate(data, "knn", scheme="random", repeats=3, test_size=0.25)
+    assert rnd.grouped and all(row["n_test"] % 8 == 0 for _, row in rnd.splits.iterrows())
+    curve = ev.learning_curve(data, "knn", ks=[2, 3], repeats=1)
+    assert (curve["n_train"] % 8 == 0).all()
+
+
+def test_auto_chooses_by_run_and_says_so():
+    data = per_sample_data(runs=12, samples=6)
+    model = fit_data(data, "auto", families=["knn", "linear"])
+    assert model.cv["folds_by"] == "run" and model.cv["runs"] == 12
+    groups = ev.run_groups(data)
+    X = data.X.to_numpy()
+    grouped = AutoRegressor(families=["knn"], loo_below=30, cv=5).fit(X, data.y, groups=groups)
+    plain = AutoRegressor(families=["knn"], loo_below=30, cv=5).fit(X, data.y)
+    assert grouped.grouped_ and grouped.n_splits_ == 12  # leave one run out (12 runs <= loo_below)
+    assert not plain.grouped_ and plain.n_splits_ == 5  # 72 rows > loo_below: 5-fold over samples
+    assert grouped.best_score_ > 2 * plain.best_score_  # the sample-split score is optimistic
+    fixed = fit_data(data, "knn")  # a fixed family's stored CV is by run as well
+    assert fixed.cv["folds_by"] == "run" and fixed.cv["mre"] > 8.0

@@ -1,0 +1,66 @@
+"""The relative-error point (``point="relative"``): for log(y) ~ N(mu, s^2) the expected
+relative error |p - y| / y is smallest at p = exp(mu - s^2), below the median exp(mu)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perflearn.errors import UsageError
+from perflearn.learn.features import training_data
+from perflearn.learn.model import fit_data
+from perflearn.learn.models import AutoRegressor, _RelativePoint, build, log_dist
+from perflearn.store import Dataset
+
+
+def test_exp_mu_minus_s2_minimises_expected_relative_error():
+    rng = np.random.default_rng(0)
+    s = 0.5
+    y = np.exp(rng.normal(0.0, s, 400_000))
+    grid = np.exp(np.linspace(-0.8, 0.4, 121))
+    risk = [np.mean(np.abs(p - y) / y) for p in grid]
+    assert abs(np.log(grid[int(np.argmin(risk))]) - (-s**2)) < 0.03
+    assert np.mean(np.abs(np.exp(-s**2) - y) / y) < np.mean(np.abs(1.0 - y) / y)  # beats the median
+
+
+def _options(n, p=8, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 2, (n, p)).astype(float)
+    y = np.exp(np.log(100) + X @ rng.laplace(0, 0.3, p) + rng.normal(0, 0.05, n))
+    return X, y
+
+
+def test_relative_point_is_below_the_median_by_the_predictive_variance():
+    X, y = _options(12)
+    est = build("bayes", {"prior": "ridge"}, log_target=True).fit(X, y)
+    mu, sd = log_dist(est, X)
+    assert sd is not None and np.all(sd > 0)
+    np.testing.assert_allclose(est.predict(X), np.exp(mu))
+    np.testing.assert_allclose(_RelativePoint(est).predict(X), np.exp(mu - sd**2))
+    ridge = build("linear", {}, log_target=True).fit(X, y)
+    assert log_dist(ridge, X)[1] is None  # no predictive sd of its own: the out-of-fold spread is used
+    np.testing.assert_allclose(_RelativePoint(ridge, 0.1).predict(X), ridge.predict(X) * np.exp(-0.01))
+
+
+def test_auto_point_is_relative_on_small_data_only():
+    X, y = _options(9)
+    small = AutoRegressor(loo_below=30, blend=0.2, small_ratio=2.0, point="auto").fit(X, y)
+    assert small.small_data_ and small.point_ == "relative"
+    X2, y2 = _options(40)
+    big = AutoRegressor(families=("linear",), loo_below=30, small_ratio=2.0, point="auto").fit(X2, y2)
+    assert not big.small_data_ and big.point_ == "median"
+    med = AutoRegressor(loo_below=30, blend=0.2, small_ratio=2.0, point="median").fit(X, y)
+    assert med.point_ == "median"
+    rel = AutoRegressor(families=("linear",), loo_below=30, point="relative").fit(X2, y2)
+    assert rel.point_ == "relative" and np.all(rel.predict(X2) < big.predict(X2))
+    with pytest.raises(ValueError, match="point must be one of"):
+        AutoRegressor(point="mean").fit(X, y)
+
+
+def test_fit_records_the_point_and_rejects_an_unknown_one():
+    X, y = _options(9)
+    frame = pd.DataFrame(X, columns=[f"o{i}" for i in range(X.shape[1])]).assign(perf=y)
+    data = training_data(Dataset.from_frame(frame, ["perf"], name="opts"), "perf")
+    assert fit_data(data, "auto").cv["point"] == "relative"
+    assert fit_data(data, "auto", point="median").cv["point"] == "median"
+    with pytest.raises(UsageError, match="point must be one of"):
+        fit_data(data, "auto", point="mean")
