@@ -289,7 +289,15 @@ def test_knee_in_saturation_is_doubted(tmp_path):
     p95 = [200, 205, 210, 230, 630, 2000, 8600]
     knee = load_knee(rates, p95)
     doubts = knee_doubts(rates, p95, knee)
-    assert knee.x == 120e3 and any("jumps 3.2x from load 100000" in d for d in doubts), doubts
+    assert knee.x == 120e3 and any("jumps 3.2x from load 100000 to 120000, to the knee" in d for d in doubts), doubts
+    # session 4's first live sweep: the knee past the jump, both in saturation
+    live = [5e3, 20e3, 40e3, 60e3, 80e3, 100e3, 120e3, 140e3, 160e3]
+    live_p95 = [636, 228, 186, 174, 234, 630, 7606, 8561, 25035]
+    knee = load_knee(live, live_p95)
+    assert knee.x == 140e3
+    assert knee_doubts(live, live_p95, knee) == [
+        "latency jumps 12.1x from load 100000 to 120000, below the knee (140000): the knee may already be saturated; "
+        "measure loads between 100000 and 120000"]
     clean = [100 + 2e-7 * r**2 + (5000 if r > 17000 else 0) * (r - 17000) / 2500
              for r in [1000, 2000, 4000, 8000, 12000, 16000, 18000, 19000, 19500]]
     clean_rates = [1000, 2000, 4000, 8000, 12000, 16000, 18000, 19000, 19500]

@@ -128,16 +128,17 @@ def load_knee(load, latency, *, where: str = "curve") -> Knee | None:
     return Knee(start + knee.index, knee.x, knee.y, knee.curve, knee.direction, knee.strength)
 
 
-JUMP = 3.0  # a knee whose latency is this many times the previous load's sits past saturation
+JUMP = 3.0  # latency this many times the previous load's: saturation began there
 
 
 def knee_doubts(load, latency, knee: Knee) -> list[str]:
-    """Why a load knee may be a poor QoS anchor, one sentence each (empty when none).
+    """Why a load knee may be a poor QoS anchor, one sentence each (empty when none): a
+    jump of latency by ``JUMP`` or more between two consecutive loads at or below it.
 
     Kneedle finds the point of largest curvature; on a sweep that runs into
-    saturation with loads far apart, that point can be the first saturated load,
-    where latency has already jumped (measured here: a knee at 8.6 ms whose previous
-    load had 0.6 ms), and the target set from it is no QoS at all. (Kneedle never
+    saturation with loads far apart, that point can lie in saturation, past the jump
+    (measured here: a knee at 140k req/s and 8.6 ms, after 0.63 ms at 100k and 7.6 ms
+    at 120k), and the target set from it is no QoS at all. (Kneedle never
     picks the last load, so a knee always has a measured load above it.)
     """
     x = np.asarray(load, dtype=float).ravel()
@@ -145,9 +146,11 @@ def knee_doubts(load, latency, knee: Knee) -> list[str]:
     ok = np.isfinite(x) & np.isfinite(y)
     ux, inv = np.unique(x[ok], return_inverse=True)
     uy = np.bincount(inv, weights=y[ok]) / np.bincount(inv)
-    i = int(np.searchsorted(ux, knee.x))
-    doubts = []
-    if 0 < i < len(ux) and uy[i - 1] > 0 and uy[i] / uy[i - 1] >= JUMP:
-        doubts.append(f"latency jumps {uy[i] / uy[i - 1]:.1f}x from load {ux[i - 1]:g} to the knee at {ux[i]:g}: the knee "
-                      f"may already be saturated; measure loads between them")
-    return doubts
+    k = int(np.searchsorted(ux, knee.x))
+    start = int(np.argmin(uy))  # as load_knee: the curve from its lowest latency on
+    for i in range(start + 1, k + 1):
+        if uy[i - 1] > 0 and uy[i] / uy[i - 1] >= JUMP:
+            where = "to the knee" if i == k else f"below the knee ({ux[k]:g})"
+            return [f"latency jumps {uy[i] / uy[i - 1]:.1f}x from load {ux[i - 1]:g} to {ux[i]:g}, {where}: the knee "
+                    f"may already be saturated; measure loads between {ux[i - 1]:g} and {ux[i]:g}"]
+    return []
