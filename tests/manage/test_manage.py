@@ -324,3 +324,24 @@ def test_heracles_gives_everything_for_its_boost_period_after_a_violation(name, 
         at_max[t] = policy.decide(Observation(float(t), 1000.0, p95, p95, low, 0.5, 10.0)) == space.maximum
     assert not at_max[15] and all(at_max[t] for t in range(16, 16 + boost))
     assert not at_max[16 + boost]  # then the core and power controllers take over again
+
+
+def test_energy_under_another_power_model_reprices_the_same_intervals():
+    """The live comparison's intervals priced by another model: the model they ran with
+    gives back their own energy; another gives the energy that model computes."""
+    from perflearn.manage.loop import SimulatedService, energy_under
+    from perflearn.manage.power import power_model
+    from perflearn.manage.simulator import ServerModel
+
+    space = ConfigSpace.make(3, 5)
+    server = ServerModel(mu_max=10_000.0, seed=3)
+    loads = [3000.0] * 10 + [20_000.0] * 10
+    ran_with, other = power_model("server"), power_model("tx1")
+    frame = control_loop(Ondemand(space, 1e-3, 25_000.0, 1.0), SimulatedService(server, space, loads, 1.0), len(loads),
+                         1.0, ran_with)
+    assert np.allclose(energy_under(frame, ran_with)["energy_j"], frame["energy_j"])
+    repriced = energy_under(frame, other)
+    first = frame.iloc[0]
+    assert repriced["energy_j"].iloc[0] == pytest.approx(
+        other.watts(Configuration(int(first.cores), float(first.level)), float(first.utilisation)))
+    assert repriced["energy_j"].sum() < frame["energy_j"].sum()  # tx1 is the smaller board

@@ -66,6 +66,7 @@ class IntervalRecord:
     cores: int
     level: float
     predicted: float | None
+    utilisation: float  # of the CPU the configuration allows: energy under another power model, afterwards
     power_w: float
     energy_j: float
     changed: bool
@@ -102,7 +103,8 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
                 measured.power_w = power.watts(config, measured.utilisation)
             records.append(IntervalRecord(
                 t, offered[i] if offered else None, measured.rps, measured.p95, measured.p99, policy.target,
-                config.cores, config.level, policy.predicted, measured.power_w, measured.power_w * interval_s,
+                config.cores, config.level, policy.predicted, measured.utilisation, measured.power_w,
+                measured.power_w * interval_s,
                 new != config, note))
             if new != config:
                 try:
@@ -133,3 +135,14 @@ def summarize(frame: pd.DataFrame, static_energy_j: float | None = None) -> dict
         "changes": int(frame["changed"].sum()),
         "intervals": int(len(frame)),
     }
+
+
+def energy_under(frame: pd.DataFrame, power: PowerModel) -> pd.DataFrame:
+    """The intervals of one policy with power and energy recomputed under another power
+    model, from the configuration that ran and its measured utilisation: a live
+    comparison priced by any model without running it again (QoS is unchanged)."""
+    frame = frame.sort_values("t")
+    dt = frame["t"].diff().fillna(frame["t"].iloc[0]).clip(lower=0)
+    watts = [power.watts(Configuration(int(r.cores), float(r.level)), float(r.utilisation))
+             for r in frame.itertuples(index=False)]
+    return frame.assign(power_w=watts, energy_j=[w * d for w, d in zip(watts, dt)])
