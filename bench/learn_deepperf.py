@@ -13,6 +13,12 @@ rows only; nothing here is specific to these systems.
     python bench/learn_deepperf.py                     # all 30 repetitions (30-40 min on 2 idle cores)
     python bench/learn_deepperf.py --reps 5 --systems Apache
     python bench/learn_deepperf.py --out bench/learn_deepperf.md
+    python bench/learn_deepperf.py --data-dir /tmp/heldout --system LLVM --interleave   # another system
+
+A system from another directory (`--data-dir`) needs `<SYS>_AllNumeric.csv` and
+`<SYS>_training_index.csv` in DeepPerf's layout; its published figures are read from
+`result_<SYS>.csv` (DeepPerf) and, if present, `CART_<SYS>_Stat_crossvalidation_gridsearch.csv`
+(DECART, column "GeneralizedError(%)") in the same directory.
 """
 
 from __future__ import annotations
@@ -45,15 +51,31 @@ PUBLISHED = {  # mean MRE (%) per sample size, from ../shared/data/deepperf/READ
 }
 
 
-def load(system: str):
-    data = pd.read_csv(DATA / f"{system}_AllNumeric.csv")
-    idx = pd.read_csv(DATA / f"{system}_training_index.csv", header=None)
+def published(system: str, data_dir: Path = DATA) -> dict:
+    """Published figures: the table above for x264/Apache, else DeepPerf's (and DECART's) files in data_dir."""
+    if system in PUBLISHED and Path(data_dir).resolve() == DATA.resolve():
+        return PUBLISHED[system]
+    res = pd.read_csv(Path(data_dir) / f"result_{system}.csv", comment="#", header=None)
+    pub = {"sizes": [int(v) for v in res[0]], "DeepPerf": [round(float(v), 2) for v in res[1]]}
+    cart = Path(data_dir) / f"CART_{system}_Stat_crossvalidation_gridsearch.csv"
+    if cart.exists():
+        c = pd.read_csv(cart)
+        c = c[pd.to_numeric(c["SamplingSize"], errors="coerce").notna()]
+        err = dict(zip(c["SamplingSize"].astype(float).astype(int), c["GeneralizedError(%)"].astype(float)))
+        pub["DECART"] = [round(err[n], 2) if n in err else None for n in pub["sizes"]]
+    return pub
+
+
+def load(system: str, data_dir: Path = DATA):
+    data = pd.read_csv(Path(data_dir) / f"{system}_AllNumeric.csv")
+    idx = pd.read_csv(Path(data_dir) / f"{system}_training_index.csv", header=None)
     labels = idx.iloc[0].astype(int).to_numpy()
     return data, idx, labels
 
 
 def one(args):
-    system, n, rep, family, ensemble, loo_below, blend, small_ratio, point = args
+    system, n, rep, family, ensemble, loo_below, blend, small_ratio, point = args[:9]
+    data_dir = args[9] if len(args) > 9 else DATA
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -62,7 +84,7 @@ def one(args):
     from perflearn.learn.metrics import mre
     from perflearn.store import Dataset
 
-    data, idx, labels = load(system)
+    data, idx, labels = load(system, data_dir)
     cols = np.flatnonzero(labels == n)
     train = idx.iloc[rep, cols].astype(int).to_numpy()
     test = np.setdiff1d(np.arange(len(data)), train)
@@ -79,7 +101,7 @@ def one(args):
     return system, n, rep, mre(data[target].to_numpy()[test], pred), label, fit_s
 
 
-def table(df: pd.DataFrame, family: str, systems: list[str]) -> list[str]:
+def table(df: pd.DataFrame, family: str, systems: list[str], data_dir: Path = DATA) -> list[str]:
     """Markdown table lines: our mean MRE ± 95% margin per system and N beside the published ones."""
     lines = [
         f"### DeepPerf benchmark: perflearn `{family}` vs published MRE (%)",
@@ -91,7 +113,7 @@ def table(df: pd.DataFrame, family: str, systems: list[str]) -> list[str]:
     for system in systems:
         if system not in set(df.system):
             continue
-        pub = PUBLISHED[system]
+        pub = published(system, data_dir)
         others = [k for k in pub if k != "sizes"]
         lines += [f"**{system}**", "", "| N | reps | perflearn " + family + " | " + " | ".join(others)
                   + " | beats best published | chosen (most often) | fit s (median) |",
@@ -115,7 +137,10 @@ def table(df: pd.DataFrame, family: str, systems: list[str]) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--systems", default="x264,Apache")
+    ap.add_argument("--systems", "--system", default="x264,Apache")
+    ap.add_argument("--data-dir", default=str(DATA), help="directory of the systems' files (default: ../shared/data/deepperf)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="run repetition by repetition across systems and sample sizes (partial runs then cover every N)")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--sizes", default=None, help="only these sample sizes, e.g. 9,16")
     ap.add_argument("--first-rep", type=int, default=1, help="first repetition (1-based) of the index files")
@@ -134,16 +159,20 @@ def main() -> None:
     a = ap.parse_args()
     if a.summarize:
         df = pd.read_json(a.summarize, lines=True).drop_duplicates(["system", "n", "rep"])
-        print("\n".join(table(df, a.family, a.systems.split(","))))
+        print("\n".join(table(df, a.family, a.systems.split(","), Path(a.data_dir))))
         return
     jobs = []
     for system in a.systems.split(","):
-        _, _, labels = load(system)
+        _, _, labels = load(system, Path(a.data_dir))
         for n in sorted(set(labels)):
             if a.sizes and int(n) not in {int(v) for v in a.sizes.split(",")}:
                 continue
             for rep in range(a.first_rep, a.first_rep + a.reps):
-                jobs.append((system, int(n), rep, a.family, a.ensemble, a.loo_below, a.blend, a.small_ratio, a.point))
+                job = (system, int(n), rep, a.family, a.ensemble, a.loo_below, a.blend, a.small_ratio, a.point)
+                jobs.append(job if Path(a.data_dir).resolve() == DATA.resolve() else job + (Path(a.data_dir),))
+    if a.interleave:
+        order = {s: i for i, s in enumerate(a.systems.split(","))}
+        jobs.sort(key=lambda j: (j[2], order[j[0]], j[1]))
     t0 = time.time()
     results = []
     with ProcessPoolExecutor(a.workers) as pool:
@@ -154,9 +183,10 @@ def main() -> None:
                     f.write(json.dumps(dict(zip(["system", "n", "rep", "mre", "chosen", "fit_s"], res))) + "\n")
     wall = time.time() - t0
     df = pd.DataFrame(results, columns=["system", "n", "rep", "mre", "chosen", "fit_s"])
-    lines = table(df, a.family, a.systems.split(","))
+    lines = table(df, a.family, a.systems.split(","), Path(a.data_dir))
+    extra = "" if Path(a.data_dir).resolve() == DATA.resolve() else f" --data-dir {a.data_dir}"
     lines += [f"Wall time {wall / 60:.1f} min with {a.workers} worker(s). Reproduce: "
-              f"`python bench/learn_deepperf.py --reps {a.reps} --first-rep {a.first_rep} --systems {a.systems}`", ""]
+              f"`python bench/learn_deepperf.py --reps {a.reps} --first-rep {a.first_rep} --systems {a.systems}{extra}`", ""]
     text = "\n".join(lines)
     print(text)
     if a.out:
