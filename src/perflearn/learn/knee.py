@@ -99,6 +99,15 @@ def find_knee(x, y, *, curve: str = "auto", direction: str = "auto", sensitivity
     return None
 
 
+def _mean_curve(load, latency) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct loads and the mean latency at each (repeats averaged, NaN dropped)."""
+    x = np.asarray(load, dtype=float).ravel()
+    y = np.asarray(latency, dtype=float).ravel()
+    ok = np.isfinite(x) & np.isfinite(y)
+    ux, inv = np.unique(x[ok], return_inverse=True)
+    return ux, np.bincount(inv, weights=y[ok]) / np.bincount(inv)
+
+
 def load_knee(load, latency, *, where: str = "curve") -> Knee | None:
     """The knee of a load-latency curve, as a QoS target is set from it (Heimdall 4.1.3).
 
@@ -110,13 +119,9 @@ def load_knee(load, latency, *, where: str = "curve") -> Knee | None:
     """
     from sklearn.isotonic import IsotonicRegression
 
-    x = np.asarray(load, dtype=float).ravel()
-    y = np.asarray(latency, dtype=float).ravel()
-    ok = np.isfinite(x) & np.isfinite(y)
-    ux, inv = np.unique(x[ok], return_inverse=True)  # sorted loads; repeats averaged
+    ux, uy = _mean_curve(load, latency)
     if len(ux) < 3:
         raise UsageError(f"a knee needs at least 3 distinct loads, got {len(ux)}", where=where)
-    uy = np.bincount(inv, weights=y[ok]) / np.bincount(inv)
     start = int(np.argmin(uy))
     ux, uy = ux[start:], uy[start:]
     if len(ux) < 3:
@@ -141,11 +146,7 @@ def knee_doubts(load, latency, knee: Knee) -> list[str]:
     at 120k), and the target set from it is no QoS at all. (Kneedle never
     picks the last load, so a knee always has a measured load above it.)
     """
-    x = np.asarray(load, dtype=float).ravel()
-    y = np.asarray(latency, dtype=float).ravel()
-    ok = np.isfinite(x) & np.isfinite(y)
-    ux, inv = np.unique(x[ok], return_inverse=True)
-    uy = np.bincount(inv, weights=y[ok]) / np.bincount(inv)
+    ux, uy = _mean_curve(load, latency)
     k = int(np.searchsorted(ux, knee.x))
     start = int(np.argmin(uy))  # as load_knee: the curve from its lowest latency on
     for i in range(start + 1, k + 1):

@@ -179,6 +179,15 @@ class Heracles(Policy):
         return self.config
 
 
+class Heracles2Min(Heracles):
+    """Heracles as the seed ran it for its Table 4.1: everything at maximum for 2 minutes."""
+
+    name = "heracles-2min"
+
+    def __init__(self, *args, boost_s: float = 120.0, **kwargs):
+        super().__init__(*args, boost_s=boost_s, **kwargs)
+
+
 class Heimdall(Policy):
     """Model-based: ``model`` maps a frame (cores, level, rps) to predicted p95 in seconds
     and its spread (mean, spread arrays).
@@ -252,9 +261,8 @@ class Heimdall(Policy):
             self.correction[i] = (1 - self.online) * self.correction[i] + self.online * error
 
 
-POLICIES = {cls.name: cls for cls in (Static, Ondemand, Hipster, Heracles, Heimdall)}
-POLICY_NAMES = ("static", "ondemand", "hipster", "heracles", "heracles-2min", "heimdall", "heimdall-uncertain",
-                "heimdall-online")
+POLICIES = {cls.name: cls for cls in (Static, Ondemand, Hipster, Heracles, Heracles2Min, Heimdall)}
+POLICY_NAMES = (*POLICIES, "heimdall-uncertain", "heimdall-online")
 
 
 def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, interval_s: float, *,
@@ -267,8 +275,4 @@ def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, 
                         online=0.3 if name == "heimdall-online" else None)
     if name == "hipster":
         return Hipster(space, target_s, max_rps, interval_s, power=power, learn_intervals=intervals // 2)
-    if name == "heracles-2min":
-        policy = Heracles(space, target_s, max_rps, interval_s, boost_s=120.0)
-        policy.name = name
-        return policy
     return POLICIES[name](space, target_s, max_rps, interval_s)
