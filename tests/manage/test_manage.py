@@ -164,6 +164,21 @@ def test_summary_metrics():
     assert s["energy_reduction"] == 50.0 and s["changes"] == 2
 
 
+def test_across_seeds_summarises_each_policy():
+    import pandas as pd
+
+    from perflearn.manage.compare import across_seeds
+
+    seed = lambda qos, saved: pd.DataFrame({"policy": ["static", "heimdall"], "qos_guarantee": [100.0, qos],
+                                            "energy_reduction": [0.0, saved]})
+    table = across_seeds([seed(98.0, 30.0), seed(97.0, 25.0), seed(99.0, 20.0)]).set_index("policy")
+    heimdall = table.loc["heimdall"]
+    assert heimdall["qos_mean"] == pytest.approx(98.0) and heimdall["qos_std"] == pytest.approx(1.0)
+    assert heimdall["qos_min"] == 97.0 and heimdall["saved_min"] == 20.0 and heimdall["saved_mean"] == pytest.approx(25.0)
+    assert heimdall["goal_seeds"] == 1 and heimdall["seeds"] == 3  # only the first seed meets both 97.7 % and 22 %
+    assert table.loc["static", "goal_seeds"] == 0 and list(table.index) == ["static", "heimdall"]
+
+
 def test_power_presets_and_custom_models():
     from perflearn.manage.power import power_model
 
@@ -193,6 +208,23 @@ def test_simulated_comparison_cli(tmp_path):
     assert (tmp_path / "f.png").stat().st_size > 10_000 and (tmp_path / "i.csv").exists()
 
 
+@pytest.mark.slow
+def test_simulated_comparison_over_seeds(tmp_path):
+    import pandas as pd
+
+    result = CliRunner().invoke(app, ["manage", "--simulate", "--seeds", "2", "--seed", "3", "--cores", "2", "--levels", "4",
+                                      "--step-seconds", "5", "-p", "static", "-p", "heimdall", "--csv", str(tmp_path / "i.csv")])
+    assert result.exit_code == 0, result.output
+    assert "seed 3:" in result.output and "seed 4:" in result.output
+    rows = {line.split()[0]: line for line in result.output.splitlines() if line.strip()}
+    assert "of 2 seeds" in rows["heimdall"] and rows["static"].split()[1] == "100.0"
+    intervals = pd.read_csv(tmp_path / "i.csv")
+    assert sorted(intervals["seed"].unique()) == [3, 4] and set(intervals["policy"]) == {"static", "heimdall"}
+    # each seed is its own measurement: the noise differs, so the latencies do
+    first, second = (intervals[(intervals.policy == "heimdall") & (intervals.seed == s)]["p95"].to_numpy() for s in (3, 4))
+    assert len(first) == len(second) and (first != second).any()
+
+
 def test_bad_flags():
     cli = CliRunner()
     for args, fragment in ((["-p", "nope", "--simulate"], "unknown policy 'nope'"),
@@ -201,6 +233,7 @@ def test_bad_flags():
                            (["--cores", "0", "--simulate"], "--cores/--levels"),
                            (["--power", "1,2", "--simulate"], "--power: expected one of server, tx1"),
                            (["--power", "laptop", "--simulate"], "--power"),
+                           (["--seeds", "0", "--simulate"], "--seeds: at least 1"),
                            ([], "or --simulate")):
         result = cli.invoke(app, ["manage", *args])
         assert result.exit_code == 2 and fragment in result.output, result.output

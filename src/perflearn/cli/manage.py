@@ -40,6 +40,8 @@ def manage(
     interval: Annotated[float, typer.Option(help="Control interval, seconds.")] = 1.0,
     target_ms: Annotated[Optional[float], typer.Option("--target-ms", help="QoS target for p95 (default: latency at the knee).")] = None,
     seed: Annotated[int, typer.Option(help="Simulator noise seed.")] = 0,
+    seeds: Annotated[int, typer.Option(help="Simulator: repeat the whole protocol (knee, profile, model, trace) over "
+                                       "this many noise seeds from --seed; report mean ± sd and minimum per policy.")] = 1,
     power: Annotated[str, typer.Option(help="Power model where there is no RAPL: server (20 W static, per core 1.5 W "
                                        "idle + 6 W dynamic), tx1 (the seed's Jetson TX1: 30 % of peak at 10 % load), "
                                        "or static,idle,dynamic watts.")] = "server",
@@ -62,6 +64,8 @@ def manage(
         raise UsageError(f"--target-ms: a QoS target must be > 0, got {target_ms:g}")
     if trace not in ("steps", "diurnal"):
         raise UsageError(f"--trace: expected steps or diurnal, got {trace!r}")
+    if seeds < 1:
+        raise UsageError(f"--seeds: at least 1, got {seeds}")
     if interval <= 0 or step_seconds < interval:
         raise UsageError("--interval must be > 0 and --step-seconds at least one interval")
     try:
@@ -80,8 +84,8 @@ def manage(
                            power_.label)
     if simulate:
         with recording as record:
-            _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, figure, csv,
-                      record, power_)
+            _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
+                      csv, record, power_)
         return
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
@@ -162,39 +166,43 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
         pd.concat([f.assign(policy=n) for n, f in frames.items()]).to_csv(csv, index=False)
 
 
-def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, figure, csv, record,
+def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, seeds, figure, csv, record,
               power) -> None:
     import pandas as pd
 
-    from perflearn.manage.compare import compare, figure as draw, latency_model, load_sweep, profile, qos_from_knee
-    from perflearn.manage.simulator import ServerModel, diurnal_profile, expand, steps_profile
+    from perflearn.manage.compare import across_seeds, figure as draw, simulate
+    from perflearn.manage.simulator import ServerModel
 
-    server = ServerModel(mu_max=mu, base_s=base_s, seed=seed)
-    knee_target, max_rps = qos_from_knee(load_sweep(server, space))
-    target = target_ms / 1e3 if target_ms else knee_target
-    terminal.info(f"simulated service: {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s per core; "
-                  f"knee: p95 {knee_target * 1e3:.3f} ms; QoS target {target * 1e3:.3f} ms; max load {max_rps:.0f} req/s")
-    model = None
-    if any(n.startswith("heimdall") for n in names):
-        samples = profile(server, space, max_rps)
-        model = latency_model(samples)
-        terminal.info(f"heimdall model: random forest on {len(samples)} profiling intervals "
-                      f"({len(space)} configurations x 20 loads)")
-    profile_ = steps_profile(max_rps, step_seconds) if trace == "steps" else diurnal_profile(max_rps, 12 * step_seconds, interval)
-    loads = expand(profile_, interval)
-    summary, frames = compare(server, space, loads, interval, power, target, max_rps, names, model)
-    for name, frame in frames.items():
-        record(name, frame, frames["static"]["energy_j"].sum(), 0.0)
-    table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes", box=None)
-    for row in summary.itertuples(index=False):
-        table.add_row(row.policy, f"{row.qos_guarantee:.1f}%", f"{row.qos_tardiness:.2f}", f"{row.energy_j / 1e3:.2f} kJ",
-                      f"{row.energy_reduction:+.1f}%", str(row.changes))
+    runs = []
+    for s in range(seed, seed + seeds):
+        run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s), space, names, trace, step_seconds, interval, power,
+                       target_ms / 1e3 if target_ms else None)
+        terminal.info(f"seed {s}: simulated service {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s "
+                      f"per core; knee p95 {run.knee_target_s * 1e3:.3f} ms; QoS target {run.target_s * 1e3:.3f} ms; "
+                      f"max load {run.max_rps:.0f} req/s"
+                      + (f"; heimdall model: random forest on {run.profiled} profiling intervals" if run.profiled else ""))
+        for name, frame in run.frames.items():
+            record(name if seeds == 1 else f"{name}@{s}", frame, run.frames["static"]["energy_j"].sum(), 0.0)
+        runs.append(run)
+    if seeds == 1:
+        table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes", box=None)
+        for row in runs[0].summary.itertuples(index=False):
+            table.add_row(row.policy, f"{row.qos_guarantee:.1f}%", f"{row.qos_tardiness:.2f}",
+                          f"{row.energy_j / 1e3:.2f} kJ", f"{row.energy_reduction:+.1f}%", str(row.changes))
+    else:
+        table = Table("policy", "QoS guarantee (mean ± sd, min)", f"energy saved ({power.label})",
+                      "goal met (≥97.7 %, ≥22 %)", box=None)
+        for row in across_seeds([r.summary for r in runs]).itertuples(index=False):
+            table.add_row(row.policy, f"{row.qos_mean:.1f} ± {row.qos_std:.1f}%, {row.qos_min:.1f}%",
+                          f"{row.saved_mean:+.1f} ± {row.saved_std:.1f}%, {row.saved_min:+.1f}%",
+                          f"{row.goal_seeds} of {row.seeds} seeds")
     terminal.out.print(table)
     if figure:
-        draw({n: frames[n] for n in names}, figure, f"{trace} load, target {target * 1e3:.2f} ms")
-        terminal.info(f"figure: {figure}")
+        draw({n: runs[0].frames[n] for n in names}, figure, f"{trace} load, target {runs[0].target_s * 1e3:.2f} ms")
+        terminal.info(f"figure: {figure} (seed {seed})")
     if csv:
-        pd.concat([f.assign(policy=n) for n, f in frames.items()]).to_csv(csv, index=False)
+        pd.concat([f.assign(policy=n, seed=seed + i) for i, r in enumerate(runs) for n, f in r.frames.items()]
+                  ).to_csv(csv, index=False)
         terminal.info(f"intervals: {csv}")
 
 

@@ -9,7 +9,7 @@ configurations.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -83,6 +83,53 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items() if n in policies or n == "static"]
     return pd.DataFrame(rows), frames
+
+
+@dataclass
+class Simulation:
+    """One simulated comparison: the knee's target and load, the model's training size,
+    the summary table (one row per policy) and every interval of every policy."""
+
+    knee_target_s: float
+    target_s: float
+    max_rps: float
+    profiled: int
+    summary: pd.DataFrame
+    frames: dict[str, pd.DataFrame]
+
+
+def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace: str, step_s: float,
+             interval_s: float, power: PowerModel, target_s: float | None = None) -> Simulation:
+    """The whole simulated protocol for one noise seed (``server.seed``): knee -> target and
+    maximum load, profiling -> Heimdall's model, the trace, every policy on it."""
+    from .simulator import diurnal_profile, expand, steps_profile
+
+    knee_target, max_rps = qos_from_knee(load_sweep(server, space))
+    target = target_s or knee_target
+    model, profiled = None, 0
+    if any(n.startswith("heimdall") for n in policies):
+        samples = profile(server, space, max_rps, seed=server.seed + 1)
+        model, profiled = latency_model(samples), len(samples)
+    segments = steps_profile(max_rps, step_s) if trace == "steps" else diurnal_profile(max_rps, 12 * step_s, interval_s)
+    loads = expand(segments, interval_s)
+    summary, frames = compare(server, space, loads, interval_s, power, target, max_rps, policies, model)
+    return Simulation(knee_target, target, max_rps, profiled, summary, frames)
+
+
+def across_seeds(summaries: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per policy over several seeds' summaries: mean, standard deviation and minimum of the
+    QoS guarantee and of the energy reduction, and in how many seeds the seed's goal held
+    (at least 97.7 % of intervals and 22 % of energy saved)."""
+    frame = pd.concat(summaries, ignore_index=True)
+    frame["goal"] = (frame["qos_guarantee"] >= 97.7) & (frame["energy_reduction"] >= 22.0)
+    grouped = frame.groupby("policy", sort=False)
+    return pd.DataFrame({
+        "qos_mean": grouped["qos_guarantee"].mean(), "qos_std": grouped["qos_guarantee"].std(ddof=1),
+        "qos_min": grouped["qos_guarantee"].min(),
+        "saved_mean": grouped["energy_reduction"].mean(), "saved_std": grouped["energy_reduction"].std(ddof=1),
+        "saved_min": grouped["energy_reduction"].min(),
+        "goal_seeds": grouped["goal"].sum().astype(int), "seeds": grouped.size(),
+    }).reset_index()
 
 
 def figure(frames: dict[str, pd.DataFrame], path, title: str = "") -> None:
