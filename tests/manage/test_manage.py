@@ -234,6 +234,8 @@ def test_bad_flags():
                            (["--power", "1,2", "--simulate"], "--power: expected one of server, tx1"),
                            (["--power", "laptop", "--simulate"], "--power"),
                            (["--seeds", "0", "--simulate"], "--seeds: at least 1"),
+                           (["--react-ms", "-5", "--simulate"], "--react-ms: 0 (off) or a tick shorter"),
+                           (["--react-ms", "1000", "--simulate"], "--react-ms: 0 (off) or a tick shorter"),
                            ([], "or --simulate")):
         result = cli.invoke(app, ["manage", *args])
         assert result.exit_code == 2 and fragment in result.output, result.output
@@ -378,3 +380,109 @@ def test_energy_under_another_power_model_reprices_the_same_intervals():
     assert repriced["energy_j"].iloc[0] == pytest.approx(
         other.watts(Configuration(int(first.cores), float(first.level)), float(first.utilisation)))
     assert repriced["energy_j"].sum() < frame["energy_j"].sum()  # tx1 is the smaller board
+
+
+def test_an_interval_of_two_configurations_is_one_mixture():
+    """Percentiles over every request of an interval whose configuration changed inside it."""
+    from perflearn.manage.simulator import response_tail
+
+    assert response_tail(response_quantile(0.95, 2, 1500.0, 1000.0), 2, 1500.0, 1000.0) == pytest.approx(0.05)
+    small, large = Configuration(1, 1.0), Configuration(3, 1.0)
+    whole = ServerModel(mu_max=1000.0, noise=0.0).step(small, 900.0, 1.0)
+    assert ServerModel(mu_max=1000.0, noise=0.0).step_segments([(small, 1.0)], 900.0) == whole
+    short = ServerModel(mu_max=1000.0, noise=0.0).step_segments([(small, 0.02), (large, 0.98)], 900.0)
+    at_large = ServerModel(mu_max=1000.0, noise=0.0).step(large, 900.0, 1.0)
+    assert at_large["p95"] < short["p95"] < whole["p95"]  # 2 % of requests on one core: p95 near the large one's
+    assert short["p99"] > at_large["p99"]  # ... but they show in the p99
+    assert short["utilisation"] == pytest.approx(0.02 * 0.9 + 0.98 * 0.3)
+
+
+def queueing_model(server):
+    """A perfect 'model': the simulator's own M/M/c p95 (no noise)."""
+
+    def predict(frame):
+        p95 = [response_quantile(0.95, int(c), min(r, 0.999 * c * server.mu_max * l), server.mu_max * l) + server.base_s
+               for c, l, r in zip(frame["cores"], frame["level"], frame["rps"])]
+        return np.array(p95), np.zeros(len(frame))
+
+    return predict
+
+
+def test_heimdall_reacts_to_a_load_rise_inside_the_interval():
+    server = ServerModel(mu_max=1000.0, base_s=50e-6, noise=0.0)
+    policy = Heimdall(SPACE, 20e-3, 3000.0, model=queueing_model(server))
+    low = policy.decide(obs(rps=500.0, p95=2e-3, config=SPACE.maximum, utilisation=0.2))
+    assert low.cores * low.level < 1.0
+    assert policy.react(520.0, 0.02, low) is None  # within the tick's Poisson noise: nothing
+    high = policy.react(2000.0, 0.02, low)
+    assert high == SPACE.maximum  # requests queued behind the old one: drained at the lowest latency
+    assert policy.react(2020.0, 0.02, high) is None  # the rise is known now
+    # the interval's mean rate hides the rise (half of it at 500/s): the next one is sized for the peak
+    sized = policy.decide(obs(rps=1250.0, p95=5e-3, config=high))
+    assert 2000 < sized.cores * sized.level * 1000 < 3000
+    assert policy.react(2000.0, 0.02, sized) is None
+    assert Heimdall(SPACE, 20e-3, 3000.0, model=queueing_model(server), react=False).react(2400.0, 0.02, low) is None
+
+
+def test_reacting_meets_the_target_in_the_first_interval_of_a_step_up():
+    """The seed's Heimdall sees a step up one interval late; reacting on 20 ms ticks does not."""
+    from perflearn.manage.loop import SimulatedService
+
+    server = ServerModel(mu_max=1000.0, base_s=50e-6, noise=0.0, seed=2)
+    space = ConfigSpace.make(3, 4)
+    loads = [400.0] * 5 + [2400.0] * 5
+    frames = {}
+    for react in (False, True):
+        policy = Heimdall(space, 10e-3, 3000.0, model=queueing_model(server), react=react)
+        service = SimulatedService(server, space, loads, 1.0, tick_s=0.02)
+        server.reset()
+        frames[react] = control_loop(policy, service, len(loads), 1.0, PowerModel())
+    late, reacting = frames[False], frames[True]
+    assert late["p95"].iloc[5] > 10e-3 and late["reactions"].sum() == 0
+    assert (reacting["p95"] <= 10e-3).all()
+    assert reacting["reactions"].iloc[5] == 1 and "reacted at" in reacting["note"].iloc[5]
+    assert summarize(reacting)["changes"] == reacting["changed"].sum() + 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+def test_live_ticks_reach_the_policy_inside_each_interval():
+    """perflearn-sniff's ticks on a real memcached under perflearn-load: the policy sees
+    each 50 ms tick before its interval ends, and what it applies there is applied."""
+    from perflearn.experiment import cgroups
+    from perflearn.manage.live import LiveService
+    from perflearn.runner.process import free_port
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+
+    class Recording(Static):
+        reacts = True
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.ticks: list[tuple[float, float]] = []
+            self.interval_rps: list[float] = []
+
+        def react(self, rps, tick_s, config):
+            self.ticks.append((rps, tick_s))
+            return Configuration(1, 0.5) if len(self.ticks) == 5 else None
+
+        def decide(self, o):
+            self.interval_rps.append(o.rps)
+            return super().decide(o)
+
+    space = ConfigSpace.make(2, 2)
+    port = free_port()
+    load = ["--server", f"127.0.0.1:{port}", "--protocol", "memcache-binary", "--rate", "4000", "--profile", "steps",
+            "--step-seconds", "1", "--preload", "--connections", "2", "--drain", "1"]
+    service = LiveService(f"memcached -u root -l 127.0.0.1 -p {port} -t 1 -U 0", port, space, 1.0, "memcache-binary",
+                          load, tick_s=0.05)
+    policy = Recording(space, 1e-3, 4000.0)
+    frame = control_loop(policy, service, 4, 1.0, PowerModel())
+    assert all(tick == 0.05 for _, tick in policy.ticks)
+    assert len(policy.ticks) >= 4 * 10  # about 20 a second, none lost in bulk
+    assert frame["reactions"].iloc[0] == 1 and frame["cores"].iloc[0] == 1  # applied, and the interval shows it
+    assert (frame["cores"].iloc[1:] == 2).all()  # the decision at its end restored the maximum
+    # ticks count the same arrivals as the intervals: their mean rate agrees with them
+    assert np.mean([r for r, _ in policy.ticks]) == pytest.approx(np.mean(policy.interval_rps), rel=0.3)

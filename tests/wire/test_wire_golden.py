@@ -127,3 +127,27 @@ def test_truncated_capture_keeps_what_was_read(wire_tools, tmp_path):
     r = sniff_file(cut)
     assert r.summary["truncated"] is True
     assert 0 < r.summary["requests"] < sum(EXPECTED["responses"].values())
+
+
+def test_ticks_count_every_request_once_before_their_interval(wire_tools):
+    """--tick: contiguous ticks of the given length whose request counts add up to the
+    analyzer's, each written before the interval line it ends in."""
+    sniff = wire_tools[0]
+    out = subprocess.run([str(sniff), "-r", str(WIRE_DATA / "golden.pcap"), "--interval", "0.2", "--tick", "0.05"],
+                         capture_output=True, text=True, check=True).stdout
+    lines = [json.loads(line) for line in out.splitlines()]
+    ticks = [line for line in lines if line["type"] == "tick"]
+    assert len(ticks) >= 4
+    assert all(t["end"] - t["start"] == pytest.approx(0.05, abs=1e-6) for t in ticks)  # epoch seconds in f64
+    assert all(a["end"] == b["start"] for a, b in zip(ticks, ticks[1:]))
+    assert all(t["rps"] == pytest.approx(t["requests"] / 0.05, rel=1e-6) for t in ticks)
+    summary = lines[-1]
+    in_ticks = sum(t["requests"] for t in ticks)
+    assert 0 < in_ticks <= summary["counters"]["requests"]  # the last, partial tick is not written
+    for i, line in enumerate(lines):
+        if line["type"] == "interval":  # every tick that ended by this interval's end came before it
+            ended = [t for t in ticks if t["end"] <= line["end"] + 1e-9]
+            assert all(lines.index(t) < i for t in ended)
+    bad = subprocess.run([str(sniff), "-r", str(WIRE_DATA / "golden.pcap"), "--tick=-1"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and "--tick" in bad.stderr and "positive" in bad.stderr

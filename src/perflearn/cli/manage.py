@@ -38,6 +38,9 @@ def manage(
     trace: Annotated[str, typer.Option(help="Load: steps (0->100->0 % in 20 % steps) or diurnal.")] = "steps",
     step_seconds: Annotated[float, typer.Option(help="How long each load step is held.")] = 50.0,
     interval: Annotated[float, typer.Option(help="Control interval, seconds.")] = 1.0,
+    react_ms: Annotated[float, typer.Option("--react-ms", help="Heimdall reacts to a load rise inside the interval, "
+                                            "from the arrival rate of ticks this long (0: only at interval ends, "
+                                            "as the seed).")] = 20.0,
     target_ms: Annotated[Optional[float], typer.Option("--target-ms", help="QoS target for p95 (default: latency at the knee).")] = None,
     seed: Annotated[int, typer.Option(help="Simulator noise seed.")] = 0,
     seeds: Annotated[int, typer.Option(help="Simulator: repeat the whole protocol (knee, profile, model, trace) over "
@@ -68,6 +71,9 @@ def manage(
         raise UsageError(f"--seeds: at least 1, got {seeds}")
     if interval <= 0 or step_seconds < interval:
         raise UsageError("--interval must be > 0 and --step-seconds at least one interval")
+    if react_ms < 0 or react_ms / 1e3 >= interval:
+        raise UsageError(f"--react-ms: 0 (off) or a tick shorter than the interval, got {react_ms:g}")
+    tick = react_ms / 1e3 or None
     try:
         space = ConfigSpace.make(cores, levels)
     except ValueError as exc:
@@ -85,7 +91,7 @@ def manage(
     if simulate:
         with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
-                      csv, record, power_)
+                      csv, record, power_, tick)
         return
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
@@ -98,7 +104,7 @@ def manage(
     with recording as record:
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, model,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
-              shlex.split(load_args), power_)
+              shlex.split(load_args), power_, tick)
 
 
 @contextmanager
@@ -118,7 +124,7 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 
 
 def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,
-          figure, csv, record, load_args, power) -> None:
+          figure, csv, record, load_args, power, tick) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import figure as draw, model_predictor
@@ -145,7 +151,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
                 "--step-seconds", f"{step_seconds:g}", "--preload", "--connections", "8", "--drain", "1", *load_args]
         policy = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals, model=predictor)
         terminal.info(f"{name}: {intervals} intervals of {interval:g} s on {command.format(port=port)}")
-        live = LiveService(command.format(port=port), port, space, interval, protocol, load)
+        live = LiveService(command.format(port=port), port, space, interval, protocol, load, tick_s=tick)
         if name == "static":
             terminal.info(live.speed)
         started = time.monotonic()
@@ -167,7 +173,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
 
 
 def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, seeds, figure, csv, record,
-              power) -> None:
+              power, tick) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import across_seeds, figure as draw, simulate
@@ -176,7 +182,7 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     runs = []
     for s in range(seed, seed + seeds):
         run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s), space, names, trace, step_seconds, interval, power,
-                       target_ms / 1e3 if target_ms else None)
+                       target_ms / 1e3 if target_ms else None, tick)
         terminal.info(f"seed {s}: simulated service {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s "
                       f"per core; knee p95 {run.knee_target_s * 1e3:.3f} ms; QoS target {run.target_s * 1e3:.3f} ms; "
                       f"max load {run.max_rps:.0f} req/s"

@@ -74,11 +74,14 @@ def latency_model(profile_frame: pd.DataFrame, family: str = "rf"):
 
 
 def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interval_s: float, power: PowerModel,
-            target_s: float, max_rps: float, policies: list[str], model=None) -> tuple[pd.DataFrame, dict]:
+            target_s: float, max_rps: float, policies: list[str], model=None,
+            tick_s: float | None = None) -> tuple[pd.DataFrame, dict]:
+    """Every policy on the same trace; ``tick_s``: the service reports ticks this long
+    inside each interval, and the policies that react to them (Heimdall's) do."""
     frames: dict[str, pd.DataFrame] = {}
     for name in ["static", *[p for p in policies if p != "static"]]:
         policy = make_policy(name, space, target_s, max_rps, interval_s, power=power, intervals=len(loads), model=model)
-        service = SimulatedService(replace(server, seed=server.seed + 7), space, loads, interval_s)
+        service = SimulatedService(replace(server, seed=server.seed + 7), space, loads, interval_s, tick_s)
         frames[name] = control_loop(policy, service, len(loads), interval_s, power, offered=loads)
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items() if n in policies or n == "static"]
@@ -99,7 +102,8 @@ class Simulation:
 
 
 def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace: str, step_s: float,
-             interval_s: float, power: PowerModel, target_s: float | None = None) -> Simulation:
+             interval_s: float, power: PowerModel, target_s: float | None = None,
+             tick_s: float | None = None) -> Simulation:
     """The whole simulated protocol for one noise seed (``server.seed``): knee -> target and
     maximum load, profiling -> Heimdall's model, the trace, every policy on it."""
     from .simulator import diurnal_profile, expand, steps_profile
@@ -112,7 +116,7 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
         model, profiled = latency_model(samples), len(samples)
     segments = steps_profile(max_rps, step_s) if trace == "steps" else diurnal_profile(max_rps, 12 * step_s, interval_s)
     loads = expand(segments, interval_s)
-    summary, frames = compare(server, space, loads, interval_s, power, target, max_rps, policies, model)
+    summary, frames = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s)
     return Simulation(knee_target, target, max_rps, profiled, summary, frames)
 
 

@@ -43,10 +43,10 @@ def _cpu_seconds(group: cgroups.Group) -> float | None:
 
 class LiveService(Service):
     def __init__(self, command: str, port: int, space: ConfigSpace, interval_s: float, protocol: str,
-                 load: list[str], interface: str = "lo", name: str = "manage"):
+                 load: list[str], interface: str = "lo", name: str = "manage", tick_s: float | None = None):
         if max(space.cores) > len(os.sched_getaffinity(0)):
             raise UsageError(f"--cores {max(space.cores)}: this machine lets us use {len(os.sched_getaffinity(0))} CPUs")
-        self.space, self.interval = space, interval_s
+        self.space, self.interval, self.tick_s = space, interval_s, tick_s
         self.cpus = sorted(os.sched_getaffinity(0))
         controllers = {"cpuset", "cpu"}
         if cgroups.version() == 1 and (cgroups.root() / "cpuacct").is_dir():
@@ -75,10 +75,11 @@ class LiveService(Service):
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _wait_port(port, self.service, 10.0)
         self.lines: queue.Queue = queue.Queue()
+        self.carry: list[dict] = []  # ticks read after their interval's line
         self.load_started = threading.Event()
         self.load_start = float("inf")  # wall-clock time the load profile began (after any preload)
         self.sniffer = LiveSniffer(interface, bpf=f"tcp port {port}", protocol=protocol, ports=[port],
-                                   interval=interval_s, on_line=self._line).start()
+                                   interval=interval_s, tick=tick_s, on_line=self._line).start()
         self.load = subprocess.Popen([str(locate("perflearn-load")), *load], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.load_reader = threading.Thread(target=self._read_load, daemon=True)
@@ -88,9 +89,9 @@ class LiveService(Service):
         self.last_time = time.monotonic()
 
     def _line(self, obj: dict) -> None:
-        # Intervals that began before the load did hold the preload's burst of sets, not
-        # the trace: the loop never sees them.
-        if obj.get("type") == "interval" and float(obj.get("start", 0.0)) >= self.load_start:
+        # Intervals (and ticks) that began before the load did hold the preload's burst of
+        # sets, not the trace: the loop never sees them.
+        if obj.get("type") in ("interval", "tick") and float(obj.get("start", 0.0)) >= self.load_start:
             self.lines.put(obj)
 
     def _read_load(self) -> None:
@@ -130,13 +131,25 @@ class LiveService(Service):
             self.group.set_quota(config.cores * config.level, 100_000)
         self.config = config
 
-    def observe(self, t: float) -> Measured | None:
-        try:
-            line = self.lines.get(timeout=self.interval * 1.5)
-        except queue.Empty:
-            return None  # the latency stream stalled
-        while not self.lines.empty():  # take the newest interval if several are waiting
-            line = self.lines.get_nowait()
+    def observe(self, t: float, react=None) -> Measured | None:
+        deadline = time.monotonic() + self.interval * 1.5
+        line = None
+        while line is None:
+            try:
+                got = self.carry.pop(0) if self.carry else self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return None  # the latency stream stalled
+            if got.get("type") != "tick":
+                line = got
+            elif react is not None:  # a tick of the interval under way
+                react(float(got.get("rps", 0.0)))
+        waiting = []
+        while not self.lines.empty():
+            waiting.append(self.lines.get_nowait())
+        newest = max((i for i, obj in enumerate(waiting) if obj.get("type") != "tick"), default=None)
+        if newest is not None:  # the loop fell behind: the newest interval, the ticks after it
+            line, waiting = waiting[newest], waiting[newest + 1:]
+        self.carry = waiting  # ticks of the next interval
         now, cpu = time.monotonic(), _cpu_seconds(self.group)
         utilisation = 0.0
         if cpu is not None and self.last_cpu is not None and now > self.last_time:

@@ -1,5 +1,9 @@
 """The control loop: every interval, observe the service, ask the policy, apply.
 
+Between decisions, a service that reports short ticks (the arrival rate of the last
+few milliseconds) lets a policy react to a load rise inside the interval
+(``Policy.react``); the interval's configuration is then the one in force at its end.
+
 Reliability rules: when the latency stream stalls (no observation for an interval) or
 the policy fails, the maximum configuration is applied within that interval and the
 reason is recorded; an actuation that fails is recorded and retried next interval,
@@ -9,6 +13,7 @@ never silently skipped; when the loop ends, the service is left at maximum.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import pandas as pd
@@ -30,28 +35,49 @@ class Measured:
     power_w: float | None = None  # measured (RAPL) when the service can; else modelled
 
 
+React = Callable[[float], None]  # called with the arrival rate of each tick inside an interval
+
+
 class Service:
     """What the loop manages: a simulated server, or a real one through knobs."""
 
     space: ConfigSpace
+    tick_s: float | None = None  # the service reports ticks this long inside an interval (None: it does not)
 
     def apply(self, config: Configuration) -> None: ...
-    def observe(self, t: float) -> Measured | None: ...  # None: no data for this interval (stalled)
+    # None: no data for this interval (stalled); ``react`` is called at every tick before the interval ends
+    def observe(self, t: float, react: React | None = None) -> Measured | None: ...
     def close(self) -> None: ...
 
 
 class SimulatedService(Service):
-    def __init__(self, server: ServerModel, space: ConfigSpace, loads: list[float], interval_s: float):
-        self.server, self.space, self.loads, self.interval = server, space, loads, interval_s
+    def __init__(self, server: ServerModel, space: ConfigSpace, loads: list[float], interval_s: float,
+                 tick_s: float | None = None):
+        self.server, self.space, self.loads, self.interval, self.tick_s = server, space, loads, interval_s, tick_s
         self.config = space.maximum
+        self.segments: list[list] | None = None  # (configuration, seconds) of the interval being served
         self.i = 0
 
     def apply(self, config):
+        if self.segments is not None and config != self.config:
+            self.segments.append([config, 0.0])
         self.config = config
 
-    def observe(self, t):
-        out = self.server.step(self.config, self.loads[self.i], self.interval)
+    def observe(self, t, react=None):
+        load = self.loads[self.i]
         self.i += 1
+        if react is None or not self.tick_s:
+            out = self.server.step(self.config, load, self.interval)
+        else:
+            ticks = max(1, round(self.interval / self.tick_s))
+            tick = self.interval / ticks
+            self.segments = [[self.config, 0.0]]
+            for k in range(ticks):
+                self.segments[-1][1] += tick
+                if k < ticks - 1:  # the last tick ends with the interval: the decision follows
+                    react(self.server.tick_rate(load, tick))
+            segments, self.segments = [(c, dt) for c, dt in self.segments if dt > 0], None
+            out = self.server.step_segments(segments, load)
         return Measured(out["rps"], out["p95"], out["p99"], out["utilisation"])
 
 
@@ -71,21 +97,48 @@ class IntervalRecord:
     energy_j: float
     changed: bool
     note: str = ""
+    reactions: int = 0  # configuration changes inside the interval (the policy reacted to a tick)
 
 
 def control_loop(policy: Policy, service: Service, intervals: int, interval_s: float, power: PowerModel,
                  offered: list[float] | None = None, realtime: bool = False) -> pd.DataFrame:
+    """Run ``policy`` on ``service`` for ``intervals``; one record per interval. The
+    configuration, power and energy of an interval are those in force at its end: an
+    interval in which the policy reacted is charged its later (larger) configuration
+    throughout, which never flatters the policy."""
     records: list[IntervalRecord] = []
     config = service.space.maximum
     service.apply(config)
     started = time.monotonic()
+    events: list[str] = []
+
+    def react(rps: float) -> None:
+        nonlocal config
+        try:
+            new = policy.react(rps, service.tick_s, config)
+        except Exception as exc:  # as for a decision: never leave the service under-provisioned
+            new = service.space.maximum
+            events.append(f"policy failed in a tick ({type(exc).__name__}: {exc}): maximum configuration applied")
+        if new is None or new == config:
+            return
+        try:
+            service.apply(new)
+        except Exception as exc:  # tried again at the next tick, or by the interval's decision
+            events.append(f"actuation failed in a tick: {exc}")
+            return
+        events.append(f"reacted at {rps:.0f} req/s: {config} -> {new}")
+        config = new
+
+    reacting = bool(service.tick_s) and policy.reacts
     try:
         for i in range(intervals):
             if realtime:
                 time.sleep(max(0.0, started + (i + 1) * interval_s - time.monotonic()))
             t = (i + 1) * interval_s
             note = ""
-            measured = service.observe(t)
+            events.clear()
+            measured = service.observe(t, react) if reacting else service.observe(t)
+            reactions = sum(e.startswith("reacted") for e in events)
             if measured is None:
                 note = "latency stream stalled: maximum configuration applied"
                 new = service.space.maximum
@@ -105,7 +158,7 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
                 t, offered[i] if offered else None, measured.rps, measured.p95, measured.p99, policy.target,
                 config.cores, config.level, policy.predicted, measured.utilisation, measured.power_w,
                 measured.power_w * interval_s,
-                new != config, note))
+                new != config, "; ".join([*events, *([note] if note else [])]), reactions))
             if new != config:
                 try:
                     service.apply(new)
@@ -132,7 +185,7 @@ def summarize(frame: pd.DataFrame, static_energy_j: float | None = None) -> dict
         "qos_tardiness": float((violating["p95"] / violating["target"]).mean()) if len(violating) else 1.0,
         "energy_j": energy,
         "energy_reduction": float((1 - energy / static_energy_j) * 100) if static_energy_j else 0.0,
-        "changes": int(frame["changed"].sum()),
+        "changes": int(frame["changed"].sum() + (frame["reactions"].sum() if "reactions" in frame else 0)),
         "intervals": int(len(frame)),
     }
 

@@ -51,8 +51,16 @@ class Policy:
         self.space, self.target, self.max_rps, self.interval = space, target_s, max_rps, interval_s
         self.predicted: float | None = None  # the policy's own latency forecast, if it makes one
 
+    reacts = False  # whether ``react`` can change the configuration inside an interval
+
     def decide(self, obs: Observation) -> Configuration:
         raise NotImplementedError
+
+    def react(self, rps: float, tick_s: float, config: Configuration) -> Configuration | None:
+        """A tick inside the interval: the arrival rate of the last ``tick_s`` seconds.
+        A new configuration to apply now, or None. The baselines act only at their own
+        periods, as their papers describe."""
+        return None
 
 
 class Static(Policy):
@@ -212,43 +220,79 @@ class Heimdall(Policy):
     name = "heimdall"
 
     def __init__(self, *args, model, slack: float = 0.10, uncertainty_z: float | None = None,
-                 power: PowerModel | None = None, recover: bool = True, online: float | None = None, **kwargs):
+                 power: PowerModel | None = None, recover: bool = True, online: float | None = None,
+                 react: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
         if online is not None and not 0 < online <= 1:
             raise ValueError(f"online: a weight in (0, 1], got {online}")
         self.model, self.slack, self.z, self.recover, self.online = model, slack, uncertainty_z, recover, online
+        self.reacts = react
         self.power = power or PowerModel()
         self.configs = list(self.space)
         self.grid = pd.DataFrame({"cores": [c.cores for c in self.configs], "level": [c.level for c in self.configs]})
-        self.capacity_units = np.array([c.cores * c.level for c in self.configs])
         self.correction = np.zeros(len(self.configs))  # log(measured / predicted), per configuration
         self.recovering = False
+        self.sized_for = 0.0  # the load the configuration in force was chosen (or confirmed) for
+        self.peak = 0.0  # the highest tick rate reacted to in this interval
+
+    def _forecast(self, rps: float):
+        frame = self.grid.assign(rps=rps)
+        mean, spread = self.model(frame)
+        return np.asarray(mean, dtype=float), np.asarray(spread, dtype=float)
+
+    def _corrected(self, mean, spread):
+        if self.online is None:
+            return mean, spread
+        scale = np.exp(self.correction)
+        return mean * scale, spread * scale
+
+    def _qualifies(self, mean, spread) -> np.ndarray:
+        if self.z is None:
+            return mean < self.target * (1 - self.slack)
+        return mean + self.z * spread < self.target
+
+    def _choose(self, mean, spread, demand: float) -> int:
+        ok = self._qualifies(mean, spread)
+        if not ok.any():  # nothing predicted to meet the target: the lowest predicted latency
+            return int(np.argmin(mean))
+        if self.z is None:  # equation 3.2: the highest predicted latency under target - slack
+            return int(np.argmax(np.where(ok, mean, -np.inf)))
+        watts = np.array([self.power.watts(c, min(1.0, demand / (c.cores * c.level))) for c in self.configs])
+        return int(np.argmin(np.where(ok, watts, np.inf)))
 
     def decide(self, obs):
-        frame = self.grid.assign(rps=obs.rps)
-        mean, spread = self.model(frame)
-        mean, spread = np.asarray(mean, dtype=float), np.asarray(spread, dtype=float)
-        if self.online is not None:
+        # a load rise seen inside the interval sizes the next one: the interval's mean hides it
+        load = max(obs.rps, self.peak)
+        mean, spread = self._forecast(load)
+        if self.online is not None and not self.peak:  # an interval of two configurations teaches nothing
             self._learn(obs, mean)
-            scale = np.exp(self.correction)
-            mean, spread = mean * scale, spread * scale
+        mean, spread = self._corrected(mean, spread)
+        demand = obs.utilisation * obs.config.cores * obs.config.level  # busy max-speed cores now
         self.recovering = self.recover and obs.p95 > self.target
-        if self.recovering:
-            best = int(np.argmin(mean))
-        elif self.z is None:
-            bound = self.target * (1 - self.slack)
-            score = np.where(mean < bound, mean, bound - mean)  # equation 3.2
-            best = int(np.argmax(score))
-            if score[best] < 0:  # nothing predicted to meet the target: the lowest predicted latency
-                best = int(np.argmin(mean))
-        else:
-            ok = mean + self.z * spread < self.target
-            if ok.any():
-                demand = obs.utilisation * obs.config.cores * obs.config.level  # busy max-speed cores now
-                watts = np.array([self.power.watts(c, min(1.0, demand / (c.cores * c.level))) for c in self.configs])
-                best = int(np.argmin(np.where(ok, watts, np.inf)))
-            else:
-                best = int(np.argmin(mean))
+        if load != obs.rps and obs.rps > 0:
+            demand *= load / obs.rps
+        best = int(np.argmin(mean)) if self.recovering else self._choose(mean, spread, demand)
+        self.predicted = float(mean[best])
+        self.sized_for, self.peak = load, 0.0
+        return self.configs[best]
+
+    def react(self, rps, tick_s, config):
+        """Inside the interval, on a load rise beyond what the tick's Poisson noise explains
+        (4 standard deviations of its request count, and at least 5 %): when the
+        configuration in force is no longer predicted to meet the target at the new rate,
+        requests have queued behind it for a tick, so the lowest predicted latency drains
+        them (as after a measured violation); the interval's decision then sizes for the
+        new rate. Only a rise is acted on; lowering waits for the interval's decision."""
+        expected = self.sized_for * tick_s
+        rise = max(0.05 * expected, 4 * np.sqrt(expected), 1.0)
+        if not self.reacts or self.recovering or rps * tick_s <= expected + rise:
+            return None
+        self.sized_for, self.peak = rps, max(self.peak, rps)
+        mean, spread = self._corrected(*self._forecast(rps))
+        i = self.configs.index(config) if config in self.configs else None
+        if i is not None and self._qualifies(mean, spread)[i]:
+            return None
+        best = int(np.argmin(mean))  # requests queued during the tick: drain them at the lowest latency
         self.predicted = float(mean[best])
         return self.configs[best]
 
@@ -266,13 +310,14 @@ POLICY_NAMES = (*POLICIES, "heimdall-uncertain", "heimdall-online")
 
 
 def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, interval_s: float, *,
-                power: PowerModel, intervals: int, model=None) -> Policy:
+                power: PowerModel, intervals: int, model=None, react: bool = True) -> Policy:
     """A policy by name, with the settings this project evaluates it with: Hipster learns
-    for the first half of the trace; the Heimdall variants share one latency model."""
+    for the first half of the trace; the Heimdall variants share one latency model and
+    react to ticks (``react``) where the service reports them."""
     if name.startswith("heimdall"):
         return Heimdall(space, target_s, max_rps, interval_s, model=model, power=power,
                         uncertainty_z=1.0 if name == "heimdall-uncertain" else None,
-                        online=0.3 if name == "heimdall-online" else None)
+                        online=0.3 if name == "heimdall-online" else None, react=react)
     if name == "hipster":
         return Hipster(space, target_s, max_rps, interval_s, power=power, learn_intervals=intervals // 2)
     return POLICIES[name](space, target_s, max_rps, interval_s)

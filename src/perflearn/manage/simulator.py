@@ -30,27 +30,31 @@ def erlang_c(c: int, a: float) -> float:
     return last / (total + last)
 
 
+def response_tail(t: float, c: int, lam: float, mu: float) -> float:
+    """P(response time > t) in an M/M/c queue (Erlang C waiting, then exponential service)."""
+    if t <= 0:
+        return 1.0
+    if lam <= 0:
+        return math.exp(-mu * t)
+    wait = erlang_c(c, lam / mu)
+    theta = c * mu - lam
+    if abs(theta - mu) < 1e-9 * mu:
+        waited = math.exp(-mu * t) * (1 + mu * t)
+    else:
+        waited = (mu * math.exp(-theta * t) - theta * math.exp(-mu * t)) / (mu - theta)
+    return (1 - wait) * math.exp(-mu * t) + wait * waited
+
+
 def response_quantile(q: float, c: int, lam: float, mu: float) -> float:
     """q-quantile of the M/M/c response time (seconds); inf when the queue is unstable."""
     if lam <= 0:
         return -math.log(1 - q) / mu
-    a = lam / mu
-    if a >= c:
+    if lam / mu >= c:
         return math.inf
-    wait = erlang_c(c, a)
-    theta = c * mu - lam
-
-    def tail(t: float) -> float:
-        if abs(theta - mu) < 1e-9 * mu:
-            waited = math.exp(-mu * t) * (1 + mu * t)
-        else:
-            waited = (mu * math.exp(-theta * t) - theta * math.exp(-mu * t)) / (mu - theta)
-        return (1 - wait) * math.exp(-mu * t) + wait * waited - (1 - q)
-
     high = 1.0 / mu
-    while tail(high) > 0:
+    while response_tail(high, c, lam, mu) > 1 - q:
         high *= 2
-    return brentq(tail, 0.0, high)
+    return brentq(lambda t: response_tail(t, c, lam, mu) - (1 - q), 0.0, high)
 
 
 @dataclass
@@ -62,30 +66,61 @@ class ServerModel:
     backlog: float = field(default=0.0, init=False)  # requests queued beyond what the model's steady state holds
 
     def __post_init__(self) -> None:
-        self._rng = np.random.default_rng(self.seed)
+        self.reset()
 
     def capacity(self, config: Configuration) -> float:
         return config.cores * self.mu_max * config.level
 
     def step(self, config: Configuration, rps: float, dt: float) -> dict[str, float]:
         """Serve one interval; returns rps (arrivals), served, p95, p99 (seconds), utilisation."""
-        capacity = self.capacity(config)
-        mu = self.mu_max * config.level
-        self.backlog = max(0.0, self.backlog + (rps - capacity) * dt)
-        served = min(rps + self.backlog / dt, capacity) if self.backlog else min(rps, capacity)
-        utilisation = min(1.0, (rps + (self.backlog / dt if self.backlog else 0.0)) / capacity)
-        drain = self.backlog / capacity if self.backlog else 0.0
-        steady_rate = min(rps, capacity * 0.999)
+        return self.step_segments([(config, dt)], rps)
+
+    def step_segments(self, segments: list[tuple[Configuration, float]], rps: float) -> dict[str, float]:
+        """Serve one interval whose configuration changed inside it: ``segments`` are
+        (configuration, seconds) in order. Its percentiles are over every request of the
+        interval, each served under the configuration in force when it arrived."""
+        parts = []  # (arrivals, cores, steady rate, mu, drain) per segment
+        served = busy = 0.0
+        for config, dt in segments:
+            capacity = self.capacity(config)
+            self.backlog = max(0.0, self.backlog + (rps - capacity) * dt)
+            served += (min(rps + self.backlog / dt, capacity) if self.backlog else min(rps, capacity)) * dt
+            busy += min(1.0, (rps + (self.backlog / dt if self.backlog else 0.0)) / capacity) * dt
+            drain = self.backlog / capacity if self.backlog else 0.0
+            parts.append((rps * dt, config.cores, min(rps, capacity * 0.999), self.mu_max * config.level, drain))
+        length = sum(dt for _, dt in segments)
         # a sniffer counts requests as they arrive on the wire: the offered load, served or not
-        out = {"rps": rps, "served": served, "utilisation": utilisation}
+        out = {"rps": rps, "served": served / length, "utilisation": busy / length}
         for q, name in ((0.95, "p95"), (0.99, "p99")):
-            value = response_quantile(q, config.cores, steady_rate, mu) + drain + self.base_s
+            value = _mixture_quantile(q, parts) + self.base_s
             out[name] = value * float(self._rng.lognormal(0.0, self.noise))
         return out
+
+    def tick_rate(self, rps: float, tick_s: float) -> float:
+        """The arrival rate a sniffer counts in a tick of ``tick_s``: Poisson noise on the load
+        (its own random stream, so ticks never change what the intervals measure)."""
+        return float(self._tick_rng.poisson(rps * tick_s)) / tick_s
 
     def reset(self) -> None:
         self.backlog = 0.0
         self._rng = np.random.default_rng(self.seed)
+        self._tick_rng = np.random.default_rng([self.seed, 1])
+
+
+def _mixture_quantile(q: float, parts: list[tuple[float, int, float, float, float]]) -> float:
+    """q-quantile of the response time over segments (arrivals, cores, rate, mu, drain)."""
+    if len(parts) == 1:  # one configuration all interval: the M/M/c quantile, shifted by the drain
+        _, cores, lam, mu, drain = parts[0]
+        return response_quantile(q, cores, lam, mu) + drain
+    total = sum(p[0] for p in parts) or 1.0
+
+    def excess(t: float) -> float:
+        return sum(n * response_tail(t - drain, cores, lam, mu) for n, cores, lam, mu, drain in parts) / total - (1 - q)
+
+    high = max(response_quantile(q, cores, lam, mu) + drain for _, cores, lam, mu, drain in parts)
+    while excess(high) > 0:
+        high *= 2
+    return brentq(excess, 0.0, high)
 
 
 def calibrate(rps: list[float], p95_s: list[float], cores: int) -> ServerModel:

@@ -77,6 +77,8 @@ class LiveSniffer:
         s.result.summary
 
     ``on_line`` (if given) is called from a reader thread with every parsed line.
+    ``tick`` (seconds) adds "tick" lines, the requests that arrived in each tick, so
+    a controller can react between intervals.
     Capture needs root or CAP_NET_RAW.
     """
 
@@ -93,9 +95,12 @@ class LiveSniffer:
         timeout: float | None = None,
         on_line: Callable[[dict], None] | None = None,
         ready_timeout: float = 10.0,
+        tick: float | None = None,
     ):
         self.cmd = [str(locate("perflearn-sniff")), "--interface", interface,
                     *_common_args(protocol, ports, interval, timeout)]
+        if tick:
+            self.cmd += ["--tick", str(tick)]
         if bpf:
             self.cmd += ["--filter", bpf]
         if snaplen:

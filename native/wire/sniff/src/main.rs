@@ -47,6 +47,10 @@ struct Args {
     /// Aggregation interval, seconds.
     #[arg(long, default_value_t = 1.0)]
     interval: f64,
+    /// Also write a "tick" line (requests arrived, rate) every this many seconds, on the
+    /// interval stream: a controller can react between intervals.
+    #[arg(long)]
+    tick: Option<f64>,
     /// Per-request records to this file ("-" for stdout).
     #[arg(long)]
     records: Option<String>,
@@ -136,6 +140,10 @@ fn run(args: Args) -> Result<(), WireError> {
     // The summary line always goes to stdout, last.
     let summary: Option<Box<dyn Write>> = Some(Box::new(stdout()));
     let mut reporter = Reporter::new(records, intervals, summary, interval_ns).map_err(|e| WireError::new("output", e.to_string()))?;
+    let tick_ns = args.tick.map(|t| secs_ns(t, "--tick")).transpose()?;
+    if let Some(t) = tick_ns {
+        reporter = reporter.with_ticks(t);
+    }
     let mut analyzer = Analyzer::new(cfg);
 
     if let Some(path) = &args.read {
@@ -193,6 +201,8 @@ fn run(args: Args) -> Result<(), WireError> {
     let deadline = args.duration.map(|d| Duration::from_secs_f64(d.max(0.0)));
     let mut kernel = KernelStats::default();
     let mut last_stats = Instant::now();
+    // Close intervals (and ticks) on a timer too when packets pause.
+    let timer = Duration::from_nanos(tick_ns.map_or(100_000_000, |t| (t / 2).clamp(1_000_000, 100_000_000)));
     // Packets reach us a little after their timestamp: close intervals that much later.
     let lag_ns = 20_000_000u64;
     reporter.clock(now_ns(), &analyzer.counters(), Gauges::default(), Some(&kernel));
@@ -206,7 +216,7 @@ fn run(args: Args) -> Result<(), WireError> {
             analyzer.frame(frame, &mut reporter);
             frame_ts = Some(frame.ts);
         })?;
-        if last_stats.elapsed() >= Duration::from_millis(100) {
+        if last_stats.elapsed() >= timer {
             last_stats = Instant::now();
             if let Ok(k) = cap.stats() {
                 kernel = k;

@@ -71,6 +71,17 @@ struct IntervalLine<'a> {
     kernel: Option<&'a KernelStats>,
 }
 
+/// The request arrivals of a short tick (live control reacts on these between intervals).
+#[derive(Serialize)]
+struct TickLine {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    start: f64,
+    end: f64,
+    requests: u64,
+    rps: f64,
+}
+
 #[derive(Serialize)]
 struct SummaryLine<'a> {
     #[serde(rename = "type")]
@@ -113,6 +124,8 @@ pub struct Reporter {
     interval_ns: u64,
     first: Option<Ts>,
     start: Option<Ts>,
+    /// Ticks: (length, start of the open tick, request counter at its start).
+    tick: Option<(u64, Option<Ts>, u64)>,
     last: Ts,
     window: Window,
     totals: Window,
@@ -133,6 +146,7 @@ impl Reporter {
             interval_ns: interval_ns.max(1),
             first: None,
             start: None,
+            tick: None,
             last: 0,
             window: Window::default(),
             totals: Window::default(),
@@ -142,6 +156,13 @@ impl Reporter {
             writeln!(w, "{CSV_HEADER}")?;
         }
         Ok(r)
+    }
+
+    /// Also write a tick line (requests that arrived) every `tick_ns` of capture time,
+    /// on the interval stream, before the interval line a tick ends with.
+    pub fn with_ticks(mut self, tick_ns: u64) -> Reporter {
+        self.tick = Some((tick_ns.max(1), None, 0));
+        self
     }
 
     /// The first write error, if any (writing stops reporting further ones).
@@ -168,10 +189,15 @@ impl Reporter {
     /// Whether `clock(now)` would close an interval (cheap; call before building counters).
     #[inline]
     pub fn due(&self, now: Ts) -> bool {
-        match self.start {
-            Some(s) => now >= s + self.interval_ns,
-            None => true,
-        }
+        let tick_due = match self.tick {
+            Some((len, Some(s), _)) => now >= s + len,
+            _ => false,
+        };
+        tick_due
+            || match self.start {
+                Some(s) => now >= s + self.interval_ns,
+                None => true,
+            }
     }
 
     /// Capture time advanced to `now`: write every interval that ended.
@@ -183,15 +209,40 @@ impl Reporter {
                 let s = now - now % self.interval_ns;
                 self.first = Some(now);
                 self.start = Some(s);
+                if let Some((len, _, _)) = self.tick {
+                    self.tick = Some((len, Some(now - now % len), c.requests));
+                }
                 return;
             }
         };
+        self.clock_ticks(now, c);
         let mut start = start;
         while now >= start + self.interval_ns {
             self.write_interval(start, start + self.interval_ns, c, g, kernel);
             start += self.interval_ns;
         }
         self.start = Some(start);
+    }
+
+    /// Write every tick that ended by `now`. Requests are counted as the analyzer parses
+    /// them, so a tick holds those seen before the packet (or timer) that closes it.
+    fn clock_ticks(&mut self, now: Ts, c: &Counters) {
+        let Some((len, Some(mut start), mut at)) = self.tick else { return };
+        while now >= start + len {
+            let requests = c.requests.saturating_sub(at);
+            at = c.requests;
+            if let Some(w) = self.intervals.as_mut() {
+                let line = TickLine { kind: "tick", start: secs(start), end: secs(start + len), requests,
+                                      rps: requests as f64 / secs(len) };
+                let r = serde_json::to_writer(&mut *w, &line).map_err(io::Error::from).and_then(|_| {
+                    w.write_all(b"\n")?;
+                    w.flush()
+                });
+                self.keep(r);
+            }
+            start += len;
+        }
+        self.tick = Some((len, Some(start), at));
     }
 
     fn write_interval(&mut self, start: Ts, end: Ts, c: &Counters, g: Gauges, kernel: Option<&KernelStats>) {
