@@ -38,6 +38,7 @@ def sniff(
     protocol: Annotated[str, typer.Option("--protocol", "-p", help="auto, memcache, memcache-binary, memcache-ascii, redis, http, generic.")] = "auto",
     port: Annotated[Optional[list[int]], typer.Option("--port", help="Server port (repeatable); only these connections.")] = None,
     interval: Annotated[float, typer.Option(help="Seconds per interval line.")] = 1.0,
+    tick: Annotated[Optional[float], typer.Option(help="Live: also a \"tick\" line of arrivals every this many seconds (e.g. 0.02).")] = None,
     records: Annotated[Optional[Path], typer.Option("--records", help="Write per-request records here (.csv or JSON Lines).")] = None,
     duration: Annotated[Optional[float], typer.Option(help="Live: stop after this many seconds.")] = None,
     snaplen: Annotated[Optional[int], typer.Option(help="Live: bytes kept per packet.")] = None,
@@ -46,6 +47,8 @@ def sniff(
     """Request latency measured from packets: interval aggregates as JSON Lines on stdout."""
     if (capture is None) == (interface is None):
         raise UsageError("give a capture file or --interface, not both", where="perflearn sniff")
+    if tick is not None and (capture is not None or not 0 < tick <= interval):
+        raise UsageError(f"--tick {tick}: needs --interface and 0 < tick <= --interval ({interval})", where="perflearn sniff")
     extra = ["--records", str(records)] if records else []
     if capture is not None:
         result = sniff_file(capture, protocol=protocol, ports=port or (), interval=interval, timeout=timeout, extra=extra)
@@ -56,7 +59,7 @@ def sniff(
         return
     assert interface is not None
     sniffer = LiveSniffer(interface, bpf=bpf, protocol=protocol, ports=port or (), interval=interval,
-                          snaplen=snaplen, timeout=timeout, on_line=lambda o: o["type"] != "ready" and _emit(o))
+                          snaplen=snaplen, timeout=timeout, tick=tick, on_line=lambda o: o["type"] != "ready" and _emit(o))
     if records:
         sniffer.cmd += extra
     sniffer.start()
