@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from perflearn.cli import app
 from perflearn.manage.config import ConfigSpace, Configuration
 from perflearn.manage.loop import Measured, Service, control_loop, summarize
-from perflearn.manage.policies import Heimdall, Heracles, Hipster, Observation, Ondemand, Static
+from perflearn.manage.policies import Heimdall, Heracles, Hipster, Observation, Ondemand, Static, tick_dispersion
 from perflearn.manage.power import PowerModel
 from perflearn.manage.simulator import ServerModel, erlang_c, expand, response_quantile, steps_profile
 
@@ -417,11 +417,37 @@ def test_heimdall_reacts_to_a_load_rise_inside_the_interval():
     high = policy.react(2000.0, 0.02, low)
     assert high == SPACE.maximum  # requests queued behind the old one: drained at the lowest latency
     assert policy.react(2020.0, 0.02, high) is None  # the rise is known now
-    # the interval's mean rate hides the rise (half of it at 500/s): the next one is sized for the peak
+    # the interval's mean rate hides the rise (half of it at 500/s): the next one is sized for the rate since it
     sized = policy.decide(obs(rps=1250.0, p95=5e-3, config=high))
     assert 2000 < sized.cores * sized.level * 1000 < 3000
     assert policy.react(2000.0, 0.02, sized) is None
     assert Heimdall(SPACE, 20e-3, 3000.0, model=queueing_model(server), react=False).react(2400.0, 0.02, low) is None
+
+
+def test_tick_dispersion_sees_bursts_not_steps():
+    rng = np.random.default_rng(0)
+    assert tick_dispersion(list(rng.poisson(100, 50)), 7.0) < 1.6  # Poisson: about 1 (never below)
+    step = list(rng.poisson(100, 25)) + list(rng.poisson(200, 25))
+    assert tick_dispersion(step, 7.0) < 2.0  # a step moves one difference, not the median
+    assert tick_dispersion([40, 160] * 25, 1.0) > 50  # bursts: variance 3600 on a mean of 100
+    assert tick_dispersion([100] * 5, 7.0) == 7.0  # too few ticks: the previous estimate
+
+
+def test_a_burst_of_one_tick_is_not_a_new_load():
+    """After an interval of bursty ticks, a tick three times the rate is within the noise;
+    after a Poisson interval it is a rise the configuration in force cannot take."""
+    server = ServerModel(mu_max=1000.0, base_s=50e-6, noise=0.0)
+    decisions = {}
+    for name, counts in (("poisson", np.random.default_rng(1).poisson(10, 49)), ("bursty", [2, 18] * 25)):
+        policy = Heimdall(SPACE, 20e-3, 3000.0, model=queueing_model(server))
+        policy.decide(obs(rps=500.0, p95=2e-3, config=SPACE.maximum, utilisation=0.2))
+        low = policy.decide(obs(rps=500.0, p95=2e-3, config=SPACE.maximum, utilisation=0.2))
+        for count in counts:
+            assert policy.react(count / 0.02, 0.02, low) is None
+        low = policy.decide(obs(rps=500.0, p95=2e-3, config=low, utilisation=0.4))
+        assert low.cores * low.level < 1.0
+        decisions[name] = policy.react(1500.0, 0.02, low)
+    assert decisions["poisson"] == SPACE.maximum and decisions["bursty"] is None
 
 
 def test_reacting_meets_the_target_in_the_first_interval_of_a_step_up():

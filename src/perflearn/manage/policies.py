@@ -233,7 +233,9 @@ class Heimdall(Policy):
         self.correction = np.zeros(len(self.configs))  # log(measured / predicted), per configuration
         self.recovering = False
         self.sized_for = 0.0  # the load the configuration in force was chosen (or confirmed) for
-        self.peak = 0.0  # the highest tick rate reacted to in this interval
+        self.counts: list[float] = []  # this interval's tick request counts
+        self.risen: list[float] = []  # tick rates from the first rise in this interval on
+        self.dispersion = 1.0  # variance / mean of tick counts (1 = Poisson), from the last interval
 
     def _forecast(self, rps: float):
         frame = self.grid.assign(rps=rps)
@@ -261,10 +263,12 @@ class Heimdall(Policy):
         return int(np.argmin(np.where(ok, watts, np.inf)))
 
     def decide(self, obs):
-        # a load rise seen inside the interval sizes the next one: the interval's mean hides it
-        load = max(obs.rps, self.peak)
+        # a load rise seen inside the interval sizes the next one by the rate since the rise:
+        # the interval's mean hides it, and one tick's rate is noisier than their mean
+        load = max(obs.rps, float(np.mean(self.risen))) if self.risen else obs.rps
+        self.dispersion = tick_dispersion(self.counts, self.dispersion)
         mean, spread = self._forecast(load)
-        if self.online is not None and not self.peak:  # an interval of two configurations teaches nothing
+        if self.online is not None and not self.risen:  # an interval of two configurations teaches nothing
             self._learn(obs, mean)
         mean, spread = self._corrected(mean, spread)
         demand = obs.utilisation * obs.config.cores * obs.config.level  # busy max-speed cores now
@@ -273,21 +277,30 @@ class Heimdall(Policy):
             demand *= load / obs.rps
         best = int(np.argmin(mean)) if self.recovering else self._choose(mean, spread, demand)
         self.predicted = float(mean[best])
-        self.sized_for, self.peak = load, 0.0
+        self.sized_for, self.counts, self.risen = load, [], []
         return self.configs[best]
 
     def react(self, rps, tick_s, config):
-        """Inside the interval, on a load rise beyond what the tick's Poisson noise explains
-        (4 standard deviations of its request count, and at least 5 %): when the
+        """Inside the interval, on a load rise beyond what the tick's noise explains (4
+        standard deviations of its request count, and at least 5 %): when the
         configuration in force is no longer predicted to meet the target at the new rate,
         requests have queued behind it for a tick, so the lowest predicted latency drains
         them (as after a measured violation); the interval's decision then sizes for the
-        new rate. Only a rise is acted on; lowering waits for the interval's decision."""
+        rate since the rise. Only a rise is acted on; lowering waits for the interval's
+        decision. The noise is Poisson's, widened by the dispersion of the last interval's
+        ticks: real arrivals come in bursts (a client's late sends, batching), and a burst
+        of one tick is not a new load."""
+        count = rps * tick_s
+        self.counts.append(count)
+        if self.risen:
+            self.risen.append(rps)
         expected = self.sized_for * tick_s
-        rise = max(0.05 * expected, 4 * np.sqrt(expected), 1.0)
-        if not self.reacts or self.recovering or rps * tick_s <= expected + rise:
+        rise = max(0.05 * expected, 4 * np.sqrt(self.dispersion * expected), 1.0)
+        if not self.reacts or self.recovering or count <= expected + rise:
             return None
-        self.sized_for, self.peak = rps, max(self.peak, rps)
+        self.sized_for = rps
+        if not self.risen:
+            self.risen.append(rps)
         mean, spread = self._corrected(*self._forecast(rps))
         i = self.configs.index(config) if config in self.configs else None
         if i is not None and self._qualifies(mean, spread)[i]:
@@ -303,6 +316,16 @@ class Heimdall(Policy):
         if i is not None and mean[i] > 0:
             error = np.log(obs.p95 / mean[i])
             self.correction[i] = (1 - self.online) * self.correction[i] + self.online * error
+
+
+def tick_dispersion(counts: list[float], previous: float) -> float:
+    """Index of dispersion (variance / mean, at least 1) of an interval's tick counts,
+    from the median absolute difference of consecutive ticks, which a load step inside
+    the interval moves by one difference only; ``previous`` when there are too few ticks."""
+    if len(counts) < 10 or np.mean(counts) <= 0:
+        return previous
+    sd = float(np.median(np.abs(np.diff(counts)))) / (0.6745 * np.sqrt(2))  # normal: median |x - y| = 0.954 sd
+    return max(1.0, sd * sd / float(np.mean(counts)))
 
 
 POLICIES = {cls.name: cls for cls in (Static, Ondemand, Hipster, Heracles, Heracles2Min, Heimdall)}
