@@ -145,7 +145,7 @@ static unsigned char fdstate[FDMAX];
 static pthread_mutex_t link_mu = PTHREAD_MUTEX_INITIALIZER;
 static emu_link link_out;
 
-static unsigned long long st_flushed, st_msgs, st_bytes, st_late_n, st_late_ns, st_late_max; /* emulated sends (approximate under threads) */
+static unsigned long long st_lazy, st_miss, st_kick, st_flushed, st_msgs, st_bytes, st_late_n, st_late_ns, st_late_max; /* emulated sends (approximate under threads) */
 
 /* delay line */
 struct chunk {
@@ -173,17 +173,20 @@ static int helper_running, helper_sleeping;
  * will most likely write it itself, and the wake-up would put the helper on the
  * CPU its peer is about to need.  The helper then sleeps at most LAZY_POLL_NS at
  * a time, so if the thread neither blocks, sends again, closes nor exits, the
- * chunk leaves at most that late; such a miss turns laziness off in the process
- * for LAZY_OFF_NS. */
+ * chunk leaves at most that late.  Such a miss (a lazy chunk the helper wrote
+ * more than LAZY_MISS_NS past its time) restarts every thread's streak and
+ * doubles the streak needed (up to LAZY_STREAK_MAX): a thread that often sends
+ * and then does not block soon is soon never lazy. */
 #define LAZY_STREAK 16
 #define LAZY_POLL_NS 1000000
-#define LAZY_OFF_NS 100000000
+#define LAZY_STREAK_MAX (1u << 20)
 #define LAZY_MISS_NS 20000
 #define LAZY_RECENT_NS 10000000
 static int helper_timed;          /* q_mu: the helper sleeps at most LAZY_POLL_NS */
 static int64_t q_last_flush;      /* when a thread last wrote its own chunks */
-static int64_t q_lazy_off_until;  /* q_mu */
-static __thread unsigned my_streak;
+static unsigned q_lazy_need = LAZY_STREAK; /* q_mu */
+static unsigned q_miss_gen;                /* q_mu: misses so far */
+static __thread unsigned my_streak, my_gen;
 /* PERFLEARN_EMU_HOT: the helper spins (yielding) this long when idle.  By default
  * 50 us plus two one-way trips (2(L+o)): in a ping-pong the next message follows
  * a round trip later, and a helper that went to sleep meanwhile pays a wake-up
@@ -422,7 +425,12 @@ static void *helper_main(void *arg)
         pthread_mutex_lock(&q_mu);
         __atomic_store_n(&q_writer, 0, __ATOMIC_RELEASE);
         if (st != D_STOPPED && c->lazy && emu_now_ns() - c->release > LAZY_MISS_NS)
-            q_lazy_off_until = emu_now_ns() + LAZY_OFF_NS; /* its thread did not come: laziness off for a while */
+        {
+            q_miss_gen++; /* its thread did not come: every streak starts again, and must be longer */
+            if (q_lazy_need < LAZY_STREAK_MAX)
+                q_lazy_need *= 2;
+            st_miss++;
+        }
         delivered_locked(c, st, err);
         if (st == D_AGAIN) {
             pthread_mutex_unlock(&q_mu);
@@ -542,7 +550,7 @@ static void flush_before_block(struct waitfor *w, int64_t timeout_ns)
     }
     if (q_head && q_head->seq <= mine)
         my_streak = 0;
-    else if (my_streak < LAZY_STREAK)
+    else if (my_streak < LAZY_STREAK_MAX)
         my_streak++;
     __atomic_store_n(&q_last_flush, emu_now_ns(), __ATOMIC_RELAXED);
     __atomic_sub_fetch(&q_flushers, 1, __ATOMIC_ACQ_REL);
@@ -605,10 +613,18 @@ static int enqueue(int fd, const struct iovec *iov, int iovcnt, size_t skip, siz
         q_pending[fd]++;
     helper_start_locked();
     if (helper_sleeping) {
-        if (helper_timed && my_streak >= LAZY_STREAK && !mine_queued && emu_now_ns() >= q_lazy_off_until)
+        if (my_gen != q_miss_gen) {
+            my_gen = q_miss_gen;
+            my_streak = 0;
+        }
+        if (helper_timed && my_streak >= q_lazy_need && !mine_queued)
+        {
             c->lazy = 1; /* this thread will write it before it blocks (see LAZY_STREAK) */
-        else
+            st_lazy++;
+        } else {
             pthread_cond_signal(&q_work);
+            st_kick++;
+        }
     }
     pthread_mutex_unlock(&q_mu);
     return 0;
@@ -1358,9 +1374,10 @@ __attribute__((destructor)) static void emu_fini(void)
     drain_all();
     if (cfg.verbose) {
         char line[300];
-        snprintf(line, sizeof line, "pid %d emulated %llu messages, %llu bytes; %llu written by a thread about to block; "
+        snprintf(line, sizeof line, "pid %d emulated %llu messages, %llu bytes; %llu written by a thread about to block "
+                 "(%llu queued without waking the helper, %llu of them missed; %llu wake-ups); "
                  "delay line late by %.0f ns mean, %llu ns max",
-                 (int)getpid(), st_msgs, st_bytes, st_flushed, st_late_n ? (double)st_late_ns / (double)st_late_n : 0.0, st_late_max);
+                 (int)getpid(), st_msgs, st_bytes, st_flushed, st_lazy, st_miss, st_kick, st_late_n ? (double)st_late_ns / (double)st_late_n : 0.0, st_late_max);
         say(line);
     }
 }
