@@ -4,7 +4,8 @@ and a tbf qdisc on a veth pair (network namespaces) as the kernel bandwidth refe
     python bench/emu_accuracy.py [--runs 5] [--quick] [--no-mpi] [--no-tbf] [--no-pm-qos]
 
 Prints a Markdown table: medians of --runs runs (each run's own value is the
-median over its iterations).  Needs `make -C native/emu build`; tbf needs root.
+median over its iterations).  Added latency and overhead: the median over runs of
+(emulated - zero-knob baseline), the two run back to back.  Needs `make -C native/emu build`; tbf needs root.
 
 On an idle virtual machine a blocked receiver's vCPU halts, and waking it costs tens of
 microseconds, so a loopback ping-pong takes either ~3 or ~38 us from run to run. As
@@ -73,7 +74,17 @@ def rate_bps(text: str) -> float:
 
 def lat_cmd(kind, size=8, iters=3000):
     base = ["latency", "--min", str(size), "--max", str(size), "--iters", str(iters), "--warmup", "300"]
-    return [TCP, *base] if kind == "tcp" else ["mpirun", "-n", "2", MPIP, *base]
+    # TCP: the two ends pinned to CPUs 0 and 1, as mpirun binds its two ranks to cores: unpinned,
+    # the native baseline itself is bimodal by placement (one CPU or two, 2.5 vs 4.7 us in session 5)
+    pin = ["--cpus", "0,1"] if (os.cpu_count() or 1) >= 2 else []
+    return [TCP, *base, *pin] if kind == "tcp" else ["mpirun", "-n", "2", MPIP, *base]
+
+
+def added_of(n, kind, L, knobs):
+    """Median over n runs of (emulated - baseline), each pair run back to back, so that the
+    machine's drift (the baseline moves by 10-20 % over minutes here) hits both."""
+    diffs = [run(lat_cmd(kind), knobs, L)[8] - run(lat_cmd(kind), {}, L)[8] for _ in range(n)]
+    return statistics.median(diffs)
 
 
 def bw_cmd(kind, size=1 << 20, iters=6):
@@ -182,10 +193,23 @@ def main() -> None:
                      f"{(base - nopre) * 1000:+.0f} ns"))  # fmt: skip
         for lat in lats:
             target = int(lat[:-2])
-            m, _ = median_of(n, lambda: run(lat_cmd(kind), {"latency": lat}, L)[8])
-            added = m - base
+            # the control: the same delay spun by the sender before a native send (LogGP's o).  In a
+            # blocking ping-pong o and L add alike to the half round trip, with no delay line involved,
+            # so (L row - o row) is the delay line's own error, apart from what the machine charges for
+            # a send that comes later (a peer idle longer wakes slower on a VM)
+            trip = []
+            for _ in range(n):
+                b = run(lat_cmd(kind), {}, L)[8]
+                trip.append((run(lat_cmd(kind), {"latency": lat}, L)[8] - b, run(lat_cmd(kind), {"overhead": lat}, L)[8] - b))
+            added = statistics.median(t[0] for t in trip)
+            spun = statistics.median(t[1] for t in trip)
             rows.append((kind, f"latency +{lat}, 8 B", f"+{target:.3f} us", f"+{added:.3f} us",
                          f"{(added - target) / target * 100:+.2f}%"))  # fmt: skip
+            rows.append((kind, f"control: sender spins {lat} (overhead), 8 B", f"+{target:.3f} us", f"+{spun:.3f} us",
+                         f"{(spun - target) / target * 100:+.2f}%"))  # fmt: skip
+            own = statistics.median(t[0] - t[1] for t in trip)
+            rows.append((kind, f"latency +{lat} minus the control (delay line's own error)", "0 ns",
+                         f"{own * 1000:+.0f} ns", f"{own / target * 100:+.2f}%"))  # fmt: skip
         pairs = [(run(bw_cmd(kind, iters=20))[1 << 20], run(bw_cmd(kind, iters=20), {}, L)[1 << 20]) for _ in range(n)]
         nb = statistics.median(p[0] for p in pairs)
         bwbase = statistics.median(p[1] for p in pairs)
@@ -203,15 +227,15 @@ def main() -> None:
         m, _ = median_of(n, lambda: run(bw_cmd(kind), {"bandwidth": r, "latency": "50us"}, L)[1 << 20])
         rows.append((kind, f"bandwidth {r} + latency 50us, 1 MiB", f"{t:.1f} MB/s", f"{m:.1f} MB/s",
                      f"{(m - t) / t * 100:+.2f}%"))  # fmt: skip
-        m, _ = median_of(n, lambda: run(lat_cmd(kind), {"bandwidth": "1Gbit"}, L)[8])
-        rows.append((kind, "latency 8 B with bandwidth 1Gbit", f"{base:.3f} us", f"{m:.3f} us",
-                     f"{(m - base) * 1000:+.0f} ns"))  # fmt: skip
+        added = added_of(n, kind, L, {"bandwidth": "1Gbit"})
+        rows.append((kind, "latency 8 B with bandwidth 1Gbit", f"{base:.3f} us", f"{base + added:.3f} us",
+                     f"{added * 1000:+.0f} ns"))  # fmt: skip
         # overhead as LogGP o: paid once per message by the sender, never overlapped:
         # a ping-pong's half round trip grows by o, and a window of 64 small sends
         # grows by 64 o (the time per message grows by o)
-        m, _ = median_of(n, lambda: run(lat_cmd(kind), {"overhead": "10us"}, L)[8])
-        rows.append((kind, "overhead 10us: added half round trip, 8 B", "+10.000 us", f"+{m - base:.3f} us",
-                     f"{(m - base - 10) / 10 * 100:+.2f}%"))  # fmt: skip
+        added = added_of(n, kind, L, {"overhead": "10us"})
+        rows.append((kind, "overhead 10us: added half round trip, 8 B", "+10.000 us", f"+{added:.3f} us",
+                     f"{(added - 10) / 10 * 100:+.2f}%"))  # fmt: skip
         w0, _ = median_of(n, lambda: run(bw_cmd(kind, 64, 50), {}, L)[64])
         w1, _ = median_of(n, lambda: run(bw_cmd(kind, 64, 50), {"overhead": "10us"}, L)[64])
         added = 64 / w1 - 64 / w0  # MB/s -> us per 64-byte message

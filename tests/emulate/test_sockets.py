@@ -174,3 +174,72 @@ def test_regression_latency_kept_for_small_messages_under_a_bandwidth_limit(tabl
     base = best(table, args, sock_lib, 8)
     both = best(table, args, sock_lib, 8, latency="100us", bandwidth="1Gbit")
     assert 80 <= both - base <= 150, f"{base:.1f} -> {both:.1f} us"
+
+
+_FLUSH_CLIENT = r"""
+import socket, sys, threading, time
+port = int(sys.argv[1])
+c = socket.create_connection(("127.0.0.1", port))
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+def recv_exact(n):
+    got = b""
+    while len(got) < n:
+        chunk = c.recv(n - len(got))
+        assert chunk, "closed"
+        got += chunk
+    return got
+# a ping-pong: the thread writes its own messages before it blocks in recv (and becomes lazy)
+for i in range(300):
+    c.sendall(b"%08d" % i)
+    assert recv_exact(8) == b"%08d" % i
+# then a sender that does not block: a burst, a sleep (no shim call), from two threads
+t0 = time.monotonic()
+def burst(base):
+    for i in range(100):
+        c.sendall(b"%08d" % (base + i))
+threads = [threading.Thread(target=burst, args=(b,)) for b in (10000, 20000)]
+for t in threads: t.start()
+for t in threads: t.join()
+time.sleep(0.02)
+got = recv_exact(8 * 200)
+seen = sorted(got[i:i + 8] for i in range(0, len(got), 8))
+assert seen == sorted(b"%08d" % (b + i) for b in (10000, 20000) for i in range(100)), "bytes changed"
+for b in (10000, 20000):  # each thread's own messages keep their order
+    mine = [got[i:i + 8] for i in range(0, len(got), 8) if int(got[i:i + 8]) // 10000 == b // 10000]
+    assert mine == [b"%08d" % (b + i) for i in range(100)], "order changed"
+c.close()
+print("ok")
+"""
+
+
+def test_thread_about_to_block_writes_its_own_and_the_rest_still_leaves(sock_lib, tmp_path):
+    """A ping-pong thread writes its delayed messages itself before it blocks in recv
+    (verbose: 'written by a thread about to block'); after it, messages of threads that
+    do not block soon (a burst, then a sleep the shim does not see) still leave through
+    the delay-line thread, in order per thread, bytes intact."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def echo():
+        conn, _ = srv.accept()
+        with conn:
+            while data := conn.recv(65536):
+                conn.sendall(data)
+
+    import threading
+
+    t = threading.Thread(target=echo, daemon=True)
+    t.start()
+    script = tmp_path / "client.py"
+    script.write_text(_FLUSH_CLIENT)
+    import sys
+
+    proc = run([sys.executable, script, port], sock_lib, timeout=60, latency="30us", verbose="1",
+               peers=f"127.0.0.1:{port}")  # fmt: skip
+    srv.close()
+    assert proc.stdout.strip() == "ok"
+    line = [l for l in proc.stderr.splitlines() if "emulated" in l][-1]
+    flushed = int(line.split(" written by a thread about to block")[0].split()[-1])
+    assert flushed >= 250, line  # the ping-pong's 300 went (nearly) all that way

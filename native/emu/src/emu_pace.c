@@ -476,6 +476,27 @@ int64_t emu_wait_until(int64_t deadline, int64_t spin_ns)
     return now - deadline;
 }
 
+int64_t emu_wait_until_or(int64_t deadline, int64_t spin_ns, int (*stop)(void *), void *arg)
+{
+    deadline -= early_ns;
+    int64_t now = emu_now_ns();
+    if (now >= deadline)
+        return now - deadline;
+    if (deadline - now > spin_ns) {
+        int64_t wake = deadline - spin_ns;
+        struct timespec ts = {.tv_sec = wake / 1000000000LL, .tv_nsec = wake % 1000000000LL};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+            ;
+    }
+    while ((now = emu_now_ns()) < deadline) {
+        if (stop(arg))
+            return -1;
+        if (deadline - now > 300)
+            cpu_relax();
+    }
+    return now - deadline;
+}
+
 void emu_spin_for(int64_t d)
 {
     if (d <= 0)

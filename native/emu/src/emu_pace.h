@@ -92,6 +92,11 @@ int64_t emu_now_ns(void);
 /* Wait until `deadline` (CLOCK_MONOTONIC ns): sleep with clock_nanosleep
  * (TIMER_ABSTIME) while more than spin_ns remain, then spin.  Returns the lateness. */
 int64_t emu_wait_until(int64_t deadline, int64_t spin_ns);
+/* As emu_wait_until, but the spinning part calls stop(arg) on each turn and
+ * gives up as soon as it returns non-zero: returns -1 then (the deadline not
+ * reached), else the lateness.  The sleeping part (more than spin_ns ahead) is
+ * not interrupted.  stop must be cheap, or limit its own cost. */
+int64_t emu_wait_until_or(int64_t deadline, int64_t spin_ns, int (*stop)(void *), void *arg);
 /* Spin for d ns of CPU time (the overhead knob: the sender is busy). */
 void emu_spin_for(int64_t d);
 /* Measure once what a wait costs past its deadline (clock read, call, return: the

@@ -38,7 +38,17 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <sys/epoll.h>
+#include <sys/select.h>
+
 #define EXPORT __attribute__((visibility("default")))
+
+static inline void cpu_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 #define FDMAX 65536
 
 /* ---------------------------------------------------------------- real functions */
@@ -61,6 +71,21 @@ static int (*real_execve)(const char *, char *const[], char *const[]);
 static int (*real_execv)(const char *, char *const[]);
 static int (*real_execvp)(const char *, char *const[]);
 static int (*real_execvpe)(const char *, char *const[], char *const[]);
+static int (*real_poll)(struct pollfd *, nfds_t, int);
+static int (*real_select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+static ssize_t (*real_recv)(int, void *, size_t, int);
+static ssize_t (*real_recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+static ssize_t (*real_recvmsg)(int, struct msghdr *, int);
+static ssize_t (*real_read)(int, void *, size_t);
+static ssize_t (*real_readv)(int, const struct iovec *, int);
+static int (*real_ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+static int (*real_pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
+static int (*real_epoll_wait)(int, struct epoll_event *, int, int);
+static int (*real_epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+static ssize_t (*real___read_chk)(int, void *, size_t, size_t);
+static ssize_t (*real___recv_chk)(int, void *, size_t, size_t, int);
+static ssize_t (*real___recvfrom_chk)(int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *);
+static int (*real___poll_chk)(struct pollfd *, nfds_t, int, size_t);
 
 #define RESOLVE(name) real_##name = (__typeof__(real_##name))dlsym(RTLD_NEXT, #name)
 
@@ -84,6 +109,21 @@ static void resolve_all(void)
     RESOLVE(execv);
     RESOLVE(execvp);
     RESOLVE(execvpe);
+    RESOLVE(recv);
+    RESOLVE(recvfrom);
+    RESOLVE(recvmsg);
+    RESOLVE(read);
+    RESOLVE(readv);
+    RESOLVE(poll);
+    RESOLVE(ppoll);
+    RESOLVE(select);
+    RESOLVE(pselect);
+    RESOLVE(epoll_wait);
+    RESOLVE(epoll_pwait);
+    RESOLVE(__read_chk);
+    RESOLVE(__recv_chk);
+    RESOLVE(__recvfrom_chk);
+    RESOLVE(__poll_chk);
 }
 
 static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
@@ -105,11 +145,13 @@ static unsigned char fdstate[FDMAX];
 static pthread_mutex_t link_mu = PTHREAD_MUTEX_INITIALIZER;
 static emu_link link_out;
 
-static unsigned long long st_msgs, st_bytes, st_late_n, st_late_ns, st_late_max; /* emulated sends (approximate under threads) */
+static unsigned long long st_lazy, st_miss, st_kick, st_flushed, st_msgs, st_bytes, st_late_n, st_late_ns, st_late_max; /* emulated sends (approximate under threads) */
 
 /* delay line */
 struct chunk {
     struct chunk *next;
+    uint64_t seq; /* order in the line */
+    int lazy;     /* queued without waking the helper */
     int fd;
     int flags;
     int64_t release;
@@ -126,6 +168,25 @@ static size_t q_bytes;
 static int q_pending[FDMAX];
 static int q_err[FDMAX];
 static int helper_running, helper_sleeping;
+/* Lazy hand-off.  A thread whose last LAZY_STREAK chunks it wrote itself before
+ * blocking (a ping-pong) does not wake a sleeping helper for its next one: it
+ * will most likely write it itself, and the wake-up would put the helper on the
+ * CPU its peer is about to need.  The helper then sleeps at most LAZY_POLL_NS at
+ * a time, so if the thread neither blocks, sends again, closes nor exits, the
+ * chunk leaves at most that late.  Such a miss (a lazy chunk the helper wrote
+ * more than LAZY_MISS_NS past its time) restarts every thread's streak and
+ * doubles the streak needed (up to LAZY_STREAK_MAX): a thread that often sends
+ * and then does not block soon is soon never lazy. */
+#define LAZY_STREAK 16
+#define LAZY_POLL_NS 1000000
+#define LAZY_STREAK_MAX (1u << 20)
+#define LAZY_MISS_NS 20000
+#define LAZY_RECENT_NS 10000000
+static int helper_timed;          /* q_mu: the helper sleeps at most LAZY_POLL_NS */
+static int64_t q_last_flush;      /* when a thread last wrote its own chunks */
+static unsigned q_lazy_need = LAZY_STREAK; /* q_mu */
+static unsigned q_miss_gen;                /* q_mu: misses so far */
+static __thread unsigned my_streak, my_gen;
 /* PERFLEARN_EMU_HOT: the helper spins (yielding) this long when idle.  By default
  * 50 us plus two one-way trips (2(L+o)): in a ping-pong the next message follows
  * a round trip later, and a helper that went to sleep meanwhile pays a wake-up
@@ -243,6 +304,89 @@ static void drop_fd_locked(int fd)
     }
 }
 
+/* The writer token: one thread at a time (the helper, or an application thread
+ * about to block) waits for the head chunk's time and writes it, so a chunk is
+ * never written twice and the line stays in order.  Only the token holder
+ * removes the head (drop_fd_locked runs under the token too). */
+static int q_writer;            /* q_mu; read lock-free by flushers waiting for it */
+static int q_flushers;          /* application threads flushing their own chunks */
+static uint64_t q_seq;          /* q_mu: sequence number of the last chunk queued */
+static uint64_t q_head_seq = UINT64_MAX; /* seq of the head chunk (UINT64_MAX: empty), read lock-free */
+static __thread uint64_t my_seq; /* the last chunk this thread queued */
+
+static void head_changed_locked(void)
+{
+    __atomic_store_n(&q_head_seq, q_head ? q_head->seq : UINT64_MAX, __ATOMIC_RELEASE);
+}
+
+enum { D_DONE, D_AGAIN, D_ERR, D_STOPPED };
+
+/* Wait for c's time (giving up when stop says so) and write it.  The caller
+ * holds the token, not q_mu.  *err: errno of a failed write. */
+static int deliver(struct chunk *c, int (*stop)(void *), void *arg, int *err)
+{
+    size_t want = c->len - c->off;
+    if (c->release > emu_now_ns() && emu_wait_until_or(c->release, cfg.spin_ns, stop, arg) < 0)
+        return D_STOPPED;
+    int64_t t1 = emu_now_ns();
+    if (c->off == 0) {
+        unsigned long long late = (unsigned long long)(t1 > c->release ? t1 - c->release : 0);
+        st_late_n++;
+        st_late_ns += late;
+        if (late > st_late_max)
+            st_late_max = late;
+    }
+    ssize_t r = real_sendto(c->fd, c->data + c->off, want, c->flags | MSG_DONTWAIT | MSG_NOSIGNAL,
+                            c->alen ? (struct sockaddr *)&c->addr : NULL, c->alen);
+    int e = errno;
+    if (r == (ssize_t)want)
+        return D_DONE;
+    if (r >= 0 || e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ENOBUFS) {
+        if (r > 0)
+            c->off += (size_t)r;
+        return D_AGAIN;
+    }
+    *err = e;
+    return D_ERR;
+}
+
+/* After deliver, with q_mu held again and the token still ours. */
+static void delivered_locked(struct chunk *c, int st, int err)
+{
+    int fd = c->fd;
+    if (st == D_DONE) {
+        q_head = c->next;
+        if (!q_head)
+            q_tail = NULL;
+        head_changed_locked();
+        q_bytes -= c->len;
+        if (fd < FDMAX)
+            q_pending[fd]--;
+        free(c);
+        pthread_cond_broadcast(&q_done);
+    } else if (st == D_ERR) {
+        if (fd < FDMAX)
+            q_err[fd] = err;
+        drop_fd_locked(fd);
+        head_changed_locked();
+        pthread_cond_broadcast(&q_done);
+    }
+}
+
+static int helper_stop(void *arg)
+{
+    (void)arg; /* an application thread wants the line: let it write its own */
+    return __atomic_load_n(&q_flushers, __ATOMIC_ACQUIRE) > 0;
+}
+
+/* Work for the helper: a head chunk, the token free, and no application
+ * thread flushing (it writes what it needs itself). */
+static int helper_work(void)
+{
+    return __atomic_load_n(&q_head, __ATOMIC_ACQUIRE) && !__atomic_load_n(&q_writer, __ATOMIC_ACQUIRE) &&
+           !__atomic_load_n(&q_flushers, __ATOMIC_ACQUIRE);
+}
+
 static void *helper_main(void *arg)
 {
     (void)arg;
@@ -250,67 +394,169 @@ static void *helper_main(void *arg)
     const int64_t hot = hot_ns;
     pthread_mutex_lock(&q_mu);
     for (;;) {
-        if (!q_head && hot > 0) {
+        if (!helper_work() && hot > 0 && !q_flushers) {
             /* stay hot for a while: the next message usually follows soon */
             pthread_mutex_unlock(&q_mu);
             int64_t until = emu_now_ns() + hot;
-            while (!__atomic_load_n(&q_head, __ATOMIC_ACQUIRE) && emu_now_ns() < until)
+            while (!helper_work() && !__atomic_load_n(&q_flushers, __ATOMIC_ACQUIRE) && emu_now_ns() < until)
                 sched_yield(); /* let the application's threads have the CPU */
             pthread_mutex_lock(&q_mu);
         }
-        if (!q_head) {
-            while (!q_head) {
-                helper_sleeping = 1;
+        /* while an application thread flushes, sleep: it is about to block, and
+         * its peer may need this CPU; it wakes us if it leaves chunks behind */
+        while (!helper_work()) {
+            int64_t now = emu_now_ns();
+            helper_sleeping = 1;
+            helper_timed = now - __atomic_load_n(&q_last_flush, __ATOMIC_RELAXED) < LAZY_RECENT_NS;
+            if (helper_timed) {
+                int64_t until = now + LAZY_POLL_NS;
+                struct timespec ts = {.tv_sec = until / 1000000000LL, .tv_nsec = until % 1000000000LL};
+                pthread_cond_timedwait(&q_work, &q_mu, &ts);
+            } else
                 pthread_cond_wait(&q_work, &q_mu);
-                helper_sleeping = 0;
-            }
+            helper_sleeping = 0;
+            helper_timed = 0;
         }
         struct chunk *c = q_head;
-        int64_t start = c->release; /* latency adds to the native path: no compensation */
-        int64_t now = emu_now_ns();
-        /* only the helper removes chunks (or drop_fd_locked, also run here), so c
-         * stays the head while we wait and write without the lock */
-        size_t want = c->len - c->off;
-        int fd = c->fd;
+        __atomic_store_n(&q_writer, 1, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&q_mu);
-        if (start > now)
-            emu_wait_until(start, cfg.spin_ns);
-        int64_t t1 = emu_now_ns();
-        if (c->off == 0) {
-            unsigned long long late = (unsigned long long)(t1 > c->release ? t1 - c->release : 0);
-            st_late_n++;
-            st_late_ns += late;
-            if (late > st_late_max)
-                st_late_max = late;
-        }
-        ssize_t r = real_sendto(fd, c->data + c->off, want, c->flags | MSG_DONTWAIT | MSG_NOSIGNAL,
-                                c->alen ? (struct sockaddr *)&c->addr : NULL, c->alen);
-        int e = errno;
+        int err = 0;
+        int st = deliver(c, helper_stop, NULL, &err);
         pthread_mutex_lock(&q_mu);
-        if (r == (ssize_t)want) {
-            q_head = c->next;
-            if (!q_head)
-                q_tail = NULL;
-            q_bytes -= c->len;
-            if (fd < FDMAX)
-                q_pending[fd]--;
-            free(c);
-            pthread_cond_broadcast(&q_done);
-        } else if (r >= 0 || e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ENOBUFS) {
-            if (r > 0)
-                c->off += (size_t)r;
+        __atomic_store_n(&q_writer, 0, __ATOMIC_RELEASE);
+        if (st != D_STOPPED && c->lazy && emu_now_ns() - c->release > LAZY_MISS_NS)
+        {
+            q_miss_gen++; /* its thread did not come: every streak starts again, and must be longer */
+            if (q_lazy_need < LAZY_STREAK_MAX)
+                q_lazy_need *= 2;
+            st_miss++;
+        }
+        delivered_locked(c, st, err);
+        if (st == D_AGAIN) {
             pthread_mutex_unlock(&q_mu);
-            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            struct pollfd p = {.fd = c->fd, .events = POLLOUT};
             poll(&p, 1, 1);
             pthread_mutex_lock(&q_mu);
-        } else {
-            if (fd < FDMAX)
-                q_err[fd] = e;
-            drop_fd_locked(fd);
-            pthread_cond_broadcast(&q_done);
         }
     }
     return NULL;
+}
+
+/* ---------------------------------------------------------------- flushing before a block */
+
+/* What the calling thread is about to block on, to see whether it would block
+ * at all, and to stop flushing when it would no longer. */
+struct waitfor {
+    int kind; /* W_FD: fd readable; W_POLL: pfds; W_EPOLL: epfd readable; W_SELECT */
+    int fd;
+    struct pollfd *pfds;
+    nfds_t npfds;
+    int nfds;
+    fd_set *rs, *ws, *es;
+    int64_t next_check;
+    int64_t due; /* of the chunk being waited for */
+};
+enum { W_FD, W_POLL, W_EPOLL, W_SELECT };
+
+static int ready_now(struct waitfor *w)
+{
+    if (w->kind == W_FD || w->kind == W_EPOLL) {
+        struct pollfd p = {.fd = w->fd, .events = POLLIN};
+        return real_poll(&p, 1, 0) != 0; /* readable, hung up, or an error: the call returns */
+    }
+    if (w->kind == W_POLL)
+        return real_poll(w->pfds, w->npfds, 0) != 0;
+    fd_set r, wr, e;
+    if (w->rs)
+        r = *w->rs;
+    if (w->ws)
+        wr = *w->ws;
+    if (w->es)
+        e = *w->es;
+    struct timeval tv = {0, 0};
+    return real_select(w->nfds, w->rs ? &r : NULL, w->ws ? &wr : NULL, w->es ? &e : NULL, &tv) != 0;
+}
+
+/* While a flushing thread waits for a chunk's time, look every 5 us whether its
+ * own call has become ready (a reply from another peer): then it stops and
+ * leaves the rest to the helper, so flushing never delays what it receives by
+ * more than that. */
+#define FLUSH_CHECK_NS 5000
+static int flush_stop(void *arg)
+{
+    struct waitfor *w = arg;
+    int64_t now = emu_now_ns();
+    if (now < w->next_check || w->due - now < FLUSH_CHECK_NS / 2)
+        return 0; /* a check (a poll, 0.4 us here) must not make the write late */
+    w->next_check = now + FLUSH_CHECK_NS;
+    return ready_now(w);
+}
+
+/* The calling thread is about to block in a receive, poll, select or
+ * epoll_wait (timeout_ns: how long at most, -1 forever).  If chunks it queued
+ * are still in the line, due within the spin window and the call's timeout, it
+ * writes them itself at their times, with every chunk queued before them (the
+ * line's order), instead of leaving them to the helper thread: a ping-pong then
+ * never hands a message from one thread to another, whose wake-up on a busy
+ * CPU would add to the latency. */
+static void flush_before_block(struct waitfor *w, int64_t timeout_ns)
+{
+    uint64_t mine = my_seq;
+    if (!mine || __atomic_load_n(&q_head_seq, __ATOMIC_ACQUIRE) > mine || timeout_ns == 0)
+        return;
+    int64_t now = emu_now_ns();
+    int64_t horizon = cfg.spin_ns > FLUSH_CHECK_NS ? cfg.spin_ns : FLUSH_CHECK_NS;
+    if (timeout_ns > 0 && timeout_ns < horizon)
+        horizon = timeout_ns;
+    int64_t limit = now + horizon;
+    if (ready_now(w)) { /* the call will not block: the helper writes them */
+        my_streak = 0;
+        pthread_mutex_lock(&q_mu);
+        if (q_head && helper_sleeping)
+            pthread_cond_signal(&q_work);
+        pthread_mutex_unlock(&q_mu);
+        return;
+    }
+    w->next_check = now + FLUSH_CHECK_NS;
+    __atomic_add_fetch(&q_flushers, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_lock(&q_mu);
+    while (q_head && q_head->seq <= mine) {
+        struct chunk *c = q_head;
+        if (c->release > limit)
+            break;
+        if (q_writer) { /* the helper is on it: it lets go within a spin turn (or a write) */
+            pthread_mutex_unlock(&q_mu);
+            int64_t t0 = emu_now_ns();
+            while (__atomic_load_n(&q_writer, __ATOMIC_ACQUIRE)) {
+                if (emu_now_ns() - t0 > 20000)
+                    sched_yield(); /* it was preempted */
+                else
+                    cpu_pause();
+            }
+            pthread_mutex_lock(&q_mu);
+            continue;
+        }
+        __atomic_store_n(&q_writer, 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&q_mu);
+        int err = 0;
+        w->due = c->release;
+        int st = deliver(c, flush_stop, w, &err);
+        pthread_mutex_lock(&q_mu);
+        __atomic_store_n(&q_writer, 0, __ATOMIC_RELEASE);
+        delivered_locked(c, st, err);
+        if (st == D_STOPPED || st == D_AGAIN)
+            break;
+        __atomic_add_fetch(&st_flushed, 1, __ATOMIC_RELAXED);
+    }
+    if (q_head && q_head->seq <= mine)
+        my_streak = 0;
+    else if (my_streak < LAZY_STREAK_MAX)
+        my_streak++;
+    __atomic_store_n(&q_last_flush, emu_now_ns(), __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&q_flushers, 1, __ATOMIC_ACQ_REL);
+    if (q_head && helper_sleeping)
+        pthread_cond_signal(&q_work); /* what we leave, the helper writes */
+    pthread_mutex_unlock(&q_mu);
 }
 
 /* Queue len bytes (gathered from iov) for fd, to leave at `release`. */
@@ -323,6 +569,8 @@ static int enqueue(int fd, const struct iovec *iov, int iovcnt, size_t skip, siz
         return -1;
     }
     c->next = NULL;
+    c->seq = 0;
+    c->lazy = 0;
     c->fd = fd;
     c->flags = flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL);
     c->release = release;
@@ -350,17 +598,34 @@ static int enqueue(int fd, const struct iovec *iov, int iovcnt, size_t skip, siz
     pthread_mutex_lock(&q_mu);
     while (q_bytes > 0 && q_bytes + len > (size_t)cfg.queue_max)
         pthread_cond_wait(&q_done, &q_mu);
+    int mine_queued = my_seq && q_head_seq <= my_seq;
+    c->seq = ++q_seq;
+    my_seq = c->seq;
     if (q_tail)
         q_tail->next = c;
-    else
+    else {
         __atomic_store_n(&q_head, c, __ATOMIC_RELEASE);
+        head_changed_locked();
+    }
     q_tail = c;
     q_bytes += len;
     if (fd < FDMAX)
         q_pending[fd]++;
     helper_start_locked();
-    if (helper_sleeping)
-        pthread_cond_signal(&q_work);
+    if (helper_sleeping) {
+        if (my_gen != q_miss_gen) {
+            my_gen = q_miss_gen;
+            my_streak = 0;
+        }
+        if (helper_timed && my_streak >= q_lazy_need && !mine_queued)
+        {
+            c->lazy = 1; /* this thread will write it before it blocks (see LAZY_STREAK) */
+            st_lazy++;
+        } else {
+            pthread_cond_signal(&q_work);
+            st_kick++;
+        }
+    }
     pthread_mutex_unlock(&q_mu);
     return 0;
 }
@@ -370,6 +635,8 @@ static void drain_fd(int fd)
     if (fd < 0 || fd >= FDMAX)
         return;
     pthread_mutex_lock(&q_mu);
+    if (q_pending[fd] > 0 && helper_sleeping)
+        pthread_cond_signal(&q_work);
     while (q_pending[fd] > 0)
         pthread_cond_wait(&q_done, &q_mu);
     pthread_mutex_unlock(&q_mu);
@@ -378,6 +645,8 @@ static void drain_fd(int fd)
 static void drain_all(void)
 {
     pthread_mutex_lock(&q_mu);
+    if (q_head && helper_sleeping)
+        pthread_cond_signal(&q_work);
     while (q_head && helper_running)
         pthread_cond_wait(&q_done, &q_mu);
     pthread_mutex_unlock(&q_mu);
@@ -683,6 +952,164 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
     return r;
 }
 
+/* ---------------------------------------------------------------- about to block: flush first */
+
+/* Would a read-like call on fd block?  Only asked when the thread has chunks
+ * in the line.  flags: the call's MSG_* flags. */
+static int fd_may_block(int fd, int flags)
+{
+    if (flags & MSG_DONTWAIT)
+        return 0;
+    int fl = fcntl(fd, F_GETFL);
+    return fl >= 0 && !(fl & O_NONBLOCK);
+}
+
+static inline int have_mine(void)
+{
+    return my_seq && __atomic_load_n(&q_head_seq, __ATOMIC_RELAXED) <= my_seq;
+}
+
+static void before_read(int fd, int flags)
+{
+    if (!enabled || in_shim || !have_mine() || !fd_may_block(fd, flags))
+        return;
+    in_shim = 1;
+    struct waitfor w = {.kind = W_FD, .fd = fd};
+    flush_before_block(&w, -1);
+    in_shim = 0;
+}
+
+static int64_t ms_ns(int ms)
+{
+    return ms < 0 ? -1 : (int64_t)ms * 1000000;
+}
+static int64_t ts_ns(const struct timespec *t)
+{
+    return t ? (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec : -1;
+}
+
+static void before_poll(struct pollfd *fds, nfds_t n, int64_t timeout)
+{
+    if (!enabled || in_shim || !have_mine() || timeout == 0)
+        return;
+    in_shim = 1;
+    struct waitfor w = {.kind = W_POLL, .pfds = fds, .npfds = n};
+    flush_before_block(&w, timeout);
+    in_shim = 0;
+}
+
+static void before_select(int nfds, fd_set *r, fd_set *wr, fd_set *e, int64_t timeout)
+{
+    if (!enabled || in_shim || !have_mine() || timeout == 0 || nfds > FD_SETSIZE)
+        return;
+    in_shim = 1;
+    struct waitfor w = {.kind = W_SELECT, .nfds = nfds, .rs = r, .ws = wr, .es = e};
+    flush_before_block(&w, timeout);
+    in_shim = 0;
+}
+
+static void before_epoll(int epfd, int timeout_ms)
+{
+    if (!enabled || in_shim || !have_mine() || timeout_ms == 0)
+        return;
+    in_shim = 1;
+    struct waitfor w = {.kind = W_EPOLL, .fd = epfd}; /* an epoll fd is readable when events are ready */
+    flush_before_block(&w, ms_ns(timeout_ms));
+    in_shim = 0;
+}
+
+EXPORT ssize_t recv(int fd, void *b, size_t n, int flags)
+{
+    ENSURE(recv);
+    before_read(fd, flags);
+    return real_recv(fd, b, n, flags);
+}
+EXPORT ssize_t recvfrom(int fd, void *b, size_t n, int flags, struct sockaddr *a, socklen_t *al)
+{
+    ENSURE(recvfrom);
+    before_read(fd, flags);
+    return real_recvfrom(fd, b, n, flags, a, al);
+}
+EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+    ENSURE(recvmsg);
+    before_read(fd, flags);
+    return real_recvmsg(fd, m, flags);
+}
+EXPORT ssize_t read(int fd, void *b, size_t n)
+{
+    ENSURE(read);
+    before_read(fd, 0);
+    return real_read(fd, b, n);
+}
+EXPORT ssize_t readv(int fd, const struct iovec *v, int n)
+{
+    ENSURE(readv);
+    before_read(fd, 0);
+    return real_readv(fd, v, n);
+}
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+    ENSURE(poll);
+    before_poll(fds, n, ms_ns(timeout));
+    return real_poll(fds, n, timeout);
+}
+EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *m)
+{
+    ENSURE(ppoll);
+    before_poll(fds, n, ts_ns(t));
+    return real_ppoll(fds, n, t, m);
+}
+EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *t)
+{
+    ENSURE(select);
+    before_select(nfds, r, w, e, t ? (int64_t)t->tv_sec * 1000000000LL + (int64_t)t->tv_usec * 1000 : -1);
+    return real_select(nfds, r, w, e, t);
+}
+EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *m)
+{
+    ENSURE(pselect);
+    before_select(nfds, r, w, e, ts_ns(t));
+    return real_pselect(nfds, r, w, e, t, m);
+}
+EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int n, int timeout)
+{
+    ENSURE(epoll_wait);
+    before_epoll(epfd, timeout);
+    return real_epoll_wait(epfd, ev, n, timeout);
+}
+EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int n, int timeout, const sigset_t *m)
+{
+    ENSURE(epoll_pwait);
+    before_epoll(epfd, timeout);
+    return real_epoll_pwait(epfd, ev, n, timeout, m);
+}
+/* _FORTIFY_SOURCE builds call these instead */
+EXPORT ssize_t __read_chk(int fd, void *b, size_t n, size_t bl)
+{
+    ENSURE(__read_chk);
+    before_read(fd, 0);
+    return real___read_chk(fd, b, n, bl);
+}
+EXPORT ssize_t __recv_chk(int fd, void *b, size_t n, size_t bl, int flags)
+{
+    ENSURE(__recv_chk);
+    before_read(fd, flags);
+    return real___recv_chk(fd, b, n, bl, flags);
+}
+EXPORT ssize_t __recvfrom_chk(int fd, void *b, size_t n, size_t bl, int flags, struct sockaddr *a, socklen_t *al)
+{
+    ENSURE(__recvfrom_chk);
+    before_read(fd, flags);
+    return real___recvfrom_chk(fd, b, n, bl, flags, a, al);
+}
+EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fl)
+{
+    ENSURE(__poll_chk);
+    before_poll(fds, n, ms_ns(timeout));
+    return real___poll_chk(fds, n, timeout, fl);
+}
+
 EXPORT int close(int fd)
 {
     ENSURE(close);
@@ -897,6 +1324,10 @@ static void atfork_child(void)
     init_conds();
     helper_running = 0;
     helper_sleeping = 0;
+    q_writer = 0;
+    q_flushers = 0;
+    helper_timed = 0;
+    my_streak = 0;
 }
 
 static const char *env_get(const char *n)
@@ -942,9 +1373,11 @@ __attribute__((destructor)) static void emu_fini(void)
         return;
     drain_all();
     if (cfg.verbose) {
-        char line[200];
-        snprintf(line, sizeof line, "pid %d emulated %llu messages, %llu bytes; delay line late by %.0f ns mean, %llu ns max",
-                 (int)getpid(), st_msgs, st_bytes, st_late_n ? (double)st_late_ns / (double)st_late_n : 0.0, st_late_max);
+        char line[300];
+        snprintf(line, sizeof line, "pid %d emulated %llu messages, %llu bytes; %llu written by a thread about to block "
+                 "(%llu queued without waking the helper, %llu of them missed; %llu wake-ups); "
+                 "delay line late by %.0f ns mean, %llu ns max",
+                 (int)getpid(), st_msgs, st_bytes, st_flushed, st_lazy, st_miss, st_kick, st_late_n ? (double)st_late_ns / (double)st_late_n : 0.0, st_late_max);
         say(line);
     }
 }

@@ -236,6 +236,33 @@ static void test_clock(void)
     CHECK(emu_wait_until(a - 10, 0) >= 0);
 }
 
+static int stop_after(void *arg)
+{
+    int *left = arg;
+    return --*left < 0;
+}
+static int never(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+/* an interruptible wait gives up when told to, and otherwise waits as emu_wait_until */
+static void test_wait_or(void)
+{
+    int left = 3;
+    int64_t a = emu_now_ns();
+    CHECK(emu_wait_until_or(a + 1000000000LL, 2000000000LL, stop_after, &left) == -1);
+    CHECK(emu_now_ns() - a < 500000000LL); /* it did not wait the second */
+    CHECK(left == -1);                     /* asked on each turn: 3 times no, then yes */
+    a = emu_now_ns();
+    CHECK(emu_wait_until_or(a + 200000, 100000, never, NULL) >= 0);
+    CHECK(emu_now_ns() - a >= 200000 - EMU_EARLY_MAX_NS);
+    left = 0;
+    CHECK(emu_wait_until_or(a - 10, 0, stop_after, &left) >= 0); /* already due: no question asked */
+    CHECK(left == 0);
+}
+
 /* after calibration a wait ends early by the measured cost, never by more than the cap */
 static void test_calibrate(void)
 {
@@ -257,6 +284,7 @@ int main(void)
     test_link();
     test_clock();
     test_calibrate();
+    test_wait_or();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
