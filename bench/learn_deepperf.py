@@ -76,6 +76,7 @@ def load(system: str, data_dir: Path = DATA):
 def one(args):
     system, n, rep, family, ensemble, loo_below, blend, small_ratio, point = args[:9]
     data_dir = args[9] if len(args) > 9 else DATA
+    weights = args[10] if len(args) > 10 else None
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -92,7 +93,8 @@ def one(args):
     ds = Dataset.from_frame(data.iloc[train].reset_index(drop=True), metrics=[target], name=system)
     t0 = time.perf_counter()
     model = fit_data(training_data(ds, target), family, cv=5, ensemble=ensemble, loo_below=loo_below, blend=blend,
-                     small_ratio=small_ratio, point=point, random_state=0, experiment=system)
+                     small_ratio=small_ratio, point=point, weights=weights, random_state=0,
+                     experiment=system)
     fit_s = time.perf_counter() - t0
     pred = model.predict(data.iloc[test])
     label = model.family + (" log" if model.log_target else "")
@@ -153,6 +155,8 @@ def main() -> None:
                     help="auto: low-variance families only up to this many runs per feature (default: perflearn's)")
     ap.add_argument("--point", default=None, choices=["auto", "median", "relative"],
                     help="auto: point predicted (default: perflearn's, auto = relative-error point on small data)")
+    ap.add_argument("--weights", default=None, choices=["auto", "near-ties", "inverse"],
+                    help="auto: how candidates are combined (default: perflearn's, auto = 1/CV error^2 weights on small data)")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--out", default=None, help="also write the Markdown table here")
     ap.add_argument("--summarize", default=None, help="only print the table of results stored by --jsonl")
@@ -168,8 +172,8 @@ def main() -> None:
             if a.sizes and int(n) not in {int(v) for v in a.sizes.split(",")}:
                 continue
             for rep in range(a.first_rep, a.first_rep + a.reps):
-                job = (system, int(n), rep, a.family, a.ensemble, a.loo_below, a.blend, a.small_ratio, a.point)
-                jobs.append(job if Path(a.data_dir).resolve() == DATA.resolve() else job + (Path(a.data_dir),))
+                jobs.append((system, int(n), rep, a.family, a.ensemble, a.loo_below, a.blend, a.small_ratio, a.point,
+                             Path(a.data_dir), a.weights))
     if a.interleave:
         order = {s: i for i, s in enumerate(a.systems.split(","))}
         jobs.sort(key=lambda j: (j[2], order[j[0]], j[1]))

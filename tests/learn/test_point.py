@@ -64,3 +64,31 @@ def test_fit_records_the_point_and_rejects_an_unknown_one():
     assert fit_data(data, "auto", point="median").cv["point"] == "median"
     with pytest.raises(UsageError, match="point must be one of"):
         fit_data(data, "auto", point="mean")
+
+
+def test_auto_weights_are_inverse_squared_cv_errors_on_small_data_only():
+    X, y = _options(9)
+    small = AutoRegressor(loo_below=30, blend=0.2, small_ratio=2.0, point="auto", weights="auto").fit(X, y)
+    assert small.small_data_ and small.weights_ == "inverse"
+    scores = np.array([r["score"] for r in small.cv_results_])
+    w = dict(small.members_)
+    assert len(w) == np.isfinite(scores).sum()  # every candidate that did not fail
+    expected = 1 / scores**2 / np.sum(1 / scores**2)
+    np.testing.assert_allclose([w[r["candidate"]] for r in small.cv_results_], expected)
+    X2, y2 = _options(40)
+    big = AutoRegressor(families=("linear",), loo_below=30, blend=0.2, small_ratio=2.0, weights="auto").fit(X2, y2)
+    assert not big.small_data_ and big.weights_ == "near-ties"
+    ties = AutoRegressor(loo_below=30, blend=0.2, small_ratio=2.0, point="auto", weights="near-ties").fit(X, y)
+    assert ties.weights_ == "near-ties" and len(ties.members_) <= len(small.members_)
+    with pytest.raises(ValueError, match="weights must be one of"):
+        AutoRegressor(weights="equal").fit(X, y)
+
+
+def test_fit_records_the_weights_and_rejects_unknown_ones():
+    X, y = _options(9)
+    frame = pd.DataFrame(X, columns=[f"o{i}" for i in range(X.shape[1])]).assign(perf=y)
+    data = training_data(Dataset.from_frame(frame, ["perf"], name="opts"), "perf")
+    assert fit_data(data, "auto").cv["weights"] == "inverse"
+    assert fit_data(data, "auto", weights="near-ties").cv["weights"] == "near-ties"
+    with pytest.raises(UsageError, match="weights must be one of"):
+        fit_data(data, "auto", weights="equal")

@@ -180,6 +180,7 @@ def fit(
     cv: Annotated[int, typer.Option("--cv", help="Cross-validation folds.")] = 5,
     ensemble: Annotated[Optional[int], typer.Option("--ensemble", help="auto: average a greedy ensemble of this many picks (1 = best single; default: perflearn's choice).")] = None,
     point: Annotated[str, typer.Option("--point", help="auto: the point predicted. median: exp(mean of log y); relative: the point minimising the expected relative error (below the median when unsure); auto: relative on small data, else median.")] = "auto",
+    weights: Annotated[str, typer.Option("--weights", help="auto: how candidates are combined. near-ties: equal average of those within 20% of the best CV error; inverse: every candidate, weighted by 1/CV error^2; auto: inverse on small data, else near-ties.")] = "auto",
     per_sample: PerSampleOpt = False,
     warmup: Annotated[float, typer.Option("--warmup", help="--per-sample: leave out samples of each run's first SECONDS (e.g. a preload).")] = 0.0,
     seed: SeedOpt = 0,
@@ -194,7 +195,7 @@ def fit(
         terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; cross-validation folds "
                       "are by run (all samples of a run in one fold)")
     model = fit_model(ds, target, _split(features), family, log_target=_log_opt(log_target), cv=cv,
-                      random_state=seed, ensemble=ensemble, point=point)
+                      random_state=seed, ensemble=ensemble, point=point, weights=weights)
     model.save(out)
     if model.n_excluded:
         terminal.warn(f"{model.n_excluded} run(s) left out (failed, or NULL {target} or feature)")

@@ -38,11 +38,11 @@ def _pipeline(data: TrainingData, family: str, params=None, log_target: bool | s
     if family != "auto" and log_target == "auto":
         y = data.y
         log_target = bool(np.all(y > 0) and y.max() / y.min() >= 100)
-    from .models import AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_POINT, AUTO_SMALL_RATIO
+    from .models import AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_POINT, AUTO_SMALL_RATIO, AUTO_WEIGHTS
 
     est = model_for(family, params=params, log_target=log_target, cv=cv, random_state=random_state, n_jobs=n_jobs,
                     families=families, ensemble=AUTO_ENSEMBLE, loo_below=AUTO_LOO_BELOW, blend=AUTO_BLEND,
-                    small_ratio=AUTO_SMALL_RATIO, point=AUTO_POINT)
+                    small_ratio=AUTO_SMALL_RATIO, point=AUTO_POINT, weights=AUTO_WEIGHTS)
     return make_pipeline(data.schema, est)
 
 

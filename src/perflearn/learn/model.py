@@ -30,7 +30,8 @@ from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
 from .features import FeatureSchema, TrainingData, training_data
-from .models import AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_POINT, AUTO_SMALL_RATIO, FAMILIES, POINTS, AutoRegressor, make_pipeline, model_for
+from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_POINT, AUTO_SMALL_RATIO, AUTO_WEIGHTS, FAMILIES, POINTS,
+                     WEIGHTS, AutoRegressor, make_pipeline, model_for)
 
 FORMAT = "perflearn-model/1"
 
@@ -293,6 +294,7 @@ def fit(
     blend: float | None = None,
     small_ratio: float | None = None,
     point: str | None = None,
+    weights: str | None = None,
 ) -> Model:
     """Fit a performance model of ``target`` from ``features`` (default: all knobs and context).
 
@@ -300,12 +302,14 @@ def fit(
     target chosen by ``cv``-fold cross-validation on this data only). With an
     explicit family, ``log_target="auto"`` means log when every value is > 0 and
     they span two orders of magnitude or more. ``point`` (auto only): ``auto``,
-    ``median`` or ``relative`` (see :class:`~perflearn.learn.models.AutoRegressor`).
+    ``median`` or ``relative``; ``weights`` (auto only): ``auto``, ``near-ties`` or
+    ``inverse`` (see :class:`~perflearn.learn.models.AutoRegressor`).
     """
     data = training_data(ds, target, features)
     return fit_data(data, family, params=params, log_target=log_target, cv=cv, random_state=random_state,
                     n_jobs=n_jobs, families=families, ensemble=ensemble, loo_below=loo_below,
-                    blend=blend, small_ratio=small_ratio, point=point, experiment=ds.experiment)
+                    blend=blend, small_ratio=small_ratio, point=point, weights=weights,
+                    experiment=ds.experiment)
 
 
 def fit_data(
@@ -323,6 +327,7 @@ def fit_data(
     blend: float | None = None,
     small_ratio: float | None = None,
     point: str | None = None,
+    weights: str | None = None,
     experiment: str = "",
 ) -> Model:
     from .evaluate import fit_params, run_groups
@@ -341,6 +346,9 @@ def fit_data(
     point = AUTO_POINT if point is None else point
     if point not in POINTS:
         raise UsageError(f"point must be one of {', '.join(POINTS)}, got {point!r}", where="--point")
+    weights = AUTO_WEIGHTS if weights is None else weights
+    if weights not in WEIGHTS:
+        raise UsageError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}", where="--weights")
     if cv < 2:
         raise UsageError(f"cross-validation needs at least 2 folds, got {cv}", where="--cv")
     if groups is not None and runs < 2:
@@ -357,7 +365,7 @@ def fit_data(
                               loo_below=AUTO_LOO_BELOW if loo_below is None else loo_below,
                               blend=AUTO_BLEND if blend is None else blend,
                               small_ratio=AUTO_SMALL_RATIO if small_ratio is None else small_ratio,
-                              point=point)
+                              point=point, weights=weights)
         pipeline = make_pipeline(data.schema, estimator)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -372,7 +380,7 @@ def fit_data(
 
         cvinfo = {"folds": est.n_splits_, **all_metrics(y, est.oof_predictions_),
                   "selected_by": est.scoring_, "members": est.members_, "candidates": est.cv_results_,
-                  "point": est.point_}
+                  "point": est.point_, "weights": est.weights_}
         if groups is not None:
             cvinfo.update(folds_by="run", runs=runs)
     else:

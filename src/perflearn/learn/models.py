@@ -47,6 +47,8 @@ AUTO_BLEND = 0.2  # average the candidates within this fraction of the best CV e
 AUTO_SMALL_RATIO = 2.0  # at most this many runs per feature: only SMALL_FAMILIES are candidates
 AUTO_POINT = "auto"  # point prediction: "relative" (minimises expected relative error) on small data, else median
 POINTS = ("auto", "median", "relative")
+AUTO_WEIGHTS = "auto"  # averaging of candidates: "inverse" (every candidate, weight 1/CV error^2) on small data, else "near-ties"
+WEIGHTS = ("auto", "near-ties", "inverse")
 
 
 def _log(y):
@@ -315,6 +317,14 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         candidate is a log-target model with a predictive distribution, and the spread
         is large enough to matter), else ``median``. Candidates are scored with the
         point they will predict.
+    weights : {"auto", "near-ties", "inverse"}
+        How the candidates are combined. ``near-ties``: ``blend`` (equal weights for
+        those within ``blend`` of the best CV error) or ``ensemble``. ``inverse``: every
+        candidate that did not fail, weighted by 1 / (its CV error)^2, the inverse-variance
+        weighting of estimators whose error variances are estimated by their CV errors:
+        no hard choice, so the choice's own variance (large when the CV errors come from
+        a handful of runs) is not paid, while clearly worse candidates weigh little.
+        ``auto``: ``inverse`` when the small-data rule applies, else ``near-ties``.
 
     ``fit(X, y, groups=None)``: with ``groups`` (one label per row, e.g. the run each
     row of per-sample data comes from), the cross-validation keeps each group's rows
@@ -329,7 +339,8 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, families=None, cv=5, loo_below=0, scoring="auto", log_target="auto", ensemble=1,
-                 blend=0.0, blend_max=5, small_ratio=0.0, point="median", random_state=0, n_jobs=1):
+                 blend=0.0, blend_max=5, small_ratio=0.0, point="median", weights="near-ties", random_state=0,
+                 n_jobs=1):
         self.families = families
         self.cv = cv
         self.loo_below = loo_below
@@ -340,6 +351,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         self.blend_max = blend_max
         self.small_ratio = small_ratio
         self.point = point
+        self.weights = weights
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -397,6 +409,10 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"point must be one of {', '.join(POINTS)}, got {self.point!r}")
         relative = self.point == "relative" or (self.point == "auto" and self.small_data_ and self.scoring_ == "mre")
         self.point_ = "relative" if relative else "median"
+        if self.weights not in WEIGHTS:
+            raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {self.weights!r}")
+        inverse = self.weights == "inverse" or (self.weights == "auto" and self.small_data_)
+        self.weights_ = "inverse" if inverse else "near-ties"
         results = []
         oof_all = []
         spreads = []
@@ -439,7 +455,16 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
             raise ValueError("every candidate model failed in cross-validation")
         weights = np.zeros(len(cands))
         weights[best] = 1.0
-        if float(self.blend) > 0:
+        if inverse:
+            ok = np.isfinite(scores)
+            exact = ok & (scores <= 0)
+            weights[:] = 0.0
+            if exact.any():  # a perfect CV score: those candidates alone
+                weights[exact] = 1.0
+            else:
+                weights[ok] = 1.0 / scores[ok] ** 2
+            weights /= weights.sum()
+        elif float(self.blend) > 0:
             close = np.flatnonzero(scores <= scores[best] * (1.0 + float(self.blend)))
             close = close[np.argsort(scores[close], kind="stable")][: max(1, int(self.blend_max))]
             weights[:] = 0.0
@@ -521,11 +546,12 @@ def make_pipeline(schema, estimator) -> Pipeline:
 
 
 def model_for(family: str, *, params=None, log_target: bool | str = "auto", cv: int = 5, random_state=0, n_jobs=1,
-              families=None, scoring="auto", ensemble=1, loo_below=0, blend=0.0, small_ratio=0.0, point="median"):
+              families=None, scoring="auto", ensemble=1, loo_below=0, blend=0.0, small_ratio=0.0, point="median",
+              weights="near-ties"):
     """The estimator (before preprocessing) for a family name or ``auto``."""
     if family == "auto":
         return AutoRegressor(families=families, cv=cv, loo_below=loo_below, scoring=scoring, log_target=log_target,
-                             ensemble=ensemble, blend=blend, small_ratio=small_ratio, point=point,
+                             ensemble=ensemble, blend=blend, small_ratio=small_ratio, point=point, weights=weights,
                              random_state=random_state, n_jobs=n_jobs)
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)")
