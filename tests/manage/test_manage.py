@@ -68,6 +68,24 @@ def test_heimdall_equation_3_2_and_fallback():
     assert policy.decide(obs(rps=2000.0, p95=2e-3)) == SPACE.maximum  # a measured violation: recover
 
 
+def test_draining_applies_the_maximum_even_when_the_model_ranks_a_weak_configuration_first():
+    """Beyond the loads it was profiled at, a forest of a saturated service can predict a
+    weak configuration fastest (measured live: 1 core at half speed ranked first at 108k
+    req/s). Draining a backlog, or finding nothing that meets the target, must not trust
+    that ranking: more cores and more speed are never slower."""
+
+    def inverted(units, rps):  # fine below 3000 req/s; beyond, the fewer the units the "faster"
+        return np.where(rps < 3000, 0.3e-3 / units * rps / 1000, 5e-3 * units)
+
+    weak = Configuration(1, 0.25)
+    policy = Heimdall(SPACE, TARGET, 10_000, model=model_of(inverted))
+    low = policy.decide(obs(rps=1000.0))
+    assert low != SPACE.maximum
+    assert policy.react(6000.0, 0.02, low) == SPACE.maximum  # a rise: not the model's argmin (weak)
+    assert policy.decide(obs(rps=6000.0, config=SPACE.maximum)) == SPACE.maximum  # none qualifies
+    assert policy.decide(obs(rps=1000.0, p95=5e-3, config=weak)) == SPACE.maximum  # a measured violation
+
+
 def test_heimdall_online_learns_a_model_that_is_too_optimistic():
     """The model says 0.6 ms / units at 2000 req/s; the service is twice as slow."""
     model = model_of(lambda units, rps: 0.3e-3 / units * rps / 1000)

@@ -16,7 +16,8 @@ thesis, ../shared/seeds/heimdall-tail-latency-task-manager.txt):
   resources for a period after a violation or when load is above 85 % of the maximum.
 - ``heimdall``: predicts tail latency for every configuration at the current load with a
   model, and applies equation 3.2: the highest predicted latency below target - slack
-  (slack 10 %); when none is predicted to meet it, the lowest predicted latency.
+  (slack 10 %); when none is predicted to meet it, the lowest-latency configuration,
+  which is the maximum one (a model is asked nothing where it is least to be trusted).
   ``heimdall-uncertain`` replaces the fixed slack by the model's own spread: a
   configuration qualifies when prediction + z * spread is below the target.
 """
@@ -203,7 +204,10 @@ class Heimdall(Policy):
     Two refinements over the seed, each documented where it is reported: after a
     measured violation the model's forecast was wrong for the present state (a backlog
     it never saw in profiling), so the lowest-latency configuration is applied until the
-    latency is back under target (``recover``); and the uncertainty-aware variant
+    latency is back under target (``recover``). The lowest-latency configuration is the
+    maximum (most cores, top speed), not the model's argmin: it is needed exactly where
+    the model is least to be trusted (loads beyond those profiled, a backlog), and there
+    a forest of a saturated service can rank a weak configuration first; and the uncertainty-aware variant
     (``uncertainty_z``) qualifies configurations by prediction + z * spread and, among
     them, takes the one with the least modelled power (``power``) — the cheapest
     configuration predicted to meet the target.
@@ -230,6 +234,7 @@ class Heimdall(Policy):
         self.power = power or PowerModel()
         self.configs = list(self.space)
         self.grid = pd.DataFrame({"cores": [c.cores for c in self.configs], "level": [c.level for c in self.configs]})
+        self.fastest = self.configs.index(self.space.maximum)  # fewer cores or less speed is never faster
         self.correction = np.zeros(len(self.configs))  # log(measured / predicted), per configuration
         self.recovering = False
         self.sized_for = 0.0  # the load the configuration in force was chosen (or confirmed) for
@@ -255,8 +260,8 @@ class Heimdall(Policy):
 
     def _choose(self, mean, spread, demand: float) -> int:
         ok = self._qualifies(mean, spread)
-        if not ok.any():  # nothing predicted to meet the target: the lowest predicted latency
-            return int(np.argmin(mean))
+        if not ok.any():  # nothing predicted to meet the target: the lowest latency
+            return self.fastest
         if self.z is None:  # equation 3.2: the highest predicted latency under target - slack
             return int(np.argmax(np.where(ok, mean, -np.inf)))
         watts = np.array([self.power.watts(c, min(1.0, demand / (c.cores * c.level))) for c in self.configs])
@@ -275,7 +280,7 @@ class Heimdall(Policy):
         self.recovering = self.recover and obs.p95 > self.target
         if load != obs.rps and obs.rps > 0:
             demand *= load / obs.rps
-        best = int(np.argmin(mean)) if self.recovering else self._choose(mean, spread, demand)
+        best = self.fastest if self.recovering else self._choose(mean, spread, demand)
         self.predicted = float(mean[best])
         self.sized_for, self.counts, self.risen = load, [], []
         return self.configs[best]
@@ -284,7 +289,7 @@ class Heimdall(Policy):
         """Inside the interval, on a load rise beyond what the tick's noise explains (4
         standard deviations of its request count, and at least 5 %): when the
         configuration in force is no longer predicted to meet the target at the new rate,
-        requests have queued behind it for a tick, so the lowest predicted latency drains
+        requests have queued behind it for a tick, so the lowest-latency configuration drains
         them (as after a measured violation); the interval's decision then sizes for the
         rate since the rise. Only a rise is acted on; lowering waits for the interval's
         decision. The noise is Poisson's, widened by the dispersion of the last interval's
@@ -305,7 +310,7 @@ class Heimdall(Policy):
         i = self.configs.index(config) if config in self.configs else None
         if i is not None and self._qualifies(mean, spread)[i]:
             return None
-        best = int(np.argmin(mean))  # requests queued during the tick: drain them at the lowest latency
+        best = self.fastest  # requests queued during the tick: drain them at the lowest latency
         self.predicted = float(mean[best])
         return self.configs[best]
 
