@@ -6,7 +6,7 @@
 #
 # 1. the knee of memcached's load-latency curve at maximum configuration -> QoS target
 #    and maximum load (seed 4.1.3); 2. Heimdall's profiling sweep over the manager's
-#    configurations x load; 3. a random forest of log p95 from its 1-s wire intervals;
+#    configurations x load (10-120 % of the maximum load); 3. a random forest of log p95 from its 1-s wire intervals;
 #    4. every policy.
 set -e
 cd "$(dirname "$0")/.."
@@ -21,7 +21,11 @@ target_us=$(echo "$knee" | sed -n 's/.*QoS target \([0-9.e+]*\),.*/\1/p')
 max_rps=$(echo "$knee" | sed -n 's/.*maximum load \([0-9.e+]*\) .*/\1/p')
 target_ms=$(python3 -c "print($target_us / 1000)")
 
-perflearn run examples/memcached-profile/spec.toml -s "$store" --resume -q
+# Profile at loads relative to the maximum, as the seed's training set is its load trace
+# run at every configuration (section 4.2.1): 10 % steps up to the maximum, and 120 % so
+# the model has seen what lies past it.
+rates=$(python3 -c "print(','.join(str(round($max_rps * f / 10)) for f in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12)))")
+perflearn run examples/memcached-profile/spec.toml -s "$store" --resume -q --values rate="$rates"
 perflearn fit -e memcached-profile -s "$store" --per-sample --warmup 1 -t wire.p95_us --context-cols wire.rps \
     -f cores,quota,wire.rps --family rf --log-target yes -o /tmp/perflearn-manage-p95.model
 

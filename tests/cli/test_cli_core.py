@@ -87,3 +87,18 @@ def test_bad_inputs_are_one_line(cli, write_spec, store_path, tmp_path):
     assert_one_line_error(cli("export", "cli-demo", "--store", store_path, "--format", "xls"), 2, "unknown format 'xls'")
     assert_one_line_error(cli("import", tmp_path / "none.csv", "--metric", "p", "--store", store_path), 2, "no such file")
     assert_one_line_error(cli("run", good, "--store", store_path), 1, "exists already", "--resume")
+
+
+def test_values_replace_a_knobs_values_for_one_run(cli, write_spec, store_path):
+    spec = write_spec(SPEC)
+    result = cli("validate", spec, "--values", "x=3,4,5")
+    assert result.exit_code == 0 and "3 points x 2 repeats = 6 runs" in result.output
+    result = cli("run", spec, "--store", store_path, "--values", "x=7")
+    assert result.exit_code == 0 and "2 ok; 2/2 runs stored" in result.output, result.output
+    out = store_path.parent / "x.csv"
+    cli("export", "cli-demo", "--store", store_path, "-o", out)
+    assert set(pd.read_csv(out)["v"]) == {7}  # the workload ran with the replaced value
+    # the override is part of what the spec asks for: resuming with other values is a changed spec
+    assert_one_line_error(cli("run", spec, "--store", store_path, "--resume", "--values", "x=8"), 1, "changed")
+    assert_one_line_error(cli("validate", spec, "--values", "y=1"), 2, "--values y", "no knob 'y'", "knobs: x")
+    assert_one_line_error(cli("validate", spec, "--values", "x"), 2, "expected NAME=V1,V2")

@@ -21,19 +21,28 @@ from . import terminal
 from .app import DEFAULT_STORE, StoreOpt, app
 
 SpecArg = Annotated[Path, typer.Argument(help="Experiment spec (TOML).", show_default=False)]
+ValuesOpt = Annotated[Optional[list[str]], typer.Option(
+    "--values", metavar="NAME=V1,V2,...",
+    help="Replace a knob's values (repeatable), e.g. loads derived from a knee: --values rate=5700,11400.")]
+
+
+def _load(spec_path: Path, values: Optional[list[str]]):
+    from perflearn.experiment.spec import load_spec, parse_values
+
+    return load_spec(spec_path, dict(parse_values(v) for v in values or []))
 
 
 @app.command()
 def validate(
     spec_path: SpecArg,
     show_plan: Annotated[bool, typer.Option("--plan", help="Print every planned run.")] = False,
+    values: ValuesOpt = None,
 ) -> None:
     """Check a spec and this machine without running anything; print the plan's size."""
     from perflearn.experiment.design import plan
-    from perflearn.experiment.spec import load_spec
     from perflearn.runner.runner import check_machine
 
-    spec = load_spec(spec_path)
+    spec = _load(spec_path, values)
     _, _, warnings = check_machine(spec)
     for warning in warnings:
         terminal.warn(warning)
@@ -126,13 +135,13 @@ def run(
     name: Annotated[Optional[str], typer.Option("--name", help="Experiment name (default: the spec's).")] = None,
     keep_run_dirs: Annotated[bool, typer.Option("--keep-run-dirs", help="Keep each run's directory (outputs) for inspection.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+    values: ValuesOpt = None,
 ) -> None:
     """Run an experiment: every point of the design, each run stored as it completes."""
-    from perflearn.experiment.spec import load_spec
     from perflearn.runner.runner import run_experiment
     from perflearn.store import open_store
 
-    spec = load_spec(spec_path)
+    spec = _load(spec_path, values)
     if name:
         spec.name = name
     observer = _Progress(quiet)

@@ -158,8 +158,13 @@ class _Reader:
         return SpecError(f"{dotted}: {message}" if dotted else message, where=where)
 
 
-def load_spec(path: str | Path) -> Spec:
-    """Read and validate a spec file. Raises SpecError with file:line and key."""
+def load_spec(path: str | Path, values: dict[str, list] | None = None) -> Spec:
+    """Read and validate a spec file. Raises SpecError with file:line and key.
+
+    ``values`` replaces knobs' values (``perflearn run --values rate=1000,2000``): a sweep
+    whose points depend on an earlier measurement (e.g. loads as fractions of a knee) needs
+    no generated spec file. The override is part of the spec's hash, so ``--resume`` sees it.
+    """
     path = Path(path)
     try:
         text = path.read_text()
@@ -167,10 +172,10 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError("no such spec file", where=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read the spec ({exc})", where=str(path)) from None
-    return parse_spec(text, path)
+    return parse_spec(text, path, values)
 
 
-def parse_spec(text: str, path: str | Path = "<spec>") -> Spec:
+def parse_spec(text: str, path: str | Path = "<spec>", values: dict[str, list] | None = None) -> Spec:
     path = Path(path)
     try:
         raw = tomllib.loads(text)
@@ -182,6 +187,12 @@ def parse_spec(text: str, path: str | Path = "<spec>") -> Spec:
             message, _, position = message.rpartition(" (at line ")
             line = ":" + position.split(",")[0].rstrip(")")
         raise SpecError(f"not valid TOML: {message}", where=f"{path}{line}") from None
+    for knob_name, knob_values in (values or {}).items():
+        knob = raw.get("knobs", {}).get(knob_name)
+        if not isinstance(knob, dict):
+            known = ", ".join(raw.get("knobs", {})) or "none"
+            raise SpecError(f"--values {knob_name}: the spec has no knob {knob_name!r} (knobs: {known})", where=str(path))
+        knob["values"] = list(knob_values)
     reader = _Reader(path, text)
     root = _Table(raw, (), reader)
 
@@ -546,6 +557,21 @@ def _duration(table: _Table, key: str, default):
         return parse_duration(value)
     except ValueError as exc:
         raise table.error(key, str(exc)) from None
+
+
+def parse_values(option: str) -> tuple[str, list]:
+    """``NAME=V1,V2,...`` as TOML values: numbers stay numbers, words are strings."""
+    name, sep, text = option.partition("=")
+    if not sep or not name.strip() or not text.strip():
+        raise SpecError(f"--values {option!r}: expected NAME=V1,V2,...")
+    parsed = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            parsed.append(tomllib.loads(f"v = {item}")["v"])
+        except tomllib.TOMLDecodeError:
+            parsed.append(item.strip('"\''))  # a bare word: a string value
+    return name.strip(), parsed
 
 
 def _freeze(value: Any) -> Any:
