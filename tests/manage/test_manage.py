@@ -101,9 +101,54 @@ def test_heimdall_online_learns_a_model_that_is_too_optimistic():
     assert truth(config_fixed) > TARGET
     assert truth(config_online) <= TARGET
     settled = online.configs.index(config_online)
-    assert math.isclose(math.exp(online.correction[settled]), 2.0, rel_tol=0.05)
+    assert math.isclose(math.exp(online.correction[online._bucket(2000.0), settled]), 2.0, rel_tol=0.05)
     with pytest.raises(ValueError, match="online"):
         Heimdall(SPACE, TARGET, 10_000, model=model, online=1.5)
+
+
+def test_heimdall_online_keeps_what_it_learns_at_one_load_to_that_load():
+    """Measured live: the forest overpredicted a quarter-speed core 30x at 12k req/s; one
+    correction per configuration carried that to 25-44k req/s, where the core gave
+    50-150 ms. The service here: fine for a weak configuration at low load, hopeless at
+    high load; the model: 30x too pessimistic at low load, right at high load."""
+    weak = Configuration(1, 0.25)
+
+    def truth(config, rps):
+        units = config.cores * config.level
+        return 0.1e-3 if rps < 2000 else (0.3e-3 / units if units >= 1.5 else 50e-3)
+
+    def model(frame):
+        units = (frame["cores"] * frame["level"]).to_numpy()
+        rps = frame["rps"].to_numpy()
+        p95 = np.where(rps < 2000, np.where(units < 0.5, 3e-3, 0.1e-3), np.where(units >= 1.5, 0.3e-3 / units, 50e-3))
+        return p95, np.zeros(len(frame))
+
+    policy = Heimdall(SPACE, TARGET, 10_000, model=model, recover=False, online=0.5)
+    config = weak
+    for _ in range(10):  # low load on the weak configuration: the forecast was 30x too high there
+        policy.decide(obs(rps=1000.0, p95=truth(weak, 1000.0), config=weak))
+    high = policy.decide(obs(rps=6000.0, p95=truth(config, 1000.0), config=weak))
+    assert truth(high, 6000.0) <= TARGET  # the low-load lesson is not applied at 6000 req/s
+    assert policy.correction[policy._bucket(1000.0), policy.configs.index(weak)] < -2
+    assert policy.correction[policy._bucket(6000.0)].max() == 0.0
+
+
+def test_heimdall_online_learns_in_intervals_with_a_burst_it_did_not_act_on():
+    """A tick over the noise sets the next interval's size, but if the configuration in
+    force still qualified nothing changed, so the interval still teaches: only a reaction
+    that switched configurations makes an interval of two."""
+    model = model_of(lambda units, rps: 0.3e-3 / units * rps / 1000)
+    policy = Heimdall(SPACE, TARGET, 10_000, model=model, recover=False, online=0.5)
+    config = policy.decide(obs(rps=1000.0, p95=0.3e-3, config=SPACE.maximum))
+    assert policy.react(1400.0, 0.02, config) is None  # a rise the configuration in force still meets
+    policy.decide(obs(rps=1000.0, p95=0.6e-3 / (config.cores * config.level), config=config))
+    learned = policy.correction[policy._bucket(1000.0), policy.configs.index(config)]
+    assert math.isclose(learned, 0.5 * math.log(2.0), rel_tol=1e-6)
+    switched = policy.decide(obs(rps=1000.0, p95=0.3e-3, config=SPACE.maximum))
+    assert policy.react(9000.0, 0.02, switched) == SPACE.maximum  # a reaction: two configurations
+    before = policy.correction.copy()
+    policy.decide(obs(rps=2000.0, p95=5e-3, config=SPACE.maximum))
+    assert (policy.correction == before).all()
 
 
 def test_heimdall_uncertain_takes_the_cheapest_qualifying():
