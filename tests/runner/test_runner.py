@@ -197,7 +197,10 @@ def test_sigint_stops_cleanly_and_resume_completes(write_spec, store_path, tmp_p
         source = "time"
     """)
     cmd = [sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "-q"]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    # a test run from a background shell inherits SIGINT ignored, and Python then keeps it
+    # ignored: give the runner the disposition of a foreground program, where Ctrl-C comes from
+    restore = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, preexec_fn=restore)
     first = proc.stderr.readline()  # "experiment 'spec': 6 runs planned ..." once the sweep starts
     assert "runs planned" in first
     time.sleep(0.8)
