@@ -124,10 +124,9 @@ def test_heimdall_online_keeps_what_it_learns_at_one_load_to_that_load():
         return p95, np.zeros(len(frame))
 
     policy = Heimdall(SPACE, TARGET, 10_000, model=model, recover=False, online=0.5)
-    config = weak
     for _ in range(10):  # low load on the weak configuration: the forecast was 30x too high there
         policy.decide(obs(rps=1000.0, p95=truth(weak, 1000.0), config=weak))
-    high = policy.decide(obs(rps=6000.0, p95=truth(config, 1000.0), config=weak))
+    high = policy.decide(obs(rps=6000.0, p95=truth(weak, 1000.0), config=weak))
     assert truth(high, 6000.0) <= TARGET  # the low-load lesson is not applied at 6000 req/s
     assert policy.correction[policy._bucket(1000.0), policy.configs.index(weak)] < -2
     assert policy.correction[policy._bucket(6000.0)].max() == 0.0

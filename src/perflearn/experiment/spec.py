@@ -187,10 +187,11 @@ def parse_spec(text: str, path: str | Path = "<spec>", values: dict[str, list] |
             message, _, position = message.rpartition(" (at line ")
             line = ":" + position.split(",")[0].rstrip(")")
         raise SpecError(f"not valid TOML: {message}", where=f"{path}{line}") from None
+    knobs_raw = raw.get("knobs") if isinstance(raw.get("knobs"), dict) else {}
     for knob_name, knob_values in (values or {}).items():
-        knob = raw.get("knobs", {}).get(knob_name)
+        knob = knobs_raw.get(knob_name)
         if not isinstance(knob, dict):
-            known = ", ".join(raw.get("knobs", {})) or "none"
+            known = ", ".join(knobs_raw) or "none"
             raise SpecError(f"--values {knob_name}: the spec has no knob {knob_name!r} (knobs: {known})", where=str(path))
         knob["values"] = list(knob_values)
     reader = _Reader(path, text)

@@ -284,7 +284,7 @@ class Heimdall(Policy):
         self.dispersion = tick_dispersion(self.counts, self.dispersion)
         mean, spread = self._forecast(load)
         if self.online is not None and not self.switched:  # an interval of two configurations teaches nothing
-            self._learn(obs)
+            self._learn(obs, mean if load == obs.rps else self._forecast(obs.rps)[0])
         mean, spread = self._corrected(mean, spread, load)
         demand = obs.utilisation * obs.config.cores * obs.config.level  # busy max-speed cores now
         self.recovering = self.recover and obs.p95 > self.target
@@ -325,16 +325,14 @@ class Heimdall(Policy):
         self.switched = True
         return self.configs[best]
 
-    def _learn(self, obs) -> None:
+    def _learn(self, obs, mean) -> None:
+        """``mean``: the uncorrected forecast for the load the interval carried."""
         if self.recovering or not np.isfinite(obs.p95) or obs.p95 <= 0:
             return
         i = self.configs.index(obs.config) if obs.config in self.configs else None
-        if i is None:
-            return
-        mean = self._forecast(obs.rps)[0][i]  # the forecast for the load the interval carried
-        if mean > 0:
+        if i is not None and mean[i] > 0:
             b = self._bucket(obs.rps)
-            error = np.log(obs.p95 / mean)
+            error = np.log(obs.p95 / mean[i])
             self.correction[b, i] = (1 - self.online) * self.correction[b, i] + self.online * error
 
 
