@@ -4,7 +4,9 @@
  *   emu_osu_mpi bw [opts]       window of W MPI_Isend (receiver W MPI_Irecv + Waitall), then an ack
  *   emu_osu_mpi check [opts]    checksummed messages through Send/Isend/Sendrecv/Put/Allreduce
  *
- * Options: --min --max --iters --warmup --window --large-iters (as emu_osu_tcp).
+ * Options: --min --max --iters --warmup --window --large-iters --delay-ns (as emu_osu_tcp:
+ * with --delay-ns N each rank waits N ns before each latency-mode send, the native
+ * reference for an added latency of N, no emulator needed).
  * Output on rank 0: "size mean median" lines (latency us; bandwidth MB/s = 10^6 B/s).
  */
 #include <mpi.h>
@@ -13,7 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/emu_pace.h"
+
 static long min_size = 1, max_size = 4 << 20, iters = 1000, warmup = 100, window = 64, large_iters = 100;
+static long delay_ns; /* --delay-ns N: each rank waits N ns before each latency-mode send */
+
+static void delay_send(void)
+{
+    if (delay_ns > 0)
+        emu_wait_until(emu_now_ns() + delay_ns, INT64_MAX);
+}
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -40,12 +51,14 @@ static void latency(int rank, char *buf, double *t)
         for (long i = 0; i < warmup + n; i++) {
             if (rank == 0) {
                 double t0 = MPI_Wtime();
+                delay_send();
                 MPI_Send(buf, (int)size, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
                 MPI_Recv(buf, (int)size, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 if (i >= warmup)
                     t[i - warmup] = (MPI_Wtime() - t0) * 1e6 / 2;
             } else {
                 MPI_Recv(buf, (int)size, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                delay_send();
                 MPI_Send(buf, (int)size, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
             }
         }
@@ -164,7 +177,7 @@ int main(int argc, char **argv)
     if (argc < 2 || size != 2) {
         if (rank == 0)
             fprintf(stderr, "usage: mpirun -n 2 emu_osu_mpi latency|bw|check [--min B] [--max B] [--iters N]"
-                            " [--warmup N] [--window W] [--large-iters N]\n");
+                            " [--warmup N] [--window W] [--large-iters N] [--delay-ns N]\n");
         MPI_Finalize();
         return 2;
     }
@@ -182,7 +195,11 @@ int main(int argc, char **argv)
             window = v;
         else if (!strcmp(argv[i], "--large-iters"))
             large_iters = v;
+        else if (!strcmp(argv[i], "--delay-ns"))
+            delay_ns = v < 0 ? 0 : v;
     }
+    if (delay_ns > 0)
+        emu_calibrate(); /* as the shims do when L is set */
     int rc = 0;
     if (!strcmp(argv[1], "check"))
         rc = check(rank);

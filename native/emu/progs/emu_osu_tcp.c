@@ -16,6 +16,10 @@
  *          --cpus A,B: pin the measuring end to CPU A and the serving end to CPU B
  *          (as `mpirun --bind-to core`: otherwise the scheduler puts the two ends
  *          on one CPU in some runs and on two in others, 2.5 vs 4.7 us here)
+ *          --delay-ns N: latency mode, no emulator needed: each end waits N ns
+ *          (the emulator's own calibrated wait, linked in) before each send, so
+ *          every message arrives N later.  The native reference for an added
+ *          latency of N: what this machine itself does when messages come later.
  * Output (stdout): "# ..." header, then "size value p50" lines; latency in us
  * (mean, median), bandwidth in MB/s (10^6 bytes/s; mean over iterations, median).
  */
@@ -38,9 +42,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../src/emu_pace.h"
+
 static long min_size = 1, max_size = 4 << 20, iters = 1000, warmup = 100, window = 64, large_iters = 100;
 static long check_bytes = 32 << 20;
 static int busy; /* --busy 1: receivers poll with non-blocking recv instead of sleeping */
+static long delay_ns; /* --delay-ns N: each end waits N ns before each latency-mode send */
+
+/* --delay-ns: the message leaves N later, as the emulator's latency knob makes it arrive */
+static void delay_send(void)
+{
+    if (delay_ns > 0)
+        emu_wait_until(emu_now_ns() + delay_ns, INT64_MAX);
+}
 
 static double now_us(void)
 {
@@ -166,6 +180,7 @@ static void lat_server(int c, char *buf)
         long n = n_for(size) + warmup;
         for (long i = 0; i < n; i++) {
             read_all(c, buf, (size_t)size);
+            delay_send();
             write_all(c, buf, (size_t)size);
         }
     }
@@ -179,6 +194,7 @@ static void lat_client(int c, char *buf)
         long n = n_for(size);
         for (long i = 0; i < warmup + n; i++) {
             double t0 = now_us();
+            delay_send();
             write_all(c, buf, (size_t)size);
             read_all(c, buf, (size_t)size);
             if (i >= warmup)
@@ -384,7 +400,8 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: emu_osu_tcp latency|bw|check [--min B] [--max B] [--iters N] [--warmup N]"
-                        " [--window W] [--large-iters N] [--bytes N] [--serve PORT | --connect HOST:PORT]\n");
+                        " [--window W] [--large-iters N] [--bytes N] [--busy 1] [--cpus A,B] [--delay-ns N]"
+                        " [--serve PORT | --connect HOST:PORT]\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -413,6 +430,14 @@ int main(int argc, char **argv)
             large_iters = atol(v);
         else if (!strcmp(o, "--busy"))
             busy = atoi(v);
+        else if (!strcmp(o, "--delay-ns")) {
+            char *e;
+            delay_ns = strtol(v, &e, 10);
+            if (*e || delay_ns < 0) {
+                fprintf(stderr, "emu_osu_tcp: --delay-ns N (nanoseconds, >= 0)\n");
+                return 2;
+            }
+        }
         else if (!strcmp(o, "--bytes"))
             check_bytes = atol(v);
         else if (!strcmp(o, "--cpus")) {
@@ -441,6 +466,8 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    if (delay_ns > 0)
+        emu_calibrate(); /* as the shims do when L is set */
     int is_check = !strcmp(mode, "check");
     if (!is_check && strcmp(mode, "latency") && strcmp(mode, "bw")) {
         fprintf(stderr, "emu_osu_tcp: unknown mode %s\n", mode);

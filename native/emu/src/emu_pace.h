@@ -12,6 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Internal to each shim: never exported, so a program with functions of these names
+ * is not interposed (the PMPI shim is built without -fvisibility=hidden, since its
+ * MPI_* wrappers must be exported). */
+#pragma GCC visibility push(hidden)
+
 /* ---- parsing (0 on success, -1 on a bad value; nothing negative parses) ---- */
 
 /* "0", "500ns", "2us", "2.5µs", "1ms", "0.5s"; a bare non-zero number has no unit and is rejected. */
@@ -92,17 +97,23 @@ int64_t emu_now_ns(void);
 /* Wait until `deadline` (CLOCK_MONOTONIC ns): sleep with clock_nanosleep
  * (TIMER_ABSTIME) while more than spin_ns remain, then spin.  Returns the lateness. */
 int64_t emu_wait_until(int64_t deadline, int64_t spin_ns);
-/* As emu_wait_until, but the spinning part calls stop(arg) on each turn and
- * gives up as soon as it returns non-zero: returns -1 then (the deadline not
- * reached), else the lateness.  The sleeping part (more than spin_ns ahead) is
- * not interrupted.  stop must be cheap, or limit its own cost. */
-int64_t emu_wait_until_or(int64_t deadline, int64_t spin_ns, int (*stop)(void *), void *arg);
-/* Spin for d ns of CPU time (the overhead knob: the sender is busy). */
-void emu_spin_for(int64_t d);
-/* Measure once what a wait costs past its deadline (clock read, call, return: the
- * median over 201 waits of 1 us, capped at EMU_EARLY_MAX_NS) and end every later wait
- * and spin that much early.  Returns it.  Called by the shims when L or o is set. */
+/* As emu_wait_until, but the spinning part calls stop(arg, now) on each turn, with
+ * the clock the loop just read (a second read per turn would make the wait leave up
+ * to two reads late), and gives up as soon as it returns non-zero: returns -1 then
+ * (the deadline not reached), else the lateness.  The sleeping part (more than
+ * spin_ns ahead) is not interrupted.  stop must be cheap, or limit its own cost. */
+int64_t emu_wait_until_or(int64_t deadline, int64_t spin_ns, int (*stop)(void *, int64_t), void *arg);
+/* Spin for d ns of CPU time from `start` (a clock read; the overhead knob: the sender
+ * is busy).  Returns the clock at its end, or start if d <= 0, so the caller needs no
+ * read of its own. */
+int64_t emu_spin_for(int64_t start, int64_t d);
+/* Measure once what a wait costs past its deadline (clock reads, call, return: the
+ * median over batches of back-to-back waits of 1 us, each batch timed as a whole so
+ * the measuring reads do not count; capped at EMU_EARLY_MAX_NS) and end every later
+ * wait and spin that much early.  Returns it.  Called by the shims when L or o is set. */
 #define EMU_EARLY_MAX_NS 200
 int64_t emu_calibrate(void);
+
+#pragma GCC visibility pop
 
 #endif

@@ -171,15 +171,16 @@ static size_t bytes_of(int count, MPI_Datatype t)
 /* o, then B: called before a message of n bytes is handed to MPI */
 static void before_send(size_t n)
 {
-    if (!enabled)
-        return;
-    emu_spin_for(cfg.overhead_ns);
+    if (!enabled || (cfg.overhead_ns <= 0 && cfg.bytes_per_ns <= 0))
+        return; /* no clock read when neither knob is set: it would add to L */
+    int64_t now = emu_spin_for(emu_now_ns(), cfg.overhead_ns);
     if (cfg.bytes_per_ns <= 0)
         return;
     pthread_mutex_lock(&mu);
-    int64_t rel = emu_link_reserve(&link_out, cfg.bytes_per_ns, cfg.threshold, emu_now_ns(), n);
+    int64_t rel = emu_link_reserve(&link_out, cfg.bytes_per_ns, cfg.threshold, now, n);
     pthread_mutex_unlock(&mu);
-    emu_wait_until(rel, cfg.spin_ns);
+    if (rel > now) /* a small message running ahead of the link costs no second clock read */
+        emu_wait_until(rel, cfg.spin_ns);
     if ((int64_t)n >= cfg.threshold) {
         pthread_mutex_lock(&mu);
         emu_link_done(&link_out, emu_now_ns(), piece_ns());

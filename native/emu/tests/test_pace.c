@@ -231,19 +231,25 @@ static void test_clock(void)
     CHECK(b - a >= 200000);
     CHECK(late >= 0);
     a = emu_now_ns();
-    emu_spin_for(50000);
-    CHECK(emu_now_ns() - a >= 50000);
+    int64_t end = emu_spin_for(a, 50000);
+    b = emu_now_ns();
+    CHECK(b - a >= 50000);
+    CHECK(end >= a + 50000 && end <= b); /* the clock at its end, read by the spin itself */
+    CHECK(emu_spin_for(a, 0) == a);     /* no spin, no read: the start comes back */
     CHECK(emu_wait_until(a - 10, 0) >= 0);
 }
 
-static int stop_after(void *arg)
+static int64_t last_seen; /* the clock a stop callback was given */
+static int stop_after(void *arg, int64_t now)
 {
     int *left = arg;
+    last_seen = now;
     return --*left < 0;
 }
-static int never(void *arg)
+static int never(void *arg, int64_t now)
 {
     (void)arg;
+    last_seen = now;
     return 0;
 }
 
@@ -253,6 +259,7 @@ static void test_wait_or(void)
     int left = 3;
     int64_t a = emu_now_ns();
     CHECK(emu_wait_until_or(a + 1000000000LL, 2000000000LL, stop_after, &left) == -1);
+    CHECK(last_seen >= a && last_seen <= emu_now_ns()); /* the loop's own clock, not a stale value */
     CHECK(emu_now_ns() - a < 500000000LL); /* it did not wait the second */
     CHECK(left == -1);                     /* asked on each turn: 3 times no, then yes */
     a = emu_now_ns();
@@ -273,7 +280,7 @@ static void test_calibrate(void)
     int64_t took = emu_now_ns() - a;
     CHECK(took >= 200000 - early);
     a = emu_now_ns();
-    emu_spin_for(50000);
+    emu_spin_for(a, 50000);
     CHECK(emu_now_ns() - a >= 50000 - early);
 }
 
