@@ -146,16 +146,36 @@ static pthread_mutex_t link_mu = PTHREAD_MUTEX_INITIALIZER;
 static emu_link link_out;
 
 static unsigned long long st_lazy, st_miss, st_kick, st_flushed, st_msgs, st_bytes, st_late_n, st_late_ns, st_late_max; /* emulated sends (approximate under threads) */
-/* how late the delay line writes, past the deadline: 10 ns bins up to 2.55 us, then one */
-#define LATE_BINS 256
+/* how late the delay line writes, past the deadline: bins of 10 ns up to 640 ns, then
+ * 8 per octave (6 % wide) up to seconds; a percentile is its bin's upper edge */
+#define LATE_LIN 64
+#define LATE_BINS (LATE_LIN + 8 * 26)
 static unsigned st_late_hist[LATE_BINS];
+static int late_bin(uint64_t ns)
+{
+    if (ns < 10 * LATE_LIN)
+        return (int)(ns / 10);
+    int oct = 63 - __builtin_clzll(ns / (10 * LATE_LIN)); /* ns >= 640 * 2^oct */
+    int sub = (int)(ns * 8 / ((uint64_t)(10 * LATE_LIN) << oct)) - 8; /* eighth of the octave */
+    int b = LATE_LIN + 8 * oct + (sub < 0 ? 0 : sub > 7 ? 7 : sub);
+    return b < LATE_BINS ? b : LATE_BINS - 1;
+}
+static unsigned long long late_edge(int b)
+{
+    if (b < LATE_LIN)
+        return (unsigned long long)(b + 1) * 10;
+    int oct = (b - LATE_LIN) / 8, sub = (b - LATE_LIN) % 8;
+    return (unsigned long long)(10 * LATE_LIN) * (8 + sub + 1) / 8 << oct;
+}
 static unsigned long long late_pct(double q)
 {
+    if (st_late_n == 0)
+        return 0;
     unsigned long long want = (unsigned long long)(q * (double)st_late_n), seen = 0;
     for (int i = 0; i < LATE_BINS; i++)
         if ((seen += st_late_hist[i]) > want)
-            return (unsigned long long)i * 10 + 5;
-    return (unsigned long long)LATE_BINS * 10;
+            return late_edge(i);
+    return late_edge(LATE_BINS - 1);
 }
 
 /* delay line */
@@ -344,7 +364,7 @@ static int deliver(struct chunk *c, int (*stop)(void *, int64_t), void *arg, int
     if (c->off == 0) {
         st_late_n++;
         st_late_ns += (unsigned long long)late;
-        st_late_hist[late / 10 < LATE_BINS - 1 ? late / 10 : LATE_BINS - 1]++;
+        st_late_hist[late_bin((uint64_t)late)]++;
         if ((unsigned long long)late > st_late_max)
             st_late_max = (unsigned long long)late;
     }
@@ -1398,8 +1418,8 @@ __attribute__((destructor)) static void emu_fini(void)
         char line[300];
         snprintf(line, sizeof line, "pid %d emulated %llu messages, %llu bytes; %llu written by a thread about to block "
                  "(%llu queued without waking the helper, %llu of them missed; %llu wake-ups); "
-                 "delay line late by %.0f ns mean, %llu ns median, %llu ns p99, %llu ns max",
-                 (int)getpid(), st_msgs, st_bytes, st_flushed, st_lazy, st_miss, st_kick, st_late_n ? (double)st_late_ns / (double)st_late_n : 0.0, late_pct(0.5), late_pct(0.99), st_late_max);
+                 "delay line late by %.0f ns mean, %llu ns median, %llu ns p90, %llu ns p99, %llu ns max",
+                 (int)getpid(), st_msgs, st_bytes, st_flushed, st_lazy, st_miss, st_kick, st_late_n ? (double)st_late_ns / (double)st_late_n : 0.0, late_pct(0.5), late_pct(0.9), late_pct(0.99), st_late_max);
         say(line);
     }
 }
