@@ -73,84 +73,79 @@ def table(title, xs, series: dict[str, dict]) -> None:
         print("| " + " | ".join([str(x), *(f"{s.get(x, float('nan')):.3f}" for s in series.values())]) + " |")
 
 
+def target_panel(ax, title, targets, measured, unit) -> None:
+    """Measured against target on log axes, with the target line."""
+    ax.plot(targets, targets, "k--", lw=1, label="target")
+    ax.plot(targets, measured, "o-", label="measured")
+    ax.set(xscale="log", yscale="log", xlabel=f"target ({unit})", ylabel=f"measured ({unit})", title=title)
+    ax.legend()
+
+
+def size_panel(ax, title, kind, mode, series, runs, legend) -> dict[str, dict[int, float]]:
+    """One curve by message size per series (measured in turns), drawn and printed."""
+    by_size = curves(kind, mode, series, runs)
+    unit = "us" if mode == "latency" else "MB/s"
+    table(f"{title}, {unit}", list(next(iter(by_size.values()))), by_size)
+    for name, c in by_size.items():
+        ax.plot(list(c), list(c.values()), "o-", ms=3, label=name)
+    ax.set(xscale="log", yscale="log", xlabel="message size (B)", title=title,
+           ylabel="half round trip (us)" if mode == "latency" else "bandwidth (MB/s)")  # fmt: skip
+    ax.legend(title=legend)
+    return by_size
+
+
+def grid(kinds, cols):
+    fig, axes = plt.subplots(len(kinds), cols, figsize=(5.5 * cols, 4.2 * len(kinds)), squeeze=False)
+    return fig, axes
+
+
 def fig5(kinds, runs, out):
-    fig, axes = plt.subplots(len(kinds), 2, figsize=(11, 4.2 * len(kinds)), squeeze=False)
-    for row, kind in zip(axes, kinds):
-        targets = [rate_bps(r) / 8e6 for r in TARGET_RATES]
+    fig, axes = grid(kinds, 2)
+    for (a, b), kind in zip(axes, kinds):
         got = curves(kind, "bw", {r: {"bandwidth": r} for r in TARGET_RATES}, runs, 1 << 20, 1 << 20)
+        targets = [rate_bps(r) / 8e6 for r in TARGET_RATES]
         measured = [got[r][1 << 20] for r in TARGET_RATES]
         table(f"{kind}: Fig. 5a, bandwidth 1 MiB, MB/s", TARGET_RATES, {"target": dict(zip(TARGET_RATES, targets)),
               "measured": dict(zip(TARGET_RATES, measured))})  # fmt: skip
-        ax = row[0]
-        ax.plot(targets, targets, "k--", lw=1, label="target")
-        ax.plot(targets, measured, "o-", label="measured")
-        ax.set(xscale="log", yscale="log", xlabel="target bandwidth (MB/s)", ylabel="measured (MB/s)",
-               title=f"{kind.upper()}: (a) bandwidth, 1 MiB messages")  # fmt: skip
-        ax.legend()
-        ax = row[1]
-        by_size = curves(kind, "bw", {r: knobs_of(bandwidth=r) for r in RATES}, runs)
-        table(f"{kind}: Fig. 5b, window bandwidth by message size, MB/s", list(by_size[RATES[0]]), by_size)
-        for r, c in by_size.items():
-            ax.plot(list(c), list(c.values()), "o-", ms=3, label=r)
-        ax.set(xscale="log", yscale="log", xlabel="message size (B)", ylabel="bandwidth (MB/s)",
-               title=f"{kind.upper()}: (b) bandwidth by message size")  # fmt: skip
-        ax.legend(title="link rate")
+        target_panel(a, f"{kind.upper()}: (a) bandwidth, 1 MiB messages", targets, measured, "MB/s")
+        size_panel(b, f"{kind.upper()}: (b) window bandwidth by message size", kind, "bw",
+                   {r: knobs_of(bandwidth=r) for r in RATES}, runs, "link rate")  # fmt: skip
     fig.tight_layout()
     fig.savefig(out / "emu_fig5_bandwidth.png", dpi=110)
 
 
 def fig6(kinds, runs, out):
-    fig, axes = plt.subplots(1, len(kinds), figsize=(5.5 * len(kinds), 4.2), squeeze=False)
-    for ax, kind in zip(axes[0], kinds):
-        by_size = curves(kind, "latency", {r: knobs_of(bandwidth=r) for r in RATES}, runs)
-        table(f"{kind}: Fig. 6, latency by message size under a link rate, us", list(by_size[RATES[0]]), by_size)
-        for r, c in by_size.items():
-            ax.plot(list(c), list(c.values()), "o-", ms=3, label=r)
-        ax.set(xscale="log", yscale="log", xlabel="message size (B)", ylabel="half round trip (us)",
-               title=f"{kind.upper()}: latency under the bandwidth knob")  # fmt: skip
-        ax.legend(title="link rate")
+    fig, axes = grid(kinds, 1)
+    for (a,), kind in zip(axes, kinds):
+        size_panel(a, f"{kind.upper()}: latency under the bandwidth knob", kind, "latency",
+                   {r: knobs_of(bandwidth=r) for r in RATES}, runs, "link rate")  # fmt: skip
     fig.tight_layout()
     fig.savefig(out / "emu_fig6_latency_under_bandwidth.png", dpi=110)
 
 
 def fig7(kinds, runs, out):
-    fig, axes = plt.subplots(len(kinds), 2, figsize=(11, 4.2 * len(kinds)), squeeze=False)
-    for row, kind in zip(axes, kinds):
+    fig, axes = grid(kinds, 2)
+    for (a, b), kind in zip(axes, kinds):
         got = curves(kind, "latency", {"0": {}, **{str(L): {"latency": f"{L}us"} for L in TARGET_LATS}}, runs, 8, 8)
         added = [got[str(L)][8] - got["0"][8] for L in TARGET_LATS]
         table(f"{kind}: Fig. 7a, added latency 8 B, us", TARGET_LATS,
               {"target": {L: float(L) for L in TARGET_LATS}, "measured": dict(zip(TARGET_LATS, added))})
-        ax = row[0]
-        ax.plot(TARGET_LATS, TARGET_LATS, "k--", lw=1, label="target")
-        ax.plot(TARGET_LATS, added, "o-", label="measured")
-        ax.set(xscale="log", yscale="log", xlabel="target added latency (us)", ylabel="measured added (us)",
-               title=f"{kind.upper()}: (a) added latency, 8 B")  # fmt: skip
-        ax.legend()
-        ax = row[1]
-        by_size = curves(kind, "latency", {f"+{L} us": knobs_of(latency=f"{L}us") for L in LATS}, runs)
-        table(f"{kind}: Fig. 7b, latency by message size under added latency, us", list(by_size["+0 us"]), by_size)
-        for name, c in by_size.items():
-            ax.plot(list(c), list(c.values()), "o-", ms=3, label=name)
-        ax.set(xscale="log", yscale="log", xlabel="message size (B)", ylabel="half round trip (us)",
-               title=f"{kind.upper()}: (b) latency by message size")  # fmt: skip
-        ax.legend(title="latency knob")
+        target_panel(a, f"{kind.upper()}: (a) added latency, 8 B", TARGET_LATS, added, "us")
+        size_panel(b, f"{kind.upper()}: (b) latency by message size", kind, "latency",
+                   {f"+{L} us": knobs_of(latency=f"{L}us") for L in LATS}, runs, "latency knob")  # fmt: skip
     fig.tight_layout()
     fig.savefig(out / "emu_fig7_latency.png", dpi=110)
 
 
 def loggp(kinds, runs, out):
-    fig, axes = plt.subplots(1, len(kinds), figsize=(5.5 * len(kinds), 4.2), squeeze=False)
-    for ax, kind in zip(axes[0], kinds):
-        by_size = curves(kind, "bw", {"none": {}, "latency 10 us (L)": {"latency": "10us"},
-                                      "overhead 10 us (o)": {"overhead": "10us"}}, runs)  # fmt: skip
-        table(f"{kind}: window bandwidth by message size, L vs o, MB/s", list(by_size["none"]), by_size)
-        for name, c in by_size.items():
-            ax.plot(list(c), list(c.values()), "o-", ms=3, label=name)
+    fig, axes = grid(kinds, 1)
+    for (a,), kind in zip(axes, kinds):
+        by_size = size_panel(a, f"{kind.upper()}: window of 64, L overlaps, o does not", kind, "bw",
+                             {"none": {}, "latency 10 us (L)": {"latency": "10us"},
+                              "overhead 10 us (o)": {"overhead": "10us"}}, runs, None)  # fmt: skip
         sizes = list(by_size["none"])
-        ax.plot(sizes, [s / 10.0 for s in sizes], "k:", lw=1, label="n / o (one message per o)")
-        ax.set(xscale="log", yscale="log", xlabel="message size (B)", ylabel="bandwidth (MB/s)",
-               title=f"{kind.upper()}: window of 64, L overlaps, o does not")  # fmt: skip
-        ax.legend()
+        a.plot(sizes, [s / 10.0 for s in sizes], "k:", lw=1, label="n / o (one message per o)")
+        a.legend()
     fig.tight_layout()
     fig.savefig(out / "emu_loggp_overhead.png", dpi=110)
 
