@@ -379,7 +379,7 @@ def test_knee_in_saturation_is_doubted(tmp_path):
     first live sweep: 0.6 ms at 100k, 8.6 ms at the knee) gets a warning; a clean one not."""
     import pandas as pd
 
-    from perflearn.learn.knee import knee_doubts, load_knee
+    from perflearn.learn.knee import knee_before_jump, knee_doubts, load_knee
     from perflearn.store import Dataset, open_store
 
     rates = [20e3, 40e3, 60e3, 80e3, 100e3, 120e3, 140e3]
@@ -394,16 +394,23 @@ def test_knee_in_saturation_is_doubted(tmp_path):
     assert knee.x == 140e3
     assert knee_doubts(live, live_p95, knee) == [
         "latency jumps 12.1x from load 100000 to 120000, below the knee (140000): the knee may already be saturated; "
-        "measure loads between 100000 and 120000"]
+        "measure loads between 100000 and 120000, or take the load before the jump (--before-jump)"]
+    moved = knee_before_jump(live, live_p95, knee)
+    assert (moved.x, moved.y) == (100e3, 630)  # the last load before the jump, its measured latency
     clean = [100 + 2e-7 * r**2 + (5000 if r > 17000 else 0) * (r - 17000) / 2500
              for r in [1000, 2000, 4000, 8000, 12000, 16000, 18000, 19000, 19500]]
     clean_rates = [1000, 2000, 4000, 8000, 12000, 16000, 18000, 19000, 19500]
     assert knee_doubts(clean_rates, clean, load_knee(clean_rates, clean)) == []
+    assert knee_before_jump(clean_rates, clean, load_knee(clean_rates, clean)) == load_knee(clean_rates, clean)
     ds = Dataset.from_frame(pd.DataFrame({"rate": rates, "p95": p95}), metrics=["p95"], name="sat")
     with open_store(tmp_path / "s.duckdb") as store:
         store.import_dataset(ds, "sat")
     result = CliRunner().invoke(app, ["knee", "sat", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
     assert result.exit_code == 0 and "may already be saturated" in result.output, result.output
+    result = CliRunner().invoke(app, ["knee", "sat", "--x", "rate", "--y", "p95", "--before-jump",
+                                      "-s", str(tmp_path / "s.duckdb")])
+    assert result.exit_code == 0 and "knee at rate = 100000, p95 = 630" in result.output, result.output
+    assert "maximum load 95000" in result.output and "taking the load before it" in result.output
 
 
 @pytest.mark.parametrize("name, boost", [("heracles", 300), ("heracles-2min", 120)])

@@ -218,10 +218,12 @@ def knee(
     x: Annotated[str, typer.Option("--x", help="The load: a knob or metric (e.g. rate).")],
     y: Annotated[str, typer.Option("--y", help="The latency metric (e.g. wire_p95).")],
     store: Annotated[Path, typer.Option("--store", "-s", envvar="PERFLEARN_STORE", help="Results store.")] = Path("perflearn.duckdb"),
+    before_jump: Annotated[bool, typer.Option("--before-jump", help="When latency jumps 3x or more between two loads "
+                                              "at or below the knee, take the last load before the jump.")] = False,
 ) -> None:
     """The knee of a load-latency curve (kneedle on its monotone fit from the lowest latency on):
     QoS target = latency there, maximum load = 95 % of its load."""
-    from perflearn.learn.knee import knee_doubts, load_knee
+    from perflearn.learn.knee import knee_before_jump, knee_doubts, load_knee
     from perflearn.store import open_store
 
     with open_store(store, read_only=True) as results:
@@ -238,7 +240,13 @@ def knee(
     if found is None:
         raise UsageError(f"{y} does not turn up within the loads measured (highest {x} = {curve.index.max():g}): "
                          f"measure higher loads, or give --target-ms and --max-rps yourself")
+    loads, latencies = curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float)
+    if before_jump and (moved := knee_before_jump(loads, latencies, found)) != found:
+        terminal.warn(f"kneedle's knee at {x} = {found.x:g} ({y} = {found.y:g}) is past a latency jump; "
+                      f"taking the load before it")
+        found = moved
+    else:
+        for doubt in knee_doubts(loads, latencies, found):
+            terminal.warn(doubt)
     terminal.out.print(f"knee at {x} = {found.x:g}, {y} = {found.y:g}: QoS target {found.y:g}, "
                        f"maximum load {0.95 * found.x:g} (95 % of the knee)")
-    for doubt in knee_doubts(curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float), found):
-        terminal.warn(doubt)

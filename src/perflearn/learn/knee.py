@@ -136,6 +136,16 @@ def load_knee(load, latency, *, where: str = "curve") -> Knee | None:
 JUMP = 3.0  # latency this many times the previous load's: saturation began there
 
 
+def _first_jump(ux: np.ndarray, uy: np.ndarray, upto: int) -> int | None:
+    """Index of the first load, after the lowest latency and at or below ``upto``, whose
+    latency is ``JUMP`` times the previous load's (None when there is none)."""
+    start = int(np.argmin(uy))  # as load_knee: the curve from its lowest latency on
+    for i in range(start + 1, upto + 1):
+        if uy[i - 1] > 0 and uy[i] / uy[i - 1] >= JUMP:
+            return i
+    return None
+
+
 def knee_doubts(load, latency, knee: Knee) -> list[str]:
     """Why a load knee may be a poor QoS anchor, one sentence each (empty when none): a
     jump of latency by ``JUMP`` or more between two consecutive loads at or below it.
@@ -148,10 +158,25 @@ def knee_doubts(load, latency, knee: Knee) -> list[str]:
     """
     ux, uy = _mean_curve(load, latency)
     k = int(np.searchsorted(ux, knee.x))
-    start = int(np.argmin(uy))  # as load_knee: the curve from its lowest latency on
-    for i in range(start + 1, k + 1):
-        if uy[i - 1] > 0 and uy[i] / uy[i - 1] >= JUMP:
-            where = "to the knee" if i == k else f"below the knee ({ux[k]:g})"
-            return [f"latency jumps {uy[i] / uy[i - 1]:.1f}x from load {ux[i - 1]:g} to {ux[i]:g}, {where}: the knee "
-                    f"may already be saturated; measure loads between {ux[i - 1]:g} and {ux[i]:g}"]
-    return []
+    i = _first_jump(ux, uy, k)
+    if i is None:
+        return []
+    where = "to the knee" if i == k else f"below the knee ({ux[k]:g})"
+    return [f"latency jumps {uy[i] / uy[i - 1]:.1f}x from load {ux[i - 1]:g} to {ux[i]:g}, {where}: the knee "
+            f"may already be saturated; measure loads between {ux[i - 1]:g} and {ux[i]:g}, or take the load "
+            f"before the jump (--before-jump)"]
+
+
+def knee_before_jump(load, latency, knee: Knee) -> Knee:
+    """The knee moved to the last load before a saturation jump at or below it (itself
+    when there is none). Heimdall sets the maximum load at 95 % of the knee's because
+    "the latency is unstable at 100 %": a knee already past the jump puts that maximum
+    in saturation, where a service at its best configuration has no headroom left; the
+    last load before the jump is where latency starts to take off in a sweep too coarse
+    to show the bend."""
+    ux, uy = _mean_curve(load, latency)
+    k = int(np.searchsorted(ux, knee.x))
+    i = _first_jump(ux, uy, k)
+    if i is None:
+        return knee
+    return Knee(i - 1, float(ux[i - 1]), float(uy[i - 1]), knee.curve, knee.direction, knee.strength)
