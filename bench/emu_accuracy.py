@@ -1,7 +1,10 @@
 """Interconnect emulator accuracy: target vs measured, orthogonality, zero-knob cost,
 and a tbf qdisc on a veth pair (network namespaces) as the kernel bandwidth reference.
 
-    python bench/emu_accuracy.py [--runs 5] [--quick] [--no-mpi] [--no-tbf] [--no-pm-qos]
+    python bench/emu_accuracy.py [--runs 5] [--quick] [--grid] [--no-mpi] [--no-tbf] [--no-pm-qos]
+
+--grid adds both knobs at once, latency {2, 10, 50} us x bandwidth {1, 5} Gbit/s: the
+1 MiB bandwidth under each pair, and the added 8 B latency under each pair.
 
 Prints a Markdown table: medians of --runs runs (each run's own value is the
 median over its iterations).  Added latency and overhead: the median over runs of
@@ -168,6 +171,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="a smaller grid")
+    ap.add_argument("--grid", action="store_true", help="latency x bandwidth, both knobs at once")
     ap.add_argument("--no-mpi", action="store_true")
     ap.add_argument("--no-tbf", action="store_true")
     ap.add_argument("--no-tcp", action="store_true")
@@ -222,6 +226,18 @@ def main() -> None:
                          f"{(m - target) / target * 100:+.2f}%"))  # fmt: skip
         m64, _ = median_of(n, lambda: run(bw_cmd(kind, 65536, 20), {"bandwidth": "1Gbit"}, L)[65536])
         rows.append((kind, "bandwidth 1Gbit, 64 KiB", "125.0 MB/s", f"{m64:.1f} MB/s", f"{(m64 - 125) / 125 * 100:+.2f}%"))
+        if a.grid:  # both knobs at once: each must hold as if the other were off
+            for rate in ("1Gbit", "5Gbit"):
+                t = rate_bps(rate) / 8e6
+                for lat in lats:
+                    both = {"bandwidth": rate, "latency": lat}
+                    m, _ = median_of(n, lambda: run(bw_cmd(kind), both, L)[1 << 20])
+                    rows.append((kind, f"grid: bandwidth {rate} + latency {lat}, 1 MiB", f"{t:.1f} MB/s",
+                                 f"{m:.1f} MB/s", f"{(m - t) / t * 100:+.2f}%"))  # fmt: skip
+                    target = int(lat[:-2])
+                    added = added_of(n, kind, L, both)
+                    rows.append((kind, f"grid: latency {lat} + bandwidth {rate}, 8 B", f"+{target:.3f} us",
+                                 f"+{added:.3f} us", f"{(added - target) / target * 100:+.2f}%"))  # fmt: skip
         # orthogonality
         r = rates[0]
         t = rate_bps(r) / 8e6
