@@ -172,3 +172,12 @@ def test_shell_needs_string(write_spec):
 def test_literal_braces_in_setup_say_how_to_escape(write_spec):
     message = error_of(write_spec, GOOD.replace('timeout = "2s"', 'timeout = "2s"\nsetup = "test -s x || { echo; }"'))
     assert "workload.setup" in message and "{{" in message
+
+
+def test_regression_values_on_a_spec_whose_knobs_is_not_a_table(write_spec):
+    """`run --values` read [knobs] with .get before validating it: a spec with
+    `knobs = "bs"` crashed with a traceback instead of one line."""
+    text = 'knobs = "bs"\n' + GOOD.split("[knobs.bs]")[0] + '\n[metrics.t]\nsource = "time"\n'
+    with pytest.raises(SpecError) as caught:
+        load_spec(write_spec(text), values={"bs": [8]})
+    assert "--values bs: the spec has no knob 'bs' (knobs: none)" in str(caught.value)
