@@ -76,10 +76,6 @@ def shrunk_minvar(P, ks, y):
     return w / w.sum()
 
 
-def oracle(ms, y, names=CUR):  # diagnostic only: the best single candidate in hindsight is not knowable
-    return None
-
-
 PROCS["shrunk min-variance weights over 5"] = lambda ms, y: weighted(ms, y, shrunk_minvar, CUR)
 PROCS["shrunk min-variance weights over 6 (+bma)"] = lambda ms, y: weighted(ms, y, shrunk_minvar, CUR + ["bma"])
 PROCS["1/LOO-MRE^2 over ridge1, ridge2, bma, gp"] = lambda ms, y: weighted(ms, y, inv(2), ["ridge1", "ridge2", "bma", "gp"])

@@ -294,8 +294,9 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
     blend_max : int
     small_ratio : float
         > 0: when the training set has at most ``small_ratio`` runs per feature, only
-        the low-variance families (``SMALL_FAMILIES``: ridge, Bayesian linear, GP;
-        those of them in ``families`` when it is given) are candidates. With about one run per feature a
+        the families of ``SMALL_FAMILIES`` (ridge, Bayesian linear, GP, and one random forest
+        with fixed settings, there to diversify the weighted average rather than to be
+        chosen; those of them in ``families`` when it is given) are candidates. With about one run per feature a
         flexible model's error is mostly variance, and choosing among many such
         models by cross-validation on a handful of runs adds the choice's own
         variance (the winner's CV score is optimistically biased); a shrunken
