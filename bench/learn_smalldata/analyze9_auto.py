@@ -14,11 +14,8 @@ for mult, g in d.groupby("mult"):
     syn = [s for s in means.index if s not in REAL]
     m = 1.96 * per.std(ddof=1) / np.sqrt(len(per))
     print(f"N = {'p + 1' if mult == 1 else '1.5 p'}: {len(per)} systems, {len(t)} training sets")
-    for s in [r for r in REAL if r in means.index]:
-        print(f"  {s:6s} {means.loc[s].iloc[0]:6.2f} -> {means.loc[s].iloc[1]:6.2f}  ({per[s]:+.2f})") if False else None
     print(means.round(2).to_string())
-    print(f"  synthetic mean: {means.loc[syn, base.name]:.2f} -> {means.loc[syn, new.name]:.2f}" if False else
-          f"  synthetic mean: {means.loc[syn][base.name].mean():.2f} -> {means.loc[syn][new.name].mean():.2f};"
+    print(f"  synthetic mean: {means.loc[syn][base.name].mean():.2f} -> {means.loc[syn][new.name].mean():.2f};"
           f" all: {means[base.name].mean():.2f} -> {means[new.name].mean():.2f}")
     print(f"  paired (mean over systems of per-system mean difference): {per.mean():+.2f} ± {m:.2f};"
           f" systems better {(per < 0).sum()}/{len(per)}; sets better/worse {(new < base).sum()}/{(new > base).sum()} of {len(t)}")
