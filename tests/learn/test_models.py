@@ -131,7 +131,10 @@ def test_small_data_rule_keeps_only_low_variance_families():
     train = rng.choice(len(y), 9, replace=False)  # 9 runs, 8 options: about one run per feature
     auto = AutoRegressor(loo_below=30, blend=0.2, small_ratio=2.0).fit(X[train], y[train])  # default families
     assert auto.small_data_
-    assert {r["family"] for r in auto.cv_results_} == {"linear", "bayes", "gp"}
+    assert {r["family"] for r in auto.cv_results_} == {"linear", "bayes", "gp", "rf"}
+    # one forest with fixed settings (nothing chosen among forests on a handful of runs)
+    assert [r["params"] for r in auto.cv_results_ if r["family"] == "rf"] == [{"max_features": 1.0}]
+    assert len(auto.cv_results_) == 6
     assert all(r["log_target"] for r in auto.cv_results_)  # positive target: log only on small data
     assert all(label.split("(")[0] in SMALL_FAMILIES for label, _ in auto.members_)
     test = np.setdiff1d(np.arange(len(y)), train)
@@ -145,6 +148,8 @@ def test_small_data_rule_is_off_with_enough_runs():
     auto = AutoRegressor(families=("cart", "linear", "bayes"), cv=3, small_ratio=2.0).fit(X, y)
     assert not auto.small_data_
     assert "cart" in {r["family"] for r in auto.cv_results_}
+    big = AutoRegressor(families=("rf",), cv=3, small_ratio=2.0).fit(X, y)
+    assert sorted(r["params"]["max_features"] for r in big.cv_results_) == [0.5, 0.5, 1.0, 1.0]  # x raw/log
     assert {r["log_target"] for r in auto.cv_results_} == {False, True}
     # a family list with no low-variance family is kept as asked, even on small data
     tiny = AutoRegressor(families=("cart", "knn"), cv=3, small_ratio=2.0).fit(X[:6], y[:6])

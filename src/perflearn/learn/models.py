@@ -35,11 +35,14 @@ from .metrics import mre, rmse
 
 FAMILIES = ("cart", "rf", "gbm", "svr", "mlp", "linear", "bayes", "knn", "gp")
 AUTO_FAMILIES = ("cart", "rf", "gbm", "svr", "mlp", "linear", "knn", "gp")
-# Low-variance families, the only candidates of `auto` on small data (AUTO_SMALL_RATIO):
-# few effective parameters, or hyperparameters set by the marginal likelihood of all
-# the training runs rather than by held-out folds. `bayes` is a candidate only there
-# (with more runs, `linear`, ridge with interactions, covers the same models).
-SMALL_FAMILIES = ("linear", "bayes", "gp")
+# The only candidates of `auto` on small data (AUTO_SMALL_RATIO): low-variance families
+# (few effective parameters, or hyperparameters set by the marginal likelihood of all the
+# training runs rather than by held-out folds) and one random forest with fixed settings,
+# a different model whose errors are less correlated with the others' (it enters the
+# weighted average, see `weights`; chosen on dev data in session 9, bench/learn.md).
+# `bayes` is a candidate only there (with more runs, `linear`, ridge with interactions,
+# covers the same models).
+SMALL_FAMILIES = ("linear", "bayes", "gp", "rf")
 # The general procedure behind `perflearn fit --family auto` (see docs/learn.md):
 AUTO_LOO_BELOW = 30  # leave-one-out CV up to this many training runs
 AUTO_ENSEMBLE = 1  # greedy ensemble rounds (1 = refit the single best candidate)
@@ -180,12 +183,13 @@ class _ArdGaussianProcess(GaussianProcessRegressor):
             self.kernel = original
 
 
-def grid(family: str, n_samples: int, n_features: int) -> list[dict[str, Any]]:
-    """Hyperparameter settings ``auto`` tries for ``family`` on a training set of this shape."""
+def grid(family: str, n_samples: int, n_features: int, small: bool = False) -> list[dict[str, Any]]:
+    """Hyperparameter settings ``auto`` tries for ``family`` on a training set of this shape
+    (``small``: under the small-data rule, where nothing is chosen among settings of a forest)."""
     if family == "cart":
         return [{"min_samples_leaf": m} for m in (1, 3)] + [{"max_depth": 4}]
     if family == "rf":
-        return [{"max_features": 1.0}, {"max_features": 0.5}]
+        return [{"max_features": 1.0}] if small else [{"max_features": 1.0}, {"max_features": 0.5}]
     if family == "gbm":
         return [{"max_depth": 2}, {"max_depth": 4}]
     if family == "svr":
@@ -290,8 +294,9 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
     blend_max : int
     small_ratio : float
         > 0: when the training set has at most ``small_ratio`` runs per feature, only
-        the low-variance families (``SMALL_FAMILIES``: ridge, Bayesian linear, GP;
-        those of them in ``families`` when it is given) are candidates. With about one run per feature a
+        the families of ``SMALL_FAMILIES`` (ridge, Bayesian linear, GP, and one random forest
+        with fixed settings, there to diversify the weighted average rather than to be
+        chosen; those of them in ``families`` when it is given) are candidates. With about one run per feature a
         flexible model's error is mostly variance, and choosing among many such
         models by cross-validation on a handful of runs adds the choice's own
         variance (the winner's CV score is optimistically biased); a shrunken
@@ -373,7 +378,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
             logs = (True,)
         else:
             logs = (False,)
-        return [Candidate(f, params, lg) for f in families for params in grid(f, n_samples, n_features) for lg in logs]
+        return [Candidate(f, params, lg) for f in families for params in grid(f, n_samples, n_features, small) for lg in logs]
 
     def small_data(self, n_samples: int, n_features: int) -> bool:
         """True when the small-data rule applies: at most ``small_ratio`` runs per feature."""
