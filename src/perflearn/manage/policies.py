@@ -16,8 +16,10 @@ thesis, ../shared/seeds/heimdall-tail-latency-task-manager.txt):
   resources for a period after a violation or when load is above 85 % of the maximum.
 - ``heimdall``: predicts tail latency for every configuration at the current load with a
   model, and applies equation 3.2: the highest predicted latency below target - slack
-  (slack 10 %); when none is predicted to meet it, the lowest-latency configuration,
-  which is the maximum one (a model is asked nothing where it is least to be trusted).
+  (slack 10 %), the cheapest of equals; when none is predicted to meet it, the
+  lowest-latency configuration, which is the maximum one (a model is asked nothing where
+  it is least to be trusted). Forecasts are made monotone first: fewer cores or less
+  speed is never forecast faster.
   ``heimdall-uncertain`` replaces the fixed slack by the model's own spread: a
   configuration qualifies when prediction + z * spread is below the target.
 """
@@ -201,7 +203,10 @@ class Heimdall(Policy):
     """Model-based: ``model`` maps a frame (cores, level, rps) to predicted p95 in seconds
     and its spread (mean, spread arrays).
 
-    Two refinements over the seed, each documented where it is reported: after a
+    Refinements over the seed, each documented where it is reported. The seed's rule
+    stands for "scale resources down as far as the target allows" (its section 3.3), so
+    forecasts are made monotone in resources (``_monotone``) and, of configurations
+    forecast equally, the one with the least modelled power is taken. After a
     measured violation the model's forecast was wrong for the present state (a backlog
     it never saw in profiling), so the lowest-latency configuration is applied until the
     latency is back under target (``recover``). The lowest-latency configuration is the
@@ -240,6 +245,7 @@ class Heimdall(Policy):
         self.configs = list(self.space)
         self.grid = pd.DataFrame({"cores": [c.cores for c in self.configs], "level": [c.level for c in self.configs]})
         self.fastest = self.configs.index(self.space.maximum)  # fewer cores or less speed is never faster
+        self.dominates = np.array([[d.cores >= c.cores and d.level >= c.level for d in self.configs] for c in self.configs])
         self.buckets = 10  # online corrections: per configuration and tenth of the maximum load
         self.correction = np.zeros((self.buckets + 1, len(self.configs)))  # log(measured / predicted)
         self.switched = False  # a reaction changed the configuration inside this interval
@@ -258,10 +264,19 @@ class Heimdall(Policy):
         return int(min(self.buckets, max(0.0, rps) / self.max_rps * self.buckets))
 
     def _corrected(self, mean, spread, rps: float):
-        if self.online is None:
-            return mean, spread
-        scale = np.exp(self.correction[self._bucket(rps)])
-        return mean * scale, spread * scale
+        if self.online is not None:
+            scale = np.exp(self.correction[self._bucket(rps)])
+            mean, spread = mean * scale, spread * scale
+        return self._monotone(mean, spread)
+
+    def _monotone(self, mean, spread):
+        """No configuration is forecast faster than one with at least its cores and speed:
+        each takes the forecast (and spread) of the slowest such configuration. Where
+        latency hardly depends on the configuration (low load), a forest's noise would
+        otherwise rank the maximum configuration slowest, and equation 3.2 would pick it."""
+        slowest = np.where(self.dominates, mean[None, :], -np.inf).argmax(axis=1)
+        slowest = np.where(mean[slowest] > mean, slowest, np.arange(len(mean)))  # on a tie, its own
+        return mean[slowest], spread[slowest]
 
     def _qualifies(self, mean, spread) -> np.ndarray:
         if self.z is None:
@@ -272,9 +287,9 @@ class Heimdall(Policy):
         ok = self._qualifies(mean, spread)
         if not ok.any():  # nothing predicted to meet the target: the lowest latency
             return self.fastest
-        if self.z is None:  # equation 3.2: the highest predicted latency under target - slack
-            return int(np.argmax(np.where(ok, mean, -np.inf)))
         watts = np.array([self.power.watts(c, min(1.0, demand / (c.cores * c.level))) for c in self.configs])
+        if self.z is None:  # equation 3.2: the highest predicted latency under target - slack; of equals, the cheapest
+            ok &= np.isclose(mean, mean[ok].max(), rtol=1e-9, atol=0.0)
         return int(np.argmin(np.where(ok, watts, np.inf)))
 
     def decide(self, obs):
