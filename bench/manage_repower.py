@@ -6,7 +6,13 @@ Every control interval of `perflearn manage --csv` carries the configuration tha
 for any `--power` model (server, tx1, or "static,idle,dynamic" watts) from the same run:
 the QoS columns are the measured ones, unchanged.
 
-Usage: python bench/manage_repower.py /tmp/perflearn-manage-live.csv --power tx1
+`--hindsight` adds a row that no policy can run: at each interval, the least energy
+among the policies' intervals that met the target (the configurations the round tried
+at that moment, each with the utilisation it measured). It bounds what choosing among
+them could have saved at full QoS, so a policy that saves more than it did so by
+missing the target.
+
+Usage: python bench/manage_repower.py /tmp/perflearn-manage-live.csv --power tx1 [--hindsight]
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv", type=Path)
     ap.add_argument("--power", default="tx1")
+    ap.add_argument("--hindsight", action="store_true", help="add the least energy that met the target at each interval")
     a = ap.parse_args()
     intervals = pd.read_csv(a.csv)
     if "utilisation" not in intervals:
@@ -40,6 +47,22 @@ def main() -> None:
         s = summarize(frame, static)
         print(f"| {name} | {s['qos_guarantee']:.1f}% | {s['qos_tardiness']:.2f} | {s['energy_j'] / 1e3:.3f} kJ | "
               f"{s['energy_reduction']:+.1f}% | {s['changes']} |")
+    if a.hindsight:
+        best = hindsight(pd.concat(frames.values()))
+        s = summarize(best, static)
+        print(f"| hindsight: least energy that met the target, per interval | {s['qos_guarantee']:.1f}% | "
+              f"{s['qos_tardiness']:.2f} | {s['energy_j'] / 1e3:.3f} kJ | {s['energy_reduction']:+.1f}% | - |")
+
+
+def hindsight(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Per interval (same t in every policy's run of one trace), the interval of least
+    energy among those at or under target (an interval without latency, no request,
+    counts as met); where none met, the lowest p95."""
+    met = intervals["p95"].isna() | (intervals["p95"] <= intervals["target"])
+    ranked = intervals.assign(_miss=~met, _p95=intervals["p95"].fillna(0.0))
+    ranked = ranked.sort_values(["t", "_miss", "energy_j", "_p95"])
+    best = ranked.groupby("t", sort=True).head(1)
+    return best.drop(columns=["_miss", "_p95"]).assign(changed=False, reactions=0)
 
 
 if __name__ == "__main__":
