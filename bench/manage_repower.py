@@ -9,7 +9,7 @@ the QoS columns are the measured ones, unchanged.
 `--hindsight` adds a row that no policy can run: at each interval, the least energy
 among the policies' intervals that met the target (the configurations the round tried
 at that moment, each with the utilisation it measured). It bounds what choosing among
-them could have saved at full QoS, so a policy that saves more than it did so by
+them could have saved at full QoS: a policy that saves more than this row did so by
 missing the target.
 
 Usage: python bench/manage_repower.py /tmp/perflearn-manage-live.csv --power tx1 [--hindsight]
