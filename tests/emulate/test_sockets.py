@@ -232,7 +232,7 @@ print("ok")
 
 def test_thread_about_to_block_writes_its_own_and_the_rest_still_leaves(sock_lib, tmp_path):
     """A ping-pong thread writes its delayed messages itself before it blocks in recv
-    (verbose: 'written by a thread about to block'); after it, messages of threads that
+    (verbose: 'written by their own thread as it blocked or polled'); after it, messages of threads that
     do not block soon (a burst, then a sleep the shim does not see) still leave through
     the delay-line thread, in order per thread, bytes intact."""
     srv = socket.socket()
@@ -259,5 +259,23 @@ def test_thread_about_to_block_writes_its_own_and_the_rest_still_leaves(sock_lib
     srv.close()
     assert proc.stdout.strip() == "ok"
     line = [l for l in proc.stderr.splitlines() if "emulated" in l][-1]
-    flushed = int(line.split(" written by a thread about to block")[0].split()[-1])
+    flushed = int(line.split(" written by their own thread")[0].split()[-1])
     assert flushed >= 250, line  # the ping-pong's 300 went (nearly) all that way
+
+
+def test_regression_polling_thread_writes_its_own_delayed_messages(table, sock_lib, osu_tcp):
+    """A thread that polls (recv with MSG_DONTWAIT) never blocks, so it never wrote its
+    delayed messages before blocking, and the delay-line thread that did shared a CPU
+    with a thread that does not yield: each message left a scheduler slice late (2 ms
+    half round trip for 10 us here).  A polling call now writes its own thread's due
+    messages (counted by the verbose line, not timed)."""
+    args = [osu_tcp, "latency", "--min", "8", "--max", "8", "--iters", "500", "--warmup", "50", "--busy", "1"]
+    if (os.cpu_count() or 1) >= 2:
+        args += ["--cpus", "0,1"]
+    proc = run(args, sock_lib, latency="10us", verbose="1")
+    for line in [l for l in proc.stderr.splitlines() if "emulated" in l]:
+        sent = int(line.split(" emulated ")[1].split()[0])
+        own = int(line.split(" written by their own thread")[0].split()[-1])
+        assert own >= 0.9 * sent, line
+    half_rtt = table(proc.stdout)[8][1]
+    assert half_rtt < 500, f"{half_rtt:.0f} us half round trip for 10 us of latency (was 2000 with the bug)"

@@ -18,7 +18,8 @@
  *          on one CPU in some runs and on two in others, 2.5 vs 4.7 us here)
  *          --delay-ns N: latency mode, no emulator needed: each end waits N ns
  *          (the emulator's own calibrated wait, linked in) before each send, so
- *          every message arrives N later.  The native reference for an added
+ *          every message arrives N later (with --busy 1 it polls meanwhile).
+ *          The native reference for an added
  *          latency of N: what this machine itself does when messages come later.
  * Output (stdout): "# ..." header, then "size value p50" lines; latency in us
  * (mean, median), bandwidth in MB/s (10^6 bytes/s; mean over iterations, median).
@@ -49,11 +50,23 @@ static long check_bytes = 32 << 20;
 static int busy; /* --busy 1: receivers poll with non-blocking recv instead of sleeping */
 static long delay_ns; /* --delay-ns N: each end waits N ns before each latency-mode send */
 
-/* --delay-ns: the message leaves N later, as the emulator's latency knob makes it arrive */
-static void delay_send(void)
+/* --delay-ns: the message leaves N later, as the emulator's latency knob makes it
+ * arrive.  With --busy the end keeps polling its socket meanwhile, as a polling
+ * program does while its message is in flight; the last POLL_SPIN_NS it spins,
+ * so that the message leaves on time, as the emulator's own polling path does. */
+#define POLL_SPIN_NS 2000
+static void delay_send(int fd)
 {
-    if (delay_ns > 0)
-        emu_wait_until(emu_now_ns() + delay_ns, INT64_MAX);
+    if (delay_ns <= 0)
+        return;
+    int64_t due = emu_now_ns() + delay_ns;
+    char none[64];
+    while (busy && emu_now_ns() < due - POLL_SPIN_NS)
+        if (recv(fd, none, sizeof none, MSG_DONTWAIT) > 0) {
+            fprintf(stderr, "emu_osu_tcp: data before the reply was sent\n");
+            exit(2);
+        }
+    emu_wait_until(due, INT64_MAX);
 }
 
 static double now_us(void)
@@ -180,7 +193,7 @@ static void lat_server(int c, char *buf)
         long n = n_for(size) + warmup;
         for (long i = 0; i < n; i++) {
             read_all(c, buf, (size_t)size);
-            delay_send();
+            delay_send(c);
             write_all(c, buf, (size_t)size);
         }
     }
@@ -194,7 +207,7 @@ static void lat_client(int c, char *buf)
         long n = n_for(size);
         for (long i = 0; i < warmup + n; i++) {
             double t0 = now_us();
-            delay_send();
+            delay_send(c);
             write_all(c, buf, (size_t)size);
             read_all(c, buf, (size_t)size);
             if (i >= warmup)

@@ -394,10 +394,12 @@ static int q_writer;            /* q_mu; read lock-free by flushers waiting for 
 static int q_flushers;          /* application threads flushing their own chunks */
 static uint64_t q_seq;          /* q_mu: sequence number of the last chunk queued */
 static uint64_t q_head_seq = UINT64_MAX; /* seq of the head chunk (UINT64_MAX: empty), read lock-free */
+static int64_t q_head_release = INT64_MAX; /* and its time */
 static __thread uint64_t my_seq; /* the last chunk this thread queued */
 
 static void head_changed_locked(void)
 {
+    __atomic_store_n(&q_head_release, q_head ? q_head->release : INT64_MAX, __ATOMIC_RELEASE);
     __atomic_store_n(&q_head_seq, q_head ? q_head->seq : UINT64_MAX, __ATOMIC_RELEASE);
 }
 
@@ -575,8 +577,20 @@ static int flush_stop(void *arg, int64_t now)
     return ready_now(w);
 }
 
+/* A call that will not block (MSG_DONTWAIT, O_NONBLOCK, a zero timeout) comes
+ * from a thread that polls, as MPI's progress engines and busy-polling servers
+ * do.  It never blocks, so it would never write its own chunks, and the helper
+ * that would has to share the CPU with a thread that does not yield: a chunk
+ * then left up to a scheduler slice late (2 ms per message here).  So such a
+ * call makes progress, as an MPI call does: it writes the thread's chunks due
+ * within NONBLOCK_HORIZON_NS, spinning until their time, and returns at once
+ * when none are.  A poller's calls come closer together than that, so each
+ * chunk still leaves on time; the call costs at most that much longer. */
+#define NONBLOCK_HORIZON_NS 2000
+
 /* The calling thread is about to block in a receive, poll, select or
- * epoll_wait (timeout_ns: how long at most, -1 forever).  If chunks it queued
+ * epoll_wait (timeout_ns: how long at most, -1 forever; 0: it polls, see
+ * above).  If chunks it queued
  * are still in the line, due within the spin window and the call's timeout, it
  * writes them itself at their times, with every chunk queued before them (the
  * line's order), instead of leaving them to the helper thread: a ping-pong then
@@ -584,14 +598,19 @@ static int flush_stop(void *arg, int64_t now)
  * CPU would add to the latency. */
 static void flush_before_block(struct waitfor *w, int64_t timeout_ns)
 {
+    int polling = timeout_ns == 0; /* the call will not block */
+    if (polling)
+        timeout_ns = NONBLOCK_HORIZON_NS;
     uint64_t mine = my_seq;
-    if (!mine || __atomic_load_n(&q_head_seq, __ATOMIC_ACQUIRE) > mine || timeout_ns == 0)
+    if (!mine || __atomic_load_n(&q_head_seq, __ATOMIC_ACQUIRE) > mine)
         return;
     int64_t now = emu_now_ns();
     int64_t horizon = cfg.spin_ns > FLUSH_CHECK_NS ? cfg.spin_ns : FLUSH_CHECK_NS;
     if (timeout_ns > 0 && timeout_ns < horizon)
         horizon = timeout_ns;
     int64_t limit = now + horizon;
+    if (polling && __atomic_load_n(&q_head_release, __ATOMIC_ACQUIRE) > limit)
+        return; /* a poller: not due yet, it will be back (its next call costs no poll(2) here) */
     if (ready_now(w)) { /* the call will not block: the helper writes them */
         my_streak = 0;
         pthread_mutex_lock(&q_mu);
@@ -1064,11 +1083,11 @@ static inline int have_mine(void)
 
 static void before_read(int fd, int flags)
 {
-    if (!enabled || in_shim || !have_mine() || !fd_may_block(fd, flags))
+    if (!enabled || in_shim || !have_mine())
         return;
     in_shim = 1;
     struct waitfor w = {.kind = W_FD, .fd = fd};
-    flush_before_block(&w, -1);
+    flush_before_block(&w, fd_may_block(fd, flags) ? -1 : 0);
     in_shim = 0;
 }
 
@@ -1083,7 +1102,7 @@ static int64_t ts_ns(const struct timespec *t)
 
 static void before_poll(struct pollfd *fds, nfds_t n, int64_t timeout)
 {
-    if (!enabled || in_shim || !have_mine() || timeout == 0)
+    if (!enabled || in_shim || !have_mine())
         return;
     in_shim = 1;
     struct waitfor w = {.kind = W_POLL, .pfds = fds, .npfds = n};
@@ -1093,7 +1112,7 @@ static void before_poll(struct pollfd *fds, nfds_t n, int64_t timeout)
 
 static void before_select(int nfds, fd_set *r, fd_set *wr, fd_set *e, int64_t timeout)
 {
-    if (!enabled || in_shim || !have_mine() || timeout == 0 || nfds > FD_SETSIZE)
+    if (!enabled || in_shim || !have_mine() || nfds > FD_SETSIZE)
         return;
     in_shim = 1;
     struct waitfor w = {.kind = W_SELECT, .nfds = nfds, .rs = r, .ws = wr, .es = e};
@@ -1103,7 +1122,7 @@ static void before_select(int nfds, fd_set *r, fd_set *wr, fd_set *e, int64_t ti
 
 static void before_epoll(int epfd, int timeout_ms)
 {
-    if (!enabled || in_shim || !have_mine() || timeout_ms == 0)
+    if (!enabled || in_shim || !have_mine())
         return;
     in_shim = 1;
     struct waitfor w = {.kind = W_EPOLL, .fd = epfd}; /* an epoll fd is readable when events are ready */
@@ -1470,7 +1489,7 @@ __attribute__((destructor)) static void emu_fini(void)
     drain_all();
     if (cfg.verbose) {
         char line[300];
-        snprintf(line, sizeof line, "pid %d emulated %llu messages, %llu bytes; %llu written by a thread about to block "
+        snprintf(line, sizeof line, "pid %d emulated %llu messages, %llu bytes; %llu written by their own thread as it blocked or polled "
                  "(%llu queued without waking the helper, %llu of them missed; %llu wake-ups); "
                  "delay line late by %.0f ns mean, %llu ns median, %llu ns p90, %llu ns p99, %llu ns max",
                  (int)getpid(), st_msgs, st_bytes, st_flushed, st_lazy, st_miss, st_kick, st_late_n ? (double)st_late_ns / (double)st_late_n : 0.0, late_pct(0.5), late_pct(0.9), late_pct(0.99), st_late_max);
