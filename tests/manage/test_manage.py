@@ -172,6 +172,30 @@ def test_heimdall_uncertain_takes_the_cheapest_qualifying():
     assert chosen.cores == 2 and chosen.level == 0.25  # 1 core is too uncertain; 2 at the lowest speed is cheapest
 
 
+def test_heimdall_cheapest_orders_configurations_equation_3_2_cannot():
+    """Measured live at 15-30k req/s: two cores at a quarter were forecast a little slower
+    than one at half, both far under target, so equation 3.2 (the highest forecast)
+    ran the two cores, which cost more (tx1: 1.14 W against 1.00 W)."""
+    from perflearn.manage.policies import make_policy
+    from perflearn.manage.power import power_model
+
+    def forecast(frame):
+        two_quarter = (frame["cores"] == 2) & (frame["level"] == 0.25)
+        one_quarter = (frame["cores"] == 1) & (frame["level"] == 0.25)
+        mean = np.where(one_quarter, 5e-3, np.where(two_quarter, 0.08e-3, 0.06e-3))
+        return mean, np.full(len(frame), 0.01e-3)
+
+    tx1 = power_model("tx1")
+    now = obs(rps=2000.0, p95=0.07e-3, utilisation=0.55, config=Configuration(2, 0.25))
+    seed_rule = make_policy("heimdall", SPACE, TARGET, 10_000, 1.0, power=tx1, intervals=10, model=forecast)
+    cheapest = make_policy("heimdall-cheapest", SPACE, TARGET, 10_000, 1.0, power=tx1, intervals=10, model=forecast)
+    assert seed_rule.decide(now) == Configuration(2, 0.25)
+    chosen = cheapest.decide(now)
+    assert chosen == Configuration(1, 0.5)
+    demand = 0.55 * 2 * 0.25
+    assert tx1.watts(chosen, demand / 0.5) < tx1.watts(Configuration(2, 0.25), demand / 0.5)
+
+
 def test_ondemand_static_heracles_rules():
     assert Static(SPACE, TARGET, 1000).decide(obs()) == SPACE.maximum
     ondemand = Ondemand(SPACE, TARGET, 1000)

@@ -17,7 +17,7 @@ from . import terminal
 from .app import app
 
 POLICY_HELP = ("static, ondemand, hipster, heracles, heracles-2min, heimdall, heimdall-uncertain, heimdall-online, "
-               "or all (repeatable)")
+               "heimdall-cheapest, or all (repeatable)")
 
 
 @app.command()

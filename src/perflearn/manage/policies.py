@@ -215,7 +215,10 @@ class Heimdall(Policy):
     a forest of a saturated service can rank a weak configuration first; and the uncertainty-aware variant
     (``uncertainty_z``) qualifies configurations by prediction + z * spread and, among
     them, takes the one with the least modelled power (``power``) — the cheapest
-    configuration predicted to meet the target.
+    configuration predicted to meet the target. ``cheapest`` takes that rule with the
+    seed's slack: equation 3.2's highest forecast stands for the fewest resources only
+    where resources are ordered; two cores at a quarter and one at half are not, and
+    live at 15-30k req/s the rule ran the costlier (bench/manage.md, session 11).
 
     Online updates (``online``: a weight in (0, 1]): each interval, the error of the
     forecast for the configuration that ran, log(measured / predicted p95), is folded
@@ -235,11 +238,12 @@ class Heimdall(Policy):
 
     def __init__(self, *args, model, slack: float = 0.10, uncertainty_z: float | None = None,
                  power: PowerModel | None = None, recover: bool = True, online: float | None = None,
-                 react: bool = True, **kwargs):
+                 react: bool = True, cheapest: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         if online is not None and not 0 < online <= 1:
             raise ValueError(f"online: a weight in (0, 1], got {online}")
         self.model, self.slack, self.z, self.recover, self.online = model, slack, uncertainty_z, recover, online
+        self.cheapest = cheapest or uncertainty_z is not None
         self.reacts = react
         self.power = power or PowerModel()
         self.configs = list(self.space)
@@ -288,7 +292,7 @@ class Heimdall(Policy):
         if not ok.any():  # nothing predicted to meet the target: the lowest latency
             return self.fastest
         watts = np.array([self.power.watts(c, min(1.0, demand / (c.cores * c.level))) for c in self.configs])
-        if self.z is None:  # equation 3.2: the highest predicted latency under target - slack; of equals, the cheapest
+        if not self.cheapest:  # equation 3.2: the highest predicted latency under target - slack; of equals, the cheapest
             ok &= np.isclose(mean, mean[ok].max(), rtol=1e-9, atol=0.0)
         return int(np.argmin(np.where(ok, watts, np.inf)))
 
@@ -362,7 +366,7 @@ def tick_dispersion(counts: list[float], previous: float) -> float:
 
 
 POLICIES = {cls.name: cls for cls in (Static, Ondemand, Hipster, Heracles, Heracles2Min, Heimdall)}
-POLICY_NAMES = (*POLICIES, "heimdall-uncertain", "heimdall-online")
+POLICY_NAMES = (*POLICIES, "heimdall-uncertain", "heimdall-online", "heimdall-cheapest")
 
 
 def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, interval_s: float, *,
@@ -373,7 +377,8 @@ def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, 
     if name.startswith("heimdall"):
         return Heimdall(space, target_s, max_rps, interval_s, model=model, power=power,
                         uncertainty_z=1.0 if name == "heimdall-uncertain" else None,
-                        online=0.3 if name == "heimdall-online" else None, react=react)
+                        online=0.3 if name == "heimdall-online" else None, react=react,
+                        cheapest=name == "heimdall-cheapest")
     if name == "hipster":
         return Hipster(space, target_s, max_rps, interval_s, power=power, learn_intervals=intervals // 2)
     return POLICIES[name](space, target_s, max_rps, interval_s)
