@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 from perflearn.cli import app
 from perflearn.manage.config import ConfigSpace, Configuration
 from perflearn.manage.loop import Measured, Service, control_loop, summarize
-from perflearn.manage.policies import Heimdall, Heracles, Hipster, Observation, Ondemand, Static, tick_dispersion
-from perflearn.manage.power import PowerModel
+from perflearn.manage.policies import (Heimdall, Heracles, Hipster, Observation, Ondemand, Static, make_policy,
+                                       tick_dispersion)
+from perflearn.manage.power import PowerModel, power_model
 from perflearn.manage.simulator import ServerModel, erlang_c, expand, response_quantile, steps_profile
 
 SPACE = ConfigSpace.make(3, 4)
@@ -176,9 +177,6 @@ def test_heimdall_cheapest_orders_configurations_equation_3_2_cannot():
     """Measured live at 15-30k req/s: two cores at a quarter were forecast a little slower
     than one at half, both far under target, so equation 3.2 (the highest forecast)
     ran the two cores, which cost more (tx1: 1.14 W against 1.00 W)."""
-    from perflearn.manage.policies import make_policy
-    from perflearn.manage.power import power_model
-
     def forecast(frame):
         two_quarter = (frame["cores"] == 2) & (frame["level"] == 0.25)
         one_quarter = (frame["cores"] == 1) & (frame["level"] == 0.25)
@@ -281,8 +279,6 @@ def test_across_seeds_summarises_each_policy():
 
 
 def test_power_presets_and_custom_models():
-    from perflearn.manage.power import power_model
-
     top = Configuration(3, 1.0)
     tx1 = power_model("tx1")
     # the seed's platform: all cores at maximum draw 30 % of peak at 10 % load

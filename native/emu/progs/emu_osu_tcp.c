@@ -19,8 +19,8 @@
  *          --delay-ns N: latency mode, no emulator needed: each end waits N ns
  *          (the emulator's own calibrated wait, linked in) before each send, so
  *          every message arrives N later (with --busy 1 it polls meanwhile).
- *          The native reference for an added
- *          latency of N: what this machine itself does when messages come later.
+ *          The native reference for an added latency of N: what this machine
+ *          itself does when messages come later.
  * Output (stdout): "# ..." header, then "size value p50" lines; latency in us
  * (mean, median), bandwidth in MB/s (10^6 bytes/s; mean over iterations, median).
  */

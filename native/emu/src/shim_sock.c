@@ -590,12 +590,11 @@ static int flush_stop(void *arg, int64_t now)
 
 /* The calling thread is about to block in a receive, poll, select or
  * epoll_wait (timeout_ns: how long at most, -1 forever; 0: it polls, see
- * above).  If chunks it queued
- * are still in the line, due within the spin window and the call's timeout, it
- * writes them itself at their times, with every chunk queued before them (the
- * line's order), instead of leaving them to the helper thread: a ping-pong then
- * never hands a message from one thread to another, whose wake-up on a busy
- * CPU would add to the latency. */
+ * above).  If chunks it queued are still in the line, due within the spin
+ * window and the call's timeout, it writes them itself at their times, with
+ * every chunk queued before them (the line's order), instead of leaving them to
+ * the helper thread: a ping-pong then never hands a message from one thread to
+ * another, whose wake-up on a busy CPU would add to the latency. */
 static void flush_before_block(struct waitfor *w, int64_t timeout_ns)
 {
     int polling = timeout_ns == 0; /* the call will not block */

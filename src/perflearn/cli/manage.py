@@ -16,6 +16,8 @@ from perflearn.errors import UsageError
 from . import terminal
 from .app import app
 
+# written out, not joined from POLICY_NAMES: importing the policies (numpy, pandas) would
+# slow every CLI start-up; keep the two in step
 POLICY_HELP = ("static, ondemand, hipster, heracles, heracles-2min, heimdall, heimdall-uncertain, heimdall-online, "
                "heimdall-cheapest, or all (repeatable)")
 
