@@ -218,7 +218,13 @@ class Heimdall(Policy):
     configuration predicted to meet the target. ``cheapest`` takes that rule with the
     seed's slack: equation 3.2's highest forecast stands for the fewest resources only
     where resources are ordered; two cores at a quarter and one at half are not, and
-    live at 15-30k req/s the rule ran the costlier (bench/manage.md, session 11).
+    live at 15-30k req/s the rule ran the costlier (bench/manage.md, session 11). Taking
+    the cheapest also takes the one nearest saturation, where a forest trained on a few
+    loads per configuration cannot see the cliff: live, one core at half speed carried
+    30k req/s at 0.95 utilisation, forecast 0.07 ms, measured 0.1 ms in most intervals
+    and 1-2 ms in some (session 12). So the cheapest rules also keep the slack as CPU
+    headroom: the demand measured now (busy full-speed cores) at most 1 - slack of a
+    configuration's capacity, where any configuration forecast to meet the target has it.
 
     Online updates (``online``: a weight in (0, 1]): each interval, the error of the
     forecast for the configuration that ran, log(measured / predicted p95), is folded
@@ -256,6 +262,7 @@ class Heimdall(Policy):
         self.recovering = False
         self.sized_for = 0.0  # the load the configuration in force was chosen (or confirmed) for
         self.counts: list[float] = []  # this interval's tick request counts
+        self.above: float | None = None  # the last tick's rate, when it was over the noise
         self.risen: list[float] = []  # tick rates from the first rise in this interval on
         self.dispersion = 1.0  # variance / mean of tick counts (1 = Poisson), from the last interval
 
@@ -291,6 +298,10 @@ class Heimdall(Policy):
         ok = self._qualifies(mean, spread)
         if not ok.any():  # nothing predicted to meet the target: the lowest latency
             return self.fastest
+        if self.cheapest:  # the slack is headroom in CPU too (see the class docstring)
+            roomy = np.array([demand <= (1 - self.slack) * c.cores * c.level for c in self.configs])
+            if (ok & roomy).any():
+                ok &= roomy
         watts = np.array([self.power.watts(c, min(1.0, demand / (c.cores * c.level))) for c in self.configs])
         if not self.cheapest:  # equation 3.2: the highest predicted latency under target - slack; of equals, the cheapest
             ok &= np.isclose(mean, mean[ok].max(), rtol=1e-9, atol=0.0)
@@ -311,35 +322,42 @@ class Heimdall(Policy):
             demand *= load / obs.rps
         best = self.fastest if self.recovering else self._choose(mean, spread, demand)
         self.predicted = float(mean[best])
-        self.sized_for, self.counts, self.risen, self.switched = load, [], [], False
+        self.sized_for, self.counts, self.risen, self.switched, self.above = load, [], [], False, None
         return self.configs[best]
 
     def react(self, rps, tick_s, config):
         """Inside the interval, on a load rise beyond what the tick's noise explains (4
-        standard deviations of its request count, and at least 5 %): when the
-        configuration in force is no longer predicted to meet the target at the new rate,
-        requests have queued behind it for a tick, so the lowest-latency configuration drains
-        them (as after a measured violation); the interval's decision then sizes for the
-        rate since the rise. Only a rise is acted on; lowering waits for the interval's
-        decision. The noise is Poisson's, widened by the dispersion of the last interval's
-        ticks: real arrivals come in bursts (a client's late sends, batching), and a burst
-        of one tick is not a new load."""
+        standard deviations of its request count, and at least 5 %) in two ticks in a row:
+        when the configuration in force is no longer predicted to meet the target at the
+        new rate, requests have queued behind it, so the lowest-latency configuration
+        drains them (as after a measured violation); the interval's decision then sizes
+        for the rate since the rise. Only a rise is acted on; lowering waits for the
+        interval's decision. The noise is Poisson's, widened by the dispersion of the last
+        interval's ticks: real arrivals come in bursts (a client's late sends, batching).
+        A burst of one tick is not a new load: live memcached at a steady 30k and 76k req/s
+        had a 20 ms tick over the threshold in 3 and 8 of 18 intervals, two in a row in
+        none, and each false rise ran an interval at maximum."""
         count = rps * tick_s
         self.counts.append(count)
         if self.risen:
             self.risen.append(rps)
         expected = self.sized_for * tick_s
         rise = max(0.05 * expected, 4 * np.sqrt(self.dispersion * expected), 1.0)
+        first, self.above = self.above, None
         if not self.reacts or self.recovering or count <= expected + rise:
             return None
-        self.sized_for = rps
+        if first is None:  # wait for the next tick
+            self.above = rps
+            return None
         if not self.risen:
-            self.risen.append(rps)
+            self.risen.extend((first, rps))
+        rps = min(first, rps)  # the load both ticks carried at least
+        self.sized_for = rps
         mean, spread = self._corrected(*self._forecast(rps), rps)
         i = self.configs.index(config) if config in self.configs else None
         if i is not None and self._qualifies(mean, spread)[i]:
             return None
-        best = self.fastest  # requests queued during the tick: drain them at the lowest latency
+        best = self.fastest  # requests queued during the ticks: drain them at the lowest latency
         self.predicted = float(mean[best])
         self.switched = True
         return self.configs[best]
