@@ -60,6 +60,22 @@ def test_detector_separates_known_classes_and_reports():
     assert report["slowdown"]["mape"] < 10
 
 
+def test_a_class_with_fewer_windows_than_folds_is_one_note_not_a_library_warning():
+    import warnings
+
+    windows, runs = synthetic(runs_per_class=3, windows=2)  # 6 windows a class
+    gone = runs.loc[runs["interference"] == "membw", "run_id"].iloc[-1]  # membw: 4 windows, 5 folds
+    data = training_set(windows[windows["run_id"] != gone], runs[runs["run_id"] != gone], "interference", ["app"], None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scikit-learn's "least populated class" would raise here
+        report = evaluate(data, trees=20, folds=5)
+    assert report["kfold"]["note"].endswith("has 4 windows, fewer than the 5 folds: some folds test without it")
+    assert "note" not in evaluate(training_set(*synthetic(), "interference", ["app"], None), trees=20, folds=3)["kfold"]
+    tiny = training_set(*synthetic(runs_per_class=2, windows=2), "interference", ["app"], None)
+    with pytest.raises(UsageError, match="too few windows to evaluate with 5 folds: at most 4 a class"):
+        evaluate(tiny, trees=20, folds=5)
+
+
 def test_fit_importance_save_load(tmp_path):
     windows, runs = synthetic()
     data = training_set(windows, runs, "interference", ["app"], "runtime")

@@ -142,6 +142,8 @@ def detect_evaluate(
 
     data, _ = _training(store, experiment, (runs, samples), label, group or [], time_metric, window)
     report = evaluate(data)
+    if "note" in report["kfold"]:
+        terminal.warn(report["kfold"]["note"])
     if json_out:
         json_out.write_text(json.dumps(report, indent=1))
     summary = Table("evaluation", "macro-F1", "false alarm", "miss", "windows", box=None)

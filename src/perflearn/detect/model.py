@@ -100,6 +100,7 @@ def _quiet(function):
             warnings.filterwarnings("ignore", message="Features .* are constant", category=UserWarning)
             warnings.filterwarnings("ignore", category=RuntimeWarning, module="sklearn")
             warnings.filterwarnings("ignore", message="Some inputs do not have OOB scores", category=UserWarning)
+            warnings.filterwarnings("ignore", message="The least populated class", category=UserWarning)  # in the report
             return function(*args, **kwargs)
 
     wrapper.__name__, wrapper.__doc__ = function.__name__, function.__doc__
@@ -213,6 +214,8 @@ def evaluate(data: TrainingSet, trees: int = 300, folds: int = 5, seed: int = 0,
     labels = sorted(data.y.unique())
     if data.y.value_counts().min() < 2 or data.run.nunique() < folds:
         raise UsageError(f"too few runs to evaluate with {folds} folds ({data.run.nunique()} runs)")
+    if data.y.value_counts().max() < folds:
+        raise UsageError(f"too few windows to evaluate with {folds} folds: at most {data.y.value_counts().max()} a class")
     model = classifier(trees, seed) if model is None else model
     report: dict = {}
 
@@ -229,6 +232,10 @@ def evaluate(data: TrainingSet, trees: int = 300, folds: int = 5, seed: int = 0,
                                             for g in sorted(groups.unique())}
 
     add("kfold", data.run, StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed))
+    windows = data.y.value_counts()
+    if windows.min() < folds:  # such a class cannot be in every test fold: its F1 rests on fewer folds
+        report["kfold"]["note"] = (f"class {windows.idxmin()!r} has {windows.min()} windows, fewer than the "
+                                   f"{folds} folds: some folds test without it")
     for name, groups in data.groups.items():
         if groups.nunique() >= 2:
             add(f"leave_one_{name}_out", groups, LeaveOneGroupOut(), per_group=True)
