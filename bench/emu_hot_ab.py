@@ -3,8 +3,11 @@ on the TCP ping-pong's added latency at 2 and 10 us, 7 interleaved runs each.
 
     python bench/emu_hot_ab.py        # needs `make -C native/emu build`; root for PM QoS
 """
-import statistics, sys
-sys.path.insert(0, 'bench')
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import emu_accuracy as ea
 qos = ea.PmQos(True)
 L = ea.lib('tcp')
