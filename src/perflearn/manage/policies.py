@@ -336,7 +336,8 @@ class Heimdall(Policy):
         interval's ticks: real arrivals come in bursts (a client's late sends, batching).
         A burst of one tick is not a new load: live memcached at a steady 30k and 76k req/s
         had a 20 ms tick over the threshold in 3 and 8 of 18 intervals, two in a row in
-        none, and each false rise ran an interval at maximum."""
+        none (4 of 18 at 76k in a burstier run: the load generator catching up after a
+        stall), and each false rise ran an interval at maximum."""
         count = rps * tick_s
         self.counts.append(count)
         if self.risen:
