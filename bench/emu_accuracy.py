@@ -88,11 +88,15 @@ def lat_cmd(kind, size=8, iters=3000):
     return [TCP, *base, *pin] + (["--busy", "1"] if kind == "tcp-poll" else [])
 
 
-def added_of(n, kind, L, knobs):
-    """Median over n runs of (emulated - baseline), each pair run back to back, so that the
+def added_once(kind, L, knobs):
+    """Emulated minus zero-knob 8 B latency, the two run back to back, so that the
     machine's drift (the baseline moves by 10-20 % over minutes here) hits both."""
-    diffs = [run(lat_cmd(kind), knobs, L)[8] - run(lat_cmd(kind), {}, L)[8] for _ in range(n)]
-    return statistics.median(diffs)
+    return run(lat_cmd(kind), knobs, L)[8] - run(lat_cmd(kind), {}, L)[8]
+
+
+def added_of(n, kind, L, knobs):
+    """Median over n runs of ``added_once``."""
+    return statistics.median(added_once(kind, L, knobs) for _ in range(n))
 
 
 def bw_cmd(kind, size=1 << 20, iters=6):

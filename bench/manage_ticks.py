@@ -18,7 +18,7 @@ import numpy as np
 
 from perflearn.manage.config import ConfigSpace, Configuration
 from perflearn.manage.live import LiveService
-from perflearn.manage.policies import tick_dispersion
+from perflearn.manage.policies import rise_threshold, tick_dispersion
 from perflearn.runner.process import free_port
 
 
@@ -47,8 +47,7 @@ def false_rises(intervals, tick_s: float) -> tuple[int, int, int, np.ndarray]:
         c = np.asarray(ticks) * tick_s
         counts.extend(c)
         if previous is not None:
-            expected = previous * tick_s
-            over = c > expected + max(0.05 * expected, 4 * np.sqrt(dispersion * expected), 1.0)
+            over = c > rise_threshold(previous * tick_s, dispersion)
             one += bool(over.any())
             two += bool((over[1:] & over[:-1]).any())
         dispersion, previous = tick_dispersion(list(c), dispersion), rps

@@ -230,6 +230,11 @@ print("ok")
 """
 
 
+def own_writes(line: str) -> int:
+    """Messages the verbose line says their own thread wrote (as it blocked or polled)."""
+    return int(line.split(" written by their own thread")[0].split()[-1])
+
+
 def test_thread_about_to_block_writes_its_own_and_the_rest_still_leaves(sock_lib, tmp_path):
     """A ping-pong thread writes its delayed messages itself before it blocks in recv
     (verbose: 'written by their own thread as it blocked or polled'); after it, messages of threads that
@@ -259,7 +264,7 @@ def test_thread_about_to_block_writes_its_own_and_the_rest_still_leaves(sock_lib
     srv.close()
     assert proc.stdout.strip() == "ok"
     line = [l for l in proc.stderr.splitlines() if "emulated" in l][-1]
-    flushed = int(line.split(" written by their own thread")[0].split()[-1])
+    flushed = own_writes(line)
     assert flushed >= 250, line  # the ping-pong's 300 went (nearly) all that way
 
 
@@ -275,7 +280,7 @@ def test_regression_polling_thread_writes_its_own_delayed_messages(table, sock_l
     proc = run(args, sock_lib, latency="10us", verbose="1")
     for line in [l for l in proc.stderr.splitlines() if "emulated" in l]:
         sent = int(line.split(" emulated ")[1].split()[0])
-        own = int(line.split(" written by their own thread")[0].split()[-1])
+        own = own_writes(line)
         assert own >= 0.9 * sent, line
     half_rtt = table(proc.stdout)[8][1]
     assert half_rtt < 500, f"{half_rtt:.0f} us half round trip for 10 us of latency (was 2000 with the bug)"

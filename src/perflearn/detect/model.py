@@ -212,10 +212,11 @@ def evaluate(data: TrainingSet, trees: int = 300, folds: int = 5, seed: int = 0,
     from sklearn.model_selection import LeaveOneGroupOut, StratifiedGroupKFold, cross_val_predict
 
     labels = sorted(data.y.unique())
-    if data.y.value_counts().min() < 2 or data.run.nunique() < folds:
+    windows = data.y.value_counts()
+    if windows.min() < 2 or data.run.nunique() < folds:
         raise UsageError(f"too few runs to evaluate with {folds} folds ({data.run.nunique()} runs)")
-    if data.y.value_counts().max() < folds:
-        raise UsageError(f"too few windows to evaluate with {folds} folds: at most {data.y.value_counts().max()} a class")
+    if windows.max() < folds:
+        raise UsageError(f"too few windows to evaluate with {folds} folds: at most {windows.max()} a class")
     model = classifier(trees, seed) if model is None else model
     report: dict = {}
 
@@ -232,7 +233,6 @@ def evaluate(data: TrainingSet, trees: int = 300, folds: int = 5, seed: int = 0,
                                             for g in sorted(groups.unique())}
 
     add("kfold", data.run, StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed))
-    windows = data.y.value_counts()
     if windows.min() < folds:  # such a class cannot be in every test fold: its F1 rests on fewer folds
         report["kfold"]["note"] = (f"class {windows.idxmin()!r} has {windows.min()} windows, fewer than the "
                                    f"{folds} folds: some folds test without it")

@@ -254,6 +254,7 @@ class Heimdall(Policy):
         self.power = power or PowerModel()
         self.configs = list(self.space)
         self.grid = pd.DataFrame({"cores": [c.cores for c in self.configs], "level": [c.level for c in self.configs]})
+        self.capacity = (self.grid["cores"] * self.grid["level"]).to_numpy()  # full-speed cores each can keep busy
         self.fastest = self.configs.index(self.space.maximum)  # fewer cores or less speed is never faster
         self.dominates = np.array([[d.cores >= c.cores and d.level >= c.level for d in self.configs] for c in self.configs])
         self.buckets = 10  # online corrections: per configuration and tenth of the maximum load
@@ -299,10 +300,10 @@ class Heimdall(Policy):
         if not ok.any():  # nothing predicted to meet the target: the lowest latency
             return self.fastest
         if self.cheapest:  # the slack is headroom in CPU too (see the class docstring)
-            roomy = np.array([demand <= (1 - self.slack) * c.cores * c.level for c in self.configs])
+            roomy = demand <= (1 - self.slack) * self.capacity
             if (ok & roomy).any():
                 ok &= roomy
-        watts = np.array([self.power.watts(c, min(1.0, demand / (c.cores * c.level))) for c in self.configs])
+        watts = np.array([self.power.watts(c, min(1.0, demand / cap)) for c, cap in zip(self.configs, self.capacity)])
         if not self.cheapest:  # equation 3.2: the highest predicted latency under target - slack; of equals, the cheapest
             ok &= np.isclose(mean, mean[ok].max(), rtol=1e-9, atol=0.0)
         return int(np.argmin(np.where(ok, watts, np.inf)))
@@ -342,10 +343,8 @@ class Heimdall(Policy):
         self.counts.append(count)
         if self.risen:
             self.risen.append(rps)
-        expected = self.sized_for * tick_s
-        rise = max(0.05 * expected, 4 * np.sqrt(self.dispersion * expected), 1.0)
         first, self.above = self.above, None
-        if not self.reacts or self.recovering or count <= expected + rise:
+        if not self.reacts or self.recovering or count <= rise_threshold(self.sized_for * tick_s, self.dispersion):
             return None
         if first is None:  # wait for the next tick
             self.above = rps
@@ -372,6 +371,12 @@ class Heimdall(Policy):
             b = self._bucket(obs.rps)
             error = np.log(obs.p95 / mean[i])
             self.correction[b, i] = (1 - self.online) * self.correction[b, i] + self.online * error
+
+
+def rise_threshold(expected: float, dispersion: float) -> float:
+    """The request count of one tick beyond which it is over its noise: ``expected`` plus
+    4 standard deviations (Poisson's, widened by ``dispersion``), and at least 5 %."""
+    return expected + max(0.05 * expected, 4 * np.sqrt(dispersion * expected), 1.0)
 
 
 def tick_dispersion(counts: list[float], previous: float) -> float:
