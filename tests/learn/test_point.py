@@ -92,3 +92,30 @@ def test_fit_records_the_weights_and_rejects_unknown_ones():
     assert fit_data(data, "auto", weights="near-ties").cv["weights"] == "near-ties"
     with pytest.raises(UsageError, match="weights must be one of"):
         fit_data(data, "auto", weights="equal")
+
+
+def test_average_is_geometric_where_every_member_is_positive():
+    from perflearn.learn.models import average
+
+    P = np.array([[1.0, 2.0, -1.0], [4.0, 8.0, 3.0]])
+    np.testing.assert_allclose(average(P, [1, 1], geometric=True), [2.0, 4.0, 1.0])  # the last point: arithmetic
+    np.testing.assert_allclose(average(P, [1, 1]), [2.5, 5.0, 1.0])
+    np.testing.assert_allclose(average(P, [3, 1], geometric=True)[:2], [4 ** 0.25, 2 * 4 ** 0.25])
+
+
+def test_near_ties_scored_by_relative_error_are_averaged_geometrically():
+    X, y = _options(40)
+    kw = dict(families=("linear", "bayes"), loo_below=30, blend=10.0, small_ratio=2.0)  # blend 10: every candidate a near-tie
+    geo = AutoRegressor(**kw).fit(X, y)
+    assert not geo.small_data_ and geo.scoring_ == "mre" and geo.combine_ == "geometric" and len(geo.members_) > 1
+    members = np.array([m.predict(X) for m in geo.best_estimator_.members])
+    np.testing.assert_allclose(geo.predict(X), np.exp(np.log(members).mean(axis=0)))
+    arith = AutoRegressor(combine="arithmetic", **kw).fit(X, y)
+    assert arith.combine_ == "arithmetic"
+    np.testing.assert_allclose(arith.predict(X), members.mean(axis=0))
+    assert np.all(geo.predict(X) <= arith.predict(X) + 1e-9)  # AM >= GM, and the members disagree somewhere
+    assert np.any(geo.predict(X) < arith.predict(X) - 1e-9)
+    signed = AutoRegressor(**kw).fit(X, np.log(y) - np.log(y).mean())  # targets <= 0: RMSE, arithmetic
+    assert signed.scoring_ == "rmse" and signed.combine_ == "arithmetic"
+    with pytest.raises(ValueError, match="combine must be one of"):
+        AutoRegressor(combine="harmonic").fit(X, y)

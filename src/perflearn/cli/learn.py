@@ -180,7 +180,7 @@ def fit(
     cv: Annotated[int, typer.Option("--cv", help="Cross-validation folds.")] = 5,
     ensemble: Annotated[Optional[int], typer.Option("--ensemble", help="auto: average a greedy ensemble of this many picks (1 = best single; default: perflearn's choice).")] = None,
     point: Annotated[str, typer.Option("--point", help="auto: the point predicted. median: exp(mean of log y); relative: the point minimising the expected relative error (below the median when unsure); auto: relative on small data, else median.")] = "auto",
-    weights: Annotated[str, typer.Option("--weights", help="auto: how candidates are combined. near-ties: equal average of those within 20% of the best CV error; inverse: every candidate, weighted by 1/CV error^2; auto: inverse on small data, else near-ties.")] = "auto",
+    weights: Annotated[str, typer.Option("--weights", help="auto: how candidates are combined. near-ties: equal average of those within 20% of the best CV error (geometric when scored by relative error); inverse: every candidate, weighted by 1/CV error^2; auto: inverse on small data, else near-ties.")] = "auto",
     per_sample: PerSampleOpt = False,
     warmup: Annotated[float, typer.Option("--warmup", help="--per-sample: leave out samples of each run's first SECONDS (e.g. a preload).")] = 0.0,
     seed: SeedOpt = 0,

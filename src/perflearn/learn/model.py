@@ -380,7 +380,7 @@ def fit_data(
 
         cvinfo = {"folds": est.n_splits_, **all_metrics(y, est.oof_predictions_),
                   "selected_by": est.scoring_, "members": est.members_, "candidates": est.cv_results_,
-                  "point": est.point_, "weights": est.weights_}
+                  "point": est.point_, "weights": est.weights_, "combine": est.combine_}
         if groups is not None:
             cvinfo.update(folds_by="run", runs=runs)
     else:

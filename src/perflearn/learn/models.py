@@ -52,6 +52,7 @@ AUTO_POINT = "auto"  # point prediction: "relative" (minimises expected relative
 POINTS = ("auto", "median", "relative")
 AUTO_WEIGHTS = "auto"  # averaging of candidates: "inverse" (every candidate, weight 1/CV error^2) on small data, else "near-ties"
 WEIGHTS = ("auto", "near-ties", "inverse")
+COMBINES = ("auto", "arithmetic")  # how near-ties are averaged: auto = geometrically when scored by MRE
 
 
 def _log(y):
@@ -330,6 +331,15 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         no hard choice, so the choice's own variance (large when the CV errors come from
         a handful of runs) is not paid, while clearly worse candidates weigh little.
         ``auto``: ``inverse`` when the small-data rule applies, else ``near-ties``.
+    combine : {"auto", "arithmetic"}
+        How near-ties (``weights="near-ties"`` with ``blend``) are averaged. ``auto``: when
+        candidates are scored by relative error (MRE, every target > 0), geometrically,
+        exp(mean of log predictions), wherever every member predicts > 0: the mean that
+        treats a member's error by its ratio, as MRE does, so one member predicting 3x too
+        much moves the average as far as one predicting 3x too little (the arithmetic mean
+        lets over-prediction dominate). Chosen on development data (session 13,
+        ``bench/learn.md``); the inverse weights of small data stay arithmetic (the
+        geometric mean was not better there).
 
     ``fit(X, y, groups=None)``: with ``groups`` (one label per row, e.g. the run each
     row of per-sample data comes from), the cross-validation keeps each group's rows
@@ -344,8 +354,8 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, families=None, cv=5, loo_below=0, scoring="auto", log_target="auto", ensemble=1,
-                 blend=0.0, blend_max=5, small_ratio=0.0, point="median", weights="near-ties", random_state=0,
-                 n_jobs=1):
+                 blend=0.0, blend_max=5, small_ratio=0.0, point="median", weights="near-ties", combine="auto",
+                 random_state=0, n_jobs=1):
         self.families = families
         self.cv = cv
         self.loo_below = loo_below
@@ -357,6 +367,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         self.small_ratio = small_ratio
         self.point = point
         self.weights = weights
+        self.combine = combine
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -414,6 +425,8 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"point must be one of {', '.join(POINTS)}, got {self.point!r}")
         relative = self.point == "relative" or (self.point == "auto" and self.small_data_ and self.scoring_ == "mre")
         self.point_ = "relative" if relative else "median"
+        if self.combine not in COMBINES:
+            raise ValueError(f"combine must be one of {', '.join(COMBINES)}, got {self.combine!r}")
         if self.weights not in WEIGHTS:
             raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {self.weights!r}")
         inverse = self.weights == "inverse" or (self.weights == "auto" and self.small_data_)
@@ -483,7 +496,10 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         self.best_log_target_ = cand.log_target
         self.best_score_ = results[best]["score"]
         members = np.flatnonzero(weights > 0)
-        self.oof_predictions_ = weights[members] @ np.array(oof_all)[members]
+        # near-ties of a relative error (MRE) are averaged geometrically: see ``combine``
+        geometric = (not inverse and float(self.blend) > 0 and self.scoring_ == "mre" and self.combine == "auto")
+        self.combine_ = "geometric" if geometric else "arithmetic"
+        self.oof_predictions_ = average(np.array(oof_all)[members], weights[members], geometric=geometric)
         self.ensemble_score_ = float(_score(self.scoring_, y, self.oof_predictions_))
         fitted = []
         for i in members:
@@ -497,7 +513,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         if len(fitted) == 1:
             self.best_estimator_ = fitted[0]
         else:
-            self.best_estimator_ = _Averaged(fitted, weights[members])
+            self.best_estimator_ = _Averaged(fitted, weights[members], geometric=geometric)
         return self
 
     def _greedy_ensemble(self, oof: np.ndarray, scores: np.ndarray, y: np.ndarray, rounds: int) -> np.ndarray:
@@ -521,14 +537,28 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
 
 
 class _Averaged:
-    """Weighted mean of fitted regressors (the members of a greedy ensemble)."""
+    """Weighted mean of fitted regressors (the members of an ensemble). ``geometric``: the
+    weighted mean of their logarithms, at every point where all members predict > 0 (the
+    arithmetic mean elsewhere)."""
 
-    def __init__(self, members, weights):
+    def __init__(self, members, weights, geometric=False):
         self.members = list(members)
         self.weights = np.asarray(weights, dtype=float)
+        self.geometric = geometric
 
     def predict(self, X):
-        return sum(w * m.predict(X) for m, w in zip(self.members, self.weights))
+        P = np.array([m.predict(X) for m in self.members])
+        return average(P, self.weights, geometric=getattr(self, "geometric", False))  # saved before session 13: arithmetic
+
+
+def average(P: np.ndarray, weights: np.ndarray, *, geometric: bool = False) -> np.ndarray:
+    """Weighted mean over the rows of P (members x points); geometric where every member is > 0."""
+    w = np.asarray(weights, dtype=float) / np.sum(weights)
+    out = w @ P
+    if geometric:
+        pos = np.all(P > 0, axis=0)
+        out[pos] = np.exp(w @ np.log(P[:, pos]))
+    return out
 
 
 def make_pipeline(schema, estimator) -> Pipeline:
