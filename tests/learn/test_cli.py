@@ -41,6 +41,10 @@ def test_fit_auto_shows_candidates(tmp_path):
     r = run("fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "--family", "auto", "-o", tmp_path / "m", "--cv", "3")
     assert r.exit_code == 0, r.output
     assert "auto: top candidates, CV mre" in r.output
+    cv = json.loads((tmp_path / "m" / "model.json").read_text())["cv"]
+    assert cv["combine"] in ("geometric", "arithmetic")
+    if len(cv["members"]) > 1:
+        assert ("geometric mean" in r.output) == (cv["combine"] == "geometric")
 
 
 def test_evaluate_with_curve_and_figures(tmp_path):

@@ -210,7 +210,8 @@ def _print_model(model, out: Path) -> None:
     members = model.cv.get("members") or []
     chosen = model.family + (" (log target)" if model.log_target else "")
     if len(members) > 1:
-        chosen = "ensemble: " + "; ".join(f"{w:.2f}×{m}" for m, w in members)
+        mean = "geometric mean" if model.cv.get("combine") == "geometric" else "mean"
+        chosen = f"ensemble ({mean}): " + "; ".join(f"{w:.2f}×{m}" for m, w in members)
     table.add_row("family", chosen)
     table.add_row("parameters", params)
     if model.cv.get("point") == "relative":
