@@ -1,9 +1,11 @@
 """Session 13 (see README and bench/learn.md, "Geometric mean of near-ties"): per-candidate out-of-fold (2 shuffles of 5-fold) and test predictions of `auto`'s
-candidates at N >= 30 (outside the small-data and LOO rules), so selection rules can be compared offline."""
+candidates above the small-data size, so selection rules can be compared offline."""
 import os, sys, pickle, time, warnings
 import numpy as np, pandas as pd
+from pathlib import Path
 warnings.filterwarnings("ignore")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: learn_deepperf
 DEV_DIR = os.environ.get("DEV_DIR", ".")  # hsmgp_prefix.csv, BDBJ.csv, Dune_prefix.csv, SQL_prefix.csv (see README)
 OUT = os.environ.get("OUT", "s13_out")
 from perflearn.learn.models import AutoRegressor, AUTO_BLEND, AUTO_LOO_BELOW, AUTO_SMALL_RATIO, AUTO_POINT, build, _cv_params, cv_splits
@@ -20,9 +22,10 @@ def dev_systems():
     return out
 
 def bench_split(system, n, rep, data_dir):
-    d = pd.read_csv(f"{data_dir}/{system}_AllNumeric.csv"); idx = pd.read_csv(f"{data_dir}/{system}_training_index.csv", header=None)
-    cols = np.flatnonzero(idx.iloc[0].astype(int).to_numpy() == n)
-    tr = idx.iloc[rep, cols].astype(int).to_numpy()
+    """The published training set of repetition ``rep``, read as the benchmark itself reads it."""
+    from learn_deepperf import load
+    d, idx, labels = load(system, Path(data_dir))
+    tr = idx.iloc[rep, np.flatnonzero(labels == n)].astype(int).to_numpy()
     return d.iloc[:, :-1].to_numpy(float), d.iloc[:, -1].to_numpy(float), tr
 
 def task(args):
