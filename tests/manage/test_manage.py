@@ -239,6 +239,41 @@ def test_hipster_learns_from_rewards():
     assert hipster.order[0].cores * hipster.order[0].level <= 0.25 * 3  # least power first
 
 
+def test_hipster_exploits_only_what_it_tried():
+    """An action never tried in a state has no learned value; its zero must not beat the
+    negative value of the only configuration tried there (the maximum, violating at the
+    peak): that would send the peak load to the weakest configuration."""
+    hipster = Hipster(SPACE, TARGET, 10_000, learn_intervals=3)
+    config = SPACE.maximum
+    for t in range(3):  # learning: the peak violates even at maximum, so the heuristic stays there
+        config = hipster.decide(obs(t=t, rps=9_500.0, p95=2 * TARGET, config=config))
+    assert config == SPACE.maximum and hipster.q.min() < 0
+    config = hipster.decide(obs(t=3, rps=9_500.0, p95=0.9 * TARGET, config=config))
+    assert config == SPACE.maximum
+    # a load never seen while learning: the heuristic decides (from 0.9 x target: stay)
+    assert hipster.decide(obs(t=4, rps=500.0, p95=0.9 * TARGET, config=config)) == SPACE.maximum
+
+
+def test_hipster_is_evaluated_after_its_learning_iteration(tmp_path):
+    """The seed's Hipster learns for one iteration of the benchmark (its section 4.1.8):
+    that pass is reported and stored as its own row, and the evaluated pass that follows
+    decides from the Q-table, without the heuristic's ping-pong. Over seeds, every pass of
+    every seed is a run of its own in the store."""
+    from perflearn.store import open_store
+
+    result = CliRunner().invoke(app, ["manage", "--simulate", "--seeds", "2", "--step-seconds", "10", "-p", "static",
+                                      "-p", "hipster", "--store", str(tmp_path / "m.duckdb"), "--name", "sim"])
+    assert result.exit_code == 0, result.output
+    assert "hipster (learning)" in result.output
+    with open_store(tmp_path / "m.duckdb", read_only=True) as store:
+        runs = store.dataset("sim").frame.set_index("policy")
+    assert sorted(runs.index) == sorted(f"{p}@{s}" for p in ("static", "hipster (learning)", "hipster") for s in (0, 1))
+    assert (runs["intervals"] == 110).all() and (runs["status"] == "ok").all()
+    for s in (0, 1):
+        learning, evaluated = runs.loc[f"hipster (learning)@{s}"], runs.loc[f"hipster@{s}"]
+        assert evaluated["changes"] < learning["changes"] / 2  # argmax Q, not the heuristic's walk
+
+
 class FlakyService(Service):
     def __init__(self):
         self.space = SPACE

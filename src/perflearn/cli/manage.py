@@ -59,7 +59,7 @@ def manage(
 ) -> None:
     """Run QoS policies on a service's load trace; report QoS guarantee, tardiness, energy, changes."""
     from perflearn.manage.config import ConfigSpace
-    from perflearn.manage.policies import POLICY_NAMES
+    from perflearn.manage.policies import POLICY_NAMES, with_learning
 
     names = list(POLICY_NAMES) if "all" in policy else list(dict.fromkeys(policy))
     unknown = [n for n in names if n not in POLICY_NAMES]
@@ -86,8 +86,9 @@ def manage(
         power_ = power_model(power)
     except ValueError as exc:
         raise UsageError(f"--power: {exc}") from None
+    rows = with_learning(["static", *[n for n in names if n != "static"]])
     recording = _recording(store, name or f"manage-{'sim' if simulate else 'live'}-{time.strftime('%Y%m%d-%H%M%S')}",
-                           ["static", *[n for n in names if n != "static"]],
+                           rows if seeds == 1 or not simulate else [f"{r}@{s}" for s in range(seed, seed + seeds) for r in rows],
                            f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels",
                            power_.label)
     if simulate:
@@ -131,7 +132,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
 
     from perflearn.manage.compare import figure as draw, model_predictor
     from perflearn.manage.live import LiveService
-    from perflearn.manage.loop import control_loop, summarize
+    from perflearn.manage.loop import passes, summarize
     from perflearn.manage.policies import make_policy
     from perflearn.manage.power import rapl_or_none
     from perflearn.runner.process import free_port
@@ -147,18 +148,24 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
     intervals = int(11 * step_seconds / interval)
     frames = {}
-    for name in ["static", *[n for n in names if n != "static"]]:
+
+    def service(label: str) -> LiveService:
         port = free_port()
         load = ["--server", f"127.0.0.1:{port}", "--protocol", protocol, "--rate", f"{max_rps:g}", "--profile", "steps",
                 "--step-seconds", f"{step_seconds:g}", "--preload", "--connections", "8", "--drain", "1", *load_args]
-        policy = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals, model=predictor)
-        terminal.info(f"{name}: {intervals} intervals of {interval:g} s on {command.format(port=port)}")
+        terminal.info(f"{label}: {intervals} intervals of {interval:g} s on {command.format(port=port)}")
         live = LiveService(command.format(port=port), port, space, interval, protocol, load, tick_s=tick)
-        if name == "static":
+        if label == "static":
             terminal.info(live.speed)
+        return live
+
+    for name in ["static", *[n for n in names if n != "static"]]:
+        policy = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals, model=predictor)
         started = time.monotonic()
-        frames[name] = control_loop(policy, live, intervals, interval, power, realtime=False)
-        record(name, frames[name], frames["static"]["energy_j"].sum(), time.monotonic() - started)
+        for label, frame in passes(policy, name, service, intervals, interval, power):  # learning, if any, first
+            frames[label] = frame
+            record(label, frame, frames["static"]["energy_j"].sum(), time.monotonic() - started)
+            started = time.monotonic()
     static_energy = frames["static"]["energy_j"].sum()
     table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes", box=None)
     for name, frame in frames.items():

@@ -17,7 +17,7 @@ import pandas as pd
 from perflearn.learn.knee import load_knee
 
 from .config import ConfigSpace
-from .loop import SimulatedService, control_loop, summarize
+from .loop import SimulatedService, passes, summarize
 from .policies import make_policy
 from .power import PowerModel
 from .simulator import ServerModel
@@ -77,14 +77,16 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
             target_s: float, max_rps: float, policies: list[str], model=None,
             tick_s: float | None = None) -> tuple[pd.DataFrame, dict]:
     """Every policy on the same trace; ``tick_s``: the service reports ticks this long
-    inside each interval, and the policies that react to them (Heimdall's) do."""
+    inside each interval, and the policies that react to them (Heimdall's) do. A policy
+    that learns first (Hipster) has its (last) learning pass in the frames and the table
+    as ``learning_label(name)``, ahead of its evaluated pass."""
     frames: dict[str, pd.DataFrame] = {}
     for name in ["static", *[p for p in policies if p != "static"]]:
         policy = make_policy(name, space, target_s, max_rps, interval_s, power=power, intervals=len(loads), model=model)
-        service = SimulatedService(replace(server, seed=server.seed + 7), space, loads, interval_s, tick_s)
-        frames[name] = control_loop(policy, service, len(loads), interval_s, power, offered=loads)
+        service = lambda _: SimulatedService(replace(server, seed=server.seed + 7), space, loads, interval_s, tick_s)  # noqa: E731
+        frames.update(passes(policy, name, service, len(loads), interval_s, power, offered=loads))
     static_energy = frames["static"]["energy_j"].sum()
-    rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items() if n in policies or n == "static"]
+    rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items()]
     return pd.DataFrame(rows), frames
 
 

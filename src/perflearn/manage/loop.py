@@ -13,13 +13,13 @@ never silently skipped; when the loop ends, the service is left at maximum.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 import pandas as pd
 
 from .config import ConfigSpace, Configuration
-from .policies import Observation, Policy
+from .policies import Observation, Policy, learning_label
 from .power import PowerModel
 from .simulator import ServerModel
 
@@ -171,6 +171,17 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
         finally:
             service.close()
     return pd.DataFrame([asdict(r) for r in records])
+
+
+def passes(policy: Policy, name: str, new_service: Callable[[str], Service], intervals: int, interval_s: float,
+           power: PowerModel, offered: list[float] | None = None,
+           realtime: bool = False) -> Iterator[tuple[str, pd.DataFrame]]:
+    """(label, intervals) of each pass over the trace, as it ends: first the
+    ``policy.learning_iterations`` it learns from (Hipster's learning phase, labelled
+    ``learning_label(name)``), then the evaluated one (``name``), each on a fresh service
+    from ``new_service(label)``. Learning is reported as its own row, not hidden."""
+    for label in [learning_label(name)] * policy.learning_iterations + [name]:
+        yield label, control_loop(policy, new_service(label), intervals, interval_s, power, offered, realtime)
 
 
 def summarize(frame: pd.DataFrame, static_energy_j: float | None = None) -> dict[str, float]:

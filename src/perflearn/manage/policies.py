@@ -9,7 +9,9 @@ thesis, ../shared/seeds/heimdall-tail-latency-task-manager.txt):
 - ``hipster``: configurations ordered by power; a heuristic state machine moves up when
   tail latency is close to the target and down when far below, while a Q-table over
   load buckets (4 %) learns (learning rate 0.6, discount 0.9); after the learning phase
-  it picks argmax Q, and falls back to the heuristic's step up on a violation.
+  it picks argmax Q, and falls back to the heuristic's step up on a violation. Its
+  learning phase is one iteration of the benchmark (the seed's section 4.1.8), run
+  before the evaluated one, as Heimdall's profiling is (``learning_iterations``).
 - ``heracles``: a core controller every 2 s (add a core when latency is above 80 % of the
   target, else remove one), a power controller every 2 s (lower the speed when power is
   above 90 % of the maximum seen), and a main controller every 15 s that gives all
@@ -49,6 +51,7 @@ class Observation:
 
 class Policy:
     name = "policy"
+    learning_iterations = 0  # passes over the trace the policy learns from before the evaluated one
 
     def __init__(self, space: ConfigSpace, target_s: float, max_rps: float, interval_s: float = 1.0):
         self.space, self.target, self.max_rps, self.interval = space, target_s, max_rps, interval_s
@@ -93,6 +96,7 @@ class Ondemand(Policy):
 
 class Hipster(Policy):
     name = "hipster"
+    learning_iterations = 1  # the seed's "learning phase to one iteration in the benchmark (500 s)"
 
     def __init__(self, *args, power: PowerModel | None = None, learning_rate: float = 0.6, discount: float = 0.9,
                  bucket: float = 0.04, learn_intervals: int = 500, high: float = 0.8, low: float = 0.5, **kwargs):
@@ -104,6 +108,7 @@ class Hipster(Policy):
         self.alpha, self.gamma, self.bucket = learning_rate, discount, bucket
         self.learn_intervals, self.high, self.low = learn_intervals, high, low
         self.q = np.zeros((int(math.ceil(1 / bucket)) + 2, len(self.order)))
+        self.tried = np.zeros(self.q.shape, dtype=bool)  # a value is learned only for what was tried
         self.index = len(self.order) - 1
         self.steps = 0
         self.previous: tuple[int, int] | None = None
@@ -121,11 +126,12 @@ class Hipster(Policy):
         state = self._state(obs.rps)
         if self.previous is not None:
             s, a = self.previous
-            best_next = self.q[state].max()
+            best_next = self.q[state][self.tried[state]].max() if self.tried[state].any() else 0.0
             self.q[s, a] += self.alpha * (self._reward(obs) + self.gamma * best_next - self.q[s, a])
+            self.tried[s, a] = True
         self.steps += 1
         current = self.order.index(obs.config) if obs.config in self.order else self.index
-        if self.steps <= self.learn_intervals or obs.p95 > self.target:
+        if self.steps <= self.learn_intervals or obs.p95 > self.target or not self.tried[state].any():
             # heuristic: step up near the target, down when far below it
             if obs.p95 > self.high * self.target:
                 action = min(current + 1, len(self.order) - 1)
@@ -133,8 +139,8 @@ class Hipster(Policy):
                 action = max(current - 1, 0)
             else:
                 action = current
-        else:
-            action = int(self.q[state].argmax())
+        else:  # the best of the actions tried in this state: an untried one has no value yet, not 0
+            action = int(np.where(self.tried[state], self.q[state], -np.inf).argmax())
         self.index = action
         self.previous = (state, action)
         return self.order[action]
@@ -393,16 +399,30 @@ POLICIES = {cls.name: cls for cls in (Static, Ondemand, Hipster, Heracles, Herac
 POLICY_NAMES = (*POLICIES, "heimdall-uncertain", "heimdall-online", "heimdall-cheapest")
 
 
+def learning_label(name: str) -> str:
+    """How a policy's learning iterations are named in tables, files and the store."""
+    return f"{name} (learning)"
+
+
+def with_learning(names: list[str]) -> list[str]:
+    """``names`` with, ahead of each policy that learns first, its learning pass's label:
+    every row a comparison reports."""
+    return [label for n in names for label in
+            ([learning_label(n)] if getattr(POLICIES.get(n), "learning_iterations", 0) else []) + [n]]
+
+
 def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, interval_s: float, *,
                 power: PowerModel, intervals: int, model=None, react: bool = True) -> Policy:
-    """A policy by name, with the settings this project evaluates it with: Hipster learns
-    for the first half of the trace; the Heimdall variants share one latency model and
-    react to ticks (``react``) where the service reports them."""
+    """A policy by name, with the settings this project evaluates it with: Hipster's
+    heuristic runs its learning iteration(s) of ``intervals`` each and its Q-table decides
+    after them; the Heimdall variants share one latency model and react to ticks
+    (``react``) where the service reports them."""
     if name.startswith("heimdall"):
         return Heimdall(space, target_s, max_rps, interval_s, model=model, power=power,
                         uncertainty_z=1.0 if name == "heimdall-uncertain" else None,
                         online=0.3 if name == "heimdall-online" else None, react=react,
                         cheapest=name == "heimdall-cheapest")
     if name == "hipster":
-        return Hipster(space, target_s, max_rps, interval_s, power=power, learn_intervals=intervals // 2)
+        return Hipster(space, target_s, max_rps, interval_s, power=power,
+                       learn_intervals=intervals * Hipster.learning_iterations)
     return POLICIES[name](space, target_s, max_rps, interval_s)
