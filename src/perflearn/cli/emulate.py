@@ -11,7 +11,6 @@ import os
 import subprocess
 from typing import Annotated, Optional
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -24,7 +23,7 @@ from perflearn.errors import UsageError
 class _CommandOrSub(TyperGroup):
     """`emulate build` is a subcommand; anything else after the options is the program to run."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         rest = super().parse_args(ctx, args)
         protected = list(getattr(ctx, "_protected_args", []) or [])
         if protected and protected[0] not in self.commands:
