@@ -9,7 +9,8 @@ thesis, ../shared/seeds/heimdall-tail-latency-task-manager.txt):
 - ``hipster``: configurations ordered by power; a heuristic state machine moves up when
   tail latency is close to the target and down when far below, while a Q-table over
   load buckets (4 %) learns (learning rate 0.6, discount 0.9); after the learning phase
-  it picks argmax Q, and falls back to the heuristic's step up on a violation. Its
+  it picks the best Q among the configurations it tried in the load's bucket, and falls
+  back to the heuristic on a violation or in a bucket where it tried none. Its
   learning phase is one iteration of the benchmark (the seed's section 4.1.8), run
   before the evaluated one, as Heimdall's profiling is (``learning_iterations``).
 - ``heracles``: a core controller every 2 s (add a core when latency is above 80 % of the
