@@ -80,10 +80,12 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
     inside each interval, and the policies that react to them (Heimdall's) do. A policy
     that learns first (Hipster) has its (last) learning pass in the frames and the table
     as ``learning_label(name)``, ahead of its evaluated pass."""
+    def service(_label: str) -> SimulatedService:  # every pass of every policy: the same noise
+        return SimulatedService(replace(server, seed=server.seed + 7), space, loads, interval_s, tick_s)
+
     frames: dict[str, pd.DataFrame] = {}
     for name in ["static", *[p for p in policies if p != "static"]]:
         policy = make_policy(name, space, target_s, max_rps, interval_s, power=power, intervals=len(loads), model=model)
-        service = lambda _: SimulatedService(replace(server, seed=server.seed + 7), space, loads, interval_s, tick_s)  # noqa: E731
         frames.update(passes(policy, name, service, len(loads), interval_s, power, offered=loads))
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items()]
