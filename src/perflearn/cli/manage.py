@@ -45,6 +45,9 @@ def manage(
                                             "as the seed).")] = 20.0,
     target_ms: Annotated[Optional[float], typer.Option("--target-ms", help="QoS target for p95 (default: latency at the knee).")] = None,
     seed: Annotated[int, typer.Option(help="Simulator noise seed.")] = 0,
+    profiled_speed: Annotated[float, typer.Option("--profiled-speed", help="Simulator: Heimdall's model was profiled on a "
+                              "server this many times as fast as the managed one (1: the same; 1.3: a model 30 % too "
+                              "optimistic, most near saturation).")] = 1.0,
     seeds: Annotated[int, typer.Option(help="Simulator: repeat the whole protocol (knee, profile, model, trace) over "
                                        "this many noise seeds from --seed; report mean ± sd and minimum per policy.")] = 1,
     power: Annotated[str, typer.Option(help="Power model where there is no RAPL: server (20 W static, per core 1.5 W "
@@ -71,6 +74,8 @@ def manage(
         raise UsageError(f"--trace: expected steps or diurnal, got {trace!r}")
     if seeds < 1:
         raise UsageError(f"--seeds: at least 1, got {seeds}")
+    if profiled_speed <= 0:
+        raise UsageError(f"--profiled-speed: a speed ratio > 0, got {profiled_speed:g}")
     if interval <= 0 or step_seconds < interval:
         raise UsageError("--interval must be > 0 and --step-seconds at least one interval")
     if react_ms < 0 or react_ms / 1e3 >= interval:
@@ -94,7 +99,7 @@ def manage(
     if simulate:
         with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
-                      csv, record, power_, tick)
+                      csv, record, power_, tick, profiled_speed)
         return
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
@@ -182,7 +187,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
 
 
 def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, seeds, figure, csv, record,
-              power, tick) -> None:
+              power, tick, profiled_speed) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import across_seeds, figure as draw, simulate
@@ -191,11 +196,12 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     runs = []
     for s in range(seed, seed + seeds):
         run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s), space, names, trace, step_seconds, interval, power,
-                       target_ms / 1e3 if target_ms else None, tick)
+                       target_ms / 1e3 if target_ms else None, tick, profiled_speed)
         terminal.info(f"seed {s}: simulated service {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s "
                       f"per core; knee p95 {run.knee_target_s * 1e3:.3f} ms; QoS target {run.target_s * 1e3:.3f} ms; "
                       f"max load {run.max_rps:.0f} req/s"
-                      + (f"; heimdall model: random forest on {run.profiled} profiling intervals" if run.profiled else ""))
+                      + (f"; heimdall model: random forest on {run.profiled} profiling intervals" if run.profiled else "")
+                      + (f", profiled at {profiled_speed:g}x its speed" if run.profiled and profiled_speed != 1 else ""))
         for name, frame in run.frames.items():
             record(name if seeds == 1 else f"{name}@{s}", frame, run.frames["static"]["energy_j"].sum(), 0.0)
         runs.append(run)

@@ -107,16 +107,20 @@ class Simulation:
 
 def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace: str, step_s: float,
              interval_s: float, power: PowerModel, target_s: float | None = None,
-             tick_s: float | None = None) -> Simulation:
+             tick_s: float | None = None, profiled_speed: float = 1.0) -> Simulation:
     """The whole simulated protocol for one noise seed (``server.seed``): knee -> target and
-    maximum load, profiling -> Heimdall's model, the trace, every policy on it."""
+    maximum load, profiling -> Heimdall's model, the trace, every policy on it.
+    ``profiled_speed``: the server Heimdall's model was profiled on served this many
+    times as fast as the one managed (another input mix, a neighbour since): a model
+    that is wrong, most of all near saturation, as forests were live."""
     from .simulator import diurnal_profile, expand, steps_profile
 
     knee_target, max_rps = qos_from_knee(load_sweep(server, space))
     target = target_s or knee_target
     model, profiled = None, 0
     if any(n.startswith("heimdall") for n in policies):
-        samples = profile(server, space, max_rps, seed=server.seed + 1)
+        profiled_on = replace(server, mu_max=server.mu_max * profiled_speed)
+        samples = profile(profiled_on, space, max_rps, seed=server.seed + 1)
         model, profiled = latency_model(samples), len(samples)
     segments = steps_profile(max_rps, step_s) if trace == "steps" else diurnal_profile(max_rps, 12 * step_s, interval_s)
     loads = expand(segments, interval_s)
