@@ -12,7 +12,7 @@ from perflearn.cli import app
 from perflearn.manage.config import ConfigSpace, Configuration
 from perflearn.manage.loop import Measured, Service, control_loop, summarize
 from perflearn.manage.policies import (Heimdall, Heracles, Hipster, Observation, Ondemand, Static, make_policy,
-                                       tick_dispersion)
+                                       monotone_fit, tick_dispersion)
 from perflearn.manage.power import PowerModel, power_model
 from perflearn.manage.simulator import ServerModel, erlang_c, expand, response_quantile, steps_profile
 
@@ -182,6 +182,45 @@ def test_heimdall_online_learns_in_intervals_with_a_burst_it_did_not_act_on():
     before = policy.correction.copy()
     policy.decide(obs(rps=2000.0, p95=5e-3, config=SPACE.maximum))
     assert (policy.correction == before).all()
+
+
+def test_monotone_fit_is_the_least_squares_monotone_grid():
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(3)
+    for shape in ((2, 4), (3, 5)):
+        values = rng.normal(size=shape[0] * shape[1])
+        fitted = monotone_fit(values, shape)
+        grid = fitted.reshape(shape)
+        assert (np.diff(grid, axis=0) <= 1e-8).all() and (np.diff(grid, axis=1) <= 1e-8).all()
+        # against a general solver of the same problem: min |x - values|² with x non-increasing
+        pairs = [(i * shape[1] + j, (i + di) * shape[1] + j + dj) for i in range(shape[0]) for j in range(shape[1])
+                 for di, dj in ((1, 0), (0, 1)) if i + di < shape[0] and j + dj < shape[1]]
+        best = minimize(lambda x: ((x - values) ** 2).sum(), values, method="SLSQP",
+                        constraints=[{"type": "ineq", "fun": lambda x, a=a, b=b: x[a] - x[b]} for a, b in pairs])
+        assert np.allclose(fitted, best.x, atol=1e-4)
+    ordered = np.array([5.0, 4.0, 3.0, 4.0, 3.0, 1.0])
+    assert np.array_equal(monotone_fit(ordered, (2, 3)), ordered)  # already monotone: unchanged
+
+
+def test_cheapest_rules_do_not_hand_the_maximums_noisy_forecast_to_every_configuration():
+    """Live, session 15, at 30.6k req/s: the forest forecast the maximum (two cores at
+    full speed) 215 us and two cores at half 102 us, target 197 us. Giving every
+    configuration the slowest forecast of those that dominate it made them all 215 us,
+    nothing qualified, and the maximum ran where 1 CPU met the target (0.06-0.10 ms)."""
+    space = ConfigSpace.make(2, 4)
+    forecast_us = {(1, 0.25): 59377, (1, 0.5): 1513, (1, 0.75): 127, (1, 1.0): 120,
+                   (2, 0.25): 4584, (2, 0.5): 102, (2, 0.75): 87, (2, 1.0): 215}
+
+    def forest(frame):
+        return np.array([forecast_us[(c, l)] * 1e-6 for c, l in zip(frame["cores"], frame["level"])]), np.zeros(len(frame))
+
+    seen = Observation(1.0, 30_600.0, 90e-6, 90e-6, space.maximum, 0.25, 2.0)  # half a CPU busy
+    cheapest = Heimdall(space, 197e-6, 38_000, model=forest, cheapest=True)
+    chosen = cheapest.decide(seen)
+    assert chosen.cores * chosen.level <= 1.0 and cheapest.predicted < 0.9 * 197e-6
+    equation_3_2 = Heimdall(space, 197e-6, 38_000, model=forest)  # the seed's rule keeps the slowest forecast
+    assert equation_3_2.decide(seen) == space.maximum
 
 
 def test_heimdall_uncertain_takes_the_cheapest_qualifying():
