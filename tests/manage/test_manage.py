@@ -223,6 +223,23 @@ def test_cheapest_rules_do_not_hand_the_maximums_noisy_forecast_to_every_configu
     assert equation_3_2.decide(seen) == space.maximum
 
 
+def test_cheapest_rules_size_the_headroom_by_the_loads_recent_cpu_cost_not_one_intervals():
+    """Live, session 15, at a steady 7.5k req/s: one core at a quarter measured 0.17-0.25
+    busy CPUs from one second to the next, and the headroom rule (demand at most 90 %
+    of capacity) flipped to half a core on every interval over 0.225."""
+    space = ConfigSpace.make(2, 4)
+    quarter = Configuration(1, 0.25)
+    flat = lambda frame: (np.full(len(frame), 80e-6), np.zeros(len(frame)))  # every configuration meets 197 us
+    policy = Heimdall(space, 197e-6, 38_000, model=flat, cheapest=True, power=power_model("tx1"))
+    for busy in (0.19, 0.20, 0.18, 0.20):
+        assert policy.decide(Observation(1.0, 7_500.0, 80e-6, 80e-6, quarter, busy / 0.25, 0.9)) == quarter
+    noisy = Observation(1.0, 7_500.0, 80e-6, 80e-6, quarter, 0.235 / 0.25, 0.9)  # one second over 0.225
+    assert policy.decide(noisy) == quarter
+    for _ in range(3):  # a lasting rise in the cost is followed
+        chosen = policy.decide(Observation(1.0, 7_500.0, 80e-6, 80e-6, quarter, 0.245 / 0.25, 0.9))
+    assert chosen.cores * chosen.level > 0.25
+
+
 def test_heimdall_uncertain_takes_the_cheapest_qualifying():
     model = lambda frame: (np.full(len(frame), 0.5e-3), np.where(frame["cores"] == 1, 1e-3, 0.0))
     policy = Heimdall(SPACE, TARGET, 10_000, model=model, uncertainty_z=1.0)
@@ -255,17 +272,22 @@ def test_heimdall_cheapest_keeps_the_slack_as_cpu_headroom():
     """Measured live (session 12): one core at half speed carried 30k req/s at 0.95
     utilisation, forecast far under target, and missed it in some intervals. Of the
     configurations forecast to meet the target, the cheapest rules take one whose capacity
-    leaves the slack free at the demand measured now; where none does, latency alone."""
+    leaves the slack free at the demand the load has needed in its recent intervals; where
+    none does, latency alone."""
     forecast = lambda frame: (np.full(len(frame), 0.07e-3), np.full(len(frame), 0.01e-3))
     tx1 = power_model("tx1")
+
+    def held(policy, seen):  # a demand the load keeps, not one interval's
+        return [policy.decide(seen) for _ in range(2)][-1]
+
     for name in ("heimdall-cheapest", "heimdall-uncertain"):
         policy = make_policy(name, SPACE, TARGET, 10_000, 1.0, power=tx1, intervals=10, model=forecast)
         assert policy.decide(obs(utilisation=0.2, config=Configuration(1, 0.5))) == Configuration(1, 0.25)
-        busy = policy.decide(obs(utilisation=0.95, config=Configuration(1, 0.5)))  # 0.475 full-speed cores
+        busy = held(policy, obs(utilisation=0.95, config=Configuration(1, 0.5)))  # 0.475 full-speed cores
         capacity = busy.cores * busy.level
         assert capacity * 0.9 >= 0.475  # not 1c@0.5 or 2c@0.25, the cheaper ones
         assert tx1.watts(busy, 0.475 / capacity) <= tx1.watts(Configuration(1, 0.75), 0.475 / 0.75)
-        saturated = policy.decide(obs(utilisation=1.0, config=SPACE.maximum))  # 3 cores busy: no headroom anywhere
+        saturated = held(policy, obs(utilisation=1.0, config=SPACE.maximum))  # 3 cores busy: no headroom anywhere
         assert saturated == Configuration(1, 0.25)  # then the target alone decides
     seed_rule = make_policy("heimdall", SPACE, TARGET, 10_000, 1.0, power=tx1, intervals=10, model=forecast)
     assert seed_rule.decide(obs(utilisation=0.95, config=Configuration(1, 0.5))) == Configuration(1, 0.25)

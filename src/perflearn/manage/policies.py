@@ -32,6 +32,7 @@ thesis, ../shared/seeds/heimdall-tail-latency-task-manager.txt):
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -232,8 +233,13 @@ class Heimdall(Policy):
     loads per configuration cannot see the cliff: live, one core at half speed carried
     30k req/s at 0.95 utilisation, forecast 0.07 ms, measured 0.1 ms in most intervals
     and 1-2 ms in some (session 12). So the cheapest rules also keep the slack as CPU
-    headroom: the demand measured now (busy full-speed cores) at most 1 - slack of a
-    configuration's capacity, where any configuration forecast to meet the target has it.
+    headroom: the demand (busy full-speed cores) at most 1 - slack of a configuration's
+    capacity, where any configuration forecast to meet the target has it. The demand is
+    the load times its CPU cost per request, the median over the last intervals at that
+    load (``_demand``: one interval over the others is ignored, two are followed), not one
+    interval's: at a steady 7.5k req/s live one core at a quarter measured 0.17-0.25 busy
+    CPUs from one second to the next, and the rule flipped between a quarter and half a
+    core on that noise (session 15).
 
     Online updates (``online``: a weight in (0, 1]): each interval, the error of the
     forecast for the configuration that ran, log(measured / predicted p95), is folded
@@ -277,6 +283,7 @@ class Heimdall(Policy):
         self.buckets = 10  # online corrections: per tenth of the maximum load
         self.correction = np.zeros(self.buckets + 1)  # log(measured / predicted), shared by the configurations
         self.learned = np.zeros(self.buckets + 1, dtype=int)  # intervals folded into each bucket's correction
+        self.costs = [deque(maxlen=3) for _ in range(self.buckets + 1)]  # CPU s per request, recent intervals per bucket
         self.switched = False  # a reaction changed the configuration inside this interval
         self.recovering = False
         self.sized_for = 0.0  # the load the configuration in force was chosen (or confirmed) for
@@ -347,10 +354,8 @@ class Heimdall(Policy):
         if self.online is not None and not self.switched:  # an interval of two configurations teaches nothing
             self._learn(obs, mean if load == obs.rps else self._forecast(obs.rps)[0])
         mean, spread = self._corrected(mean, spread, load)
-        demand = obs.utilisation * obs.config.cores * obs.config.level  # busy max-speed cores now
+        demand = self._demand(obs, load)
         self.recovering = self.recover and obs.p95 > self.target
-        if load != obs.rps and obs.rps > 0:
-            demand *= load / obs.rps
         best = self.fastest if self.recovering else self._choose(mean, spread, demand)
         self.predicted = float(mean[best])
         self.sized_for, self.counts, self.risen, self.switched, self.above = load, [], [], False, None
@@ -391,6 +396,20 @@ class Heimdall(Policy):
         self.predicted = float(mean[best])
         self.switched = True
         return self.configs[best]
+
+    def _demand(self, obs, load: float) -> float:
+        """Busy full-speed cores ``load`` needs: its CPU cost per request, the median over
+        the last three intervals at that load (one interval's is noisy), times the load.
+        Intervals in recovery, with a reaction, or over target are not kept: a backlog's
+        draining is not the load's cost, and a saturated interval's CPU time is capped."""
+        busy = obs.utilisation * obs.config.cores * obs.config.level  # busy full-speed cores now
+        if obs.rps <= 0:
+            return busy
+        cost = busy / obs.rps
+        if not (self.recovering or self.switched or obs.p95 > self.target):
+            self.costs[self._bucket(obs.rps)].append(cost)
+        recent = self.costs[self._bucket(load)]
+        return float(np.median(recent) if recent else cost) * load
 
     def _learn(self, obs, mean) -> None:
         """``mean``: the uncorrected forecast for the load the interval carried."""
