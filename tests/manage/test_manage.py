@@ -540,6 +540,28 @@ def test_live_memcached_under_load(tmp_path):
     assert leftovers == [] or not any(Path(d, "cgroup.procs").read_text().strip() for d in leftovers)
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+def test_live_memcached_follows_the_diurnal_trace(tmp_path):
+    """The simulator's diurnal trace, replayed live by perflearn-load from a trace file."""
+    from perflearn.experiment import cgroups
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+    csv = tmp_path / "live.csv"
+    result = CliRunner().invoke(app, ["manage", "--service", "memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0",
+                                      "--cores", "2", "--levels", "4", "--max-rps", "8000", "--target-ms", "2",
+                                      "-p", "static", "--trace", "diurnal", "--step-seconds", "1", "--csv", str(csv),
+                                      "--store", str(tmp_path / "m.duckdb")])
+    assert result.exit_code == 0, result.output
+    import pandas as pd
+
+    rps = pd.read_csv(csv)["rps"].to_numpy()
+    assert len(rps) == 12  # 12 steps' time, one interval a second
+    assert rps[:2].max() < 0.45 * 8000 and rps[-1] < 0.45 * 8000  # the night: 10-30 % (the preload is not in it)
+    assert 0.8 * 8000 < rps[5:8].max() < 1.1 * 8000  # the peak, mid-day
+
+
 def test_knee_command_on_a_stored_sweep(tmp_path):
     import pandas as pd
 

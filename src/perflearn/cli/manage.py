@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,7 +38,9 @@ def manage(
     levels: Annotated[int, typer.Option(help="Speed levels (frequencies, or CFS quota steps).")] = 17,
     mu: Annotated[float, typer.Option(help="Requests/s one core serves at full speed (simulator).")] = 12000.0,
     base_us: Annotated[float, typer.Option("--base-us", help="Network and stack delay, µs (simulator).")] = 100.0,
-    trace: Annotated[str, typer.Option(help="Load: steps (0->100->0 % in 20 % steps) or diurnal.")] = "steps",
+    trace: Annotated[str, typer.Option(help="Load: steps (0->100->0 % in 20 % steps, each held "
+                                "--step-seconds) or diurnal (10 -> 100 -> 10 % of the maximum load, a day compressed into "
+                                "12 steps' time; live, perflearn-load replays it as a trace).")] = "steps",
     step_seconds: Annotated[float, typer.Option(help="How long each load step is held.")] = 50.0,
     interval: Annotated[float, typer.Option(help="Control interval, seconds.")] = 1.0,
     react_ms: Annotated[float, typer.Option("--react-ms", help="Heimdall reacts to a load rise inside the interval, "
@@ -136,14 +139,13 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     import pandas as pd
 
     from perflearn.manage.compare import figure as draw, model_predictor
-    from perflearn.manage.live import LiveService
+    from perflearn.manage.live import LiveService, write_trace
     from perflearn.manage.loop import passes, summarize
     from perflearn.manage.policies import make_policy
     from perflearn.manage.power import rapl_or_none
+    from perflearn.manage.simulator import diurnal_profile
     from perflearn.runner.process import free_port
 
-    if trace != "steps":
-        raise UsageError("--trace: a live service runs the steps trace (perflearn-load --profile steps)")
     predictor = None
     if model_dir is not None:
         from perflearn.learn import load
@@ -151,26 +153,35 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
         predictor = model_predictor(load(model_dir), scale)
     if rapl_or_none() is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
-    intervals = int(11 * step_seconds / interval)
+    workdir = tempfile.TemporaryDirectory(prefix="perflearn-manage-")
+    if trace == "steps":
+        intervals = int(11 * step_seconds / interval)
+        shape = ["--profile", "steps", "--step-seconds", f"{step_seconds:g}"]
+    else:  # the simulator's diurnal trace, one rate per interval, as a perflearn-load trace file
+        segments = diurnal_profile(max_rps, 12 * step_seconds, interval)
+        intervals = len(segments)
+        shape = ["--profile", "trace", "--trace", str(write_trace(segments, Path(workdir.name) / "diurnal.trace"))]
     frames = {}
 
     def service(label: str) -> LiveService:
         port = free_port()
-        load = ["--server", f"127.0.0.1:{port}", "--protocol", protocol, "--rate", f"{max_rps:g}", "--profile", "steps",
-                "--step-seconds", f"{step_seconds:g}", "--preload", "--connections", "8", "--drain", "1", *load_args]
+        load = ["--server", f"127.0.0.1:{port}", "--protocol", protocol, "--rate", f"{max_rps:g}", *shape,
+                "--preload", "--connections", "8", "--drain", "1", *load_args]
         terminal.info(f"{label}: {intervals} intervals of {interval:g} s on {command.format(port=port)}")
         live = LiveService(command.format(port=port), port, space, interval, protocol, load, tick_s=tick)
         if label == "static":
             terminal.info(live.speed)
         return live
 
-    for name in ["static", *[n for n in names if n != "static"]]:
-        policy = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals, model=predictor)
-        started = time.monotonic()
-        for label, frame in passes(policy, name, service, intervals, interval, power):  # learning, if any, first
-            frames[label] = frame
-            record(label, frame, frames["static"]["energy_j"].sum(), time.monotonic() - started)
+    with workdir:
+        for name in ["static", *[n for n in names if n != "static"]]:
+            policy = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
+                                 model=predictor)
             started = time.monotonic()
+            for label, frame in passes(policy, name, service, intervals, interval, power):  # learning, if any, first
+                frames[label] = frame
+                record(label, frame, frames["static"]["energy_j"].sum(), time.monotonic() - started)
+                started = time.monotonic()
     static_energy = frames["static"]["energy_j"].sum()
     table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes", box=None)
     for name, frame in frames.items():

@@ -201,3 +201,15 @@ def _wait_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
         except OSError:
             time.sleep(0.05)
     raise UsageError(f"the service did not accept on port {port} within {timeout:g} s")
+
+
+def write_trace(segments: list[tuple[float, float]], path: Path) -> Path:
+    """(seconds, requests/s) segments as a perflearn-load trace file ("start rate" lines;
+    the last line marks the end)."""
+    start, lines = 0.0, []
+    for duration, rps in segments:
+        lines.append(f"{start:g} {rps:.1f}")
+        start += duration
+    lines.append(f"{start:g} 0")
+    path.write_text("\n".join(lines) + "\n")
+    return path
