@@ -498,6 +498,21 @@ def test_model_trained_on_other_knobs_is_refused():
         model_predictor(Model(), 1e-6)
 
 
+def manage_live_memcached(tmp_path, *args: str):
+    """``perflearn manage`` on a real memcached (8000 req/s at most, 1-s steps); the CSV of its intervals."""
+    from perflearn.experiment import cgroups
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+    csv = tmp_path / "live.csv"
+    result = CliRunner().invoke(app, ["manage", "--service", "memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0",
+                                      "--cores", "2", "--levels", "4", "--max-rps", "8000", "--target-ms", "2",
+                                      "--step-seconds", "1", "--csv", str(csv), "--store", str(tmp_path / "m.duckdb"),
+                                      *args])
+    assert result.exit_code == 0, result.output
+    return csv
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
 def test_live_memcached_under_load(tmp_path):
@@ -506,14 +521,7 @@ def test_live_memcached_under_load(tmp_path):
 
     from perflearn.experiment import cgroups
 
-    if cgroups.version() is None:
-        pytest.skip("needs cgroups")
-    csv = tmp_path / "live.csv"
-    result = CliRunner().invoke(app, ["manage", "--service", "memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0",
-                                      "--cores", "2", "--levels", "4", "--max-rps", "8000", "--target-ms", "2",
-                                      "-p", "static", "-p", "ondemand", "--step-seconds", "1", "--csv", str(csv),
-                                      "--store", str(tmp_path / "m.duckdb"), "--name", "live"])
-    assert result.exit_code == 0, result.output
+    csv = manage_live_memcached(tmp_path, "-p", "static", "-p", "ondemand", "--name", "live")
     import pandas as pd
 
     from perflearn.store import open_store
@@ -544,16 +552,7 @@ def test_live_memcached_under_load(tmp_path):
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
 def test_live_memcached_follows_the_diurnal_trace(tmp_path):
     """The simulator's diurnal trace, replayed live by perflearn-load from a trace file."""
-    from perflearn.experiment import cgroups
-
-    if cgroups.version() is None:
-        pytest.skip("needs cgroups")
-    csv = tmp_path / "live.csv"
-    result = CliRunner().invoke(app, ["manage", "--service", "memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0",
-                                      "--cores", "2", "--levels", "4", "--max-rps", "8000", "--target-ms", "2",
-                                      "-p", "static", "--trace", "diurnal", "--step-seconds", "1", "--csv", str(csv),
-                                      "--store", str(tmp_path / "m.duckdb")])
-    assert result.exit_code == 0, result.output
+    csv = manage_live_memcached(tmp_path, "-p", "static", "--trace", "diurnal")
     import pandas as pd
 
     rps = pd.read_csv(csv)["rps"].to_numpy()
