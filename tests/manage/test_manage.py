@@ -293,6 +293,44 @@ def test_heimdall_cheapest_keeps_the_slack_as_cpu_headroom():
     assert seed_rule.decide(obs(utilisation=0.95, config=Configuration(1, 0.5))) == Configuration(1, 0.25)
 
 
+def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
+    """Live (session 16), two cores at half at 30k req/s missed, drained at the maximum,
+    came back and missed again a few intervals later; the forecast had not moved. A miss
+    by the configuration chosen for the load it carried distrusts it, and everything with
+    no more cores and speed, at that load for 30 intervals, twice as long after a second
+    miss there; other loads keep trusting it, and the seed's rule is unchanged."""
+    space = ConfigSpace.make(2, 4)
+    flat = lambda frame: (np.full(len(frame), 80e-6), np.zeros(len(frame)))  # every configuration forecast to meet it
+    tx1 = power_model("tx1")
+    quarter = Configuration(1, 0.25)
+
+    def seen(t, p95, config, rps=7_500.0):
+        return Observation(t, rps, p95, p95, config, 0.05, 1.0)
+
+    policy = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat)
+    assert policy.decide(seen(1, 80e-6, space.maximum)) == quarter
+    assert policy.decide(seen(2, 900e-6, quarter)) == space.maximum  # missed: drain at the maximum
+    chosen = policy.decide(seen(3, 80e-6, space.maximum))
+    assert chosen != quarter and chosen.cores * chosen.level > 0.25  # not it, nor anything no faster
+    assert policy.decide(seen(4, 80e-6, chosen, rps=22_500.0)) == quarter  # another load still trusts it
+    assert policy.decide(seen(31, 80e-6, space.maximum)) != quarter
+    assert policy.decide(seen(32, 80e-6, space.maximum)) == quarter  # 30 intervals after the miss, trusted again
+    policy.decide(seen(33, 900e-6, quarter))  # a second miss there
+    policy.decide(seen(34, 80e-6, space.maximum))
+    assert policy.decide(seen(92, 80e-6, space.maximum)) != quarter  # for 60 intervals this time
+    assert policy.decide(seen(93, 80e-6, space.maximum)) == quarter
+
+    stepped = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat)
+    assert stepped.decide(seen(1, 80e-6, space.maximum)) == quarter
+    stepped.decide(seen(2, 900e-6, quarter, rps=15_000.0))  # the load stepped: a miss it was not sized for
+    assert stepped.decide(seen(3, 80e-6, space.maximum, rps=15_000.0)) == quarter
+
+    seed_rule = make_policy("heimdall", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat)
+    seed_rule.decide(seen(1, 80e-6, space.maximum))
+    seed_rule.decide(seen(2, 900e-6, quarter))
+    assert seed_rule.decide(seen(3, 80e-6, space.maximum)) == quarter
+
+
 def test_ondemand_static_heracles_rules():
     assert Static(SPACE, TARGET, 1000).decide(obs()) == SPACE.maximum
     ondemand = Ondemand(SPACE, TARGET, 1000)
