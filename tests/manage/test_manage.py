@@ -310,6 +310,7 @@ def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
     policy = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat)
     assert policy.decide(seen(1, 80e-6, space.maximum)) == quarter
     assert policy.decide(seen(2, 900e-6, quarter)) == space.maximum  # missed: drain at the maximum
+    assert policy.remark == "1c@0.25 missed at 7500 req/s: not trusted at this load for 30 s"
     chosen = policy.decide(seen(3, 80e-6, space.maximum))
     assert chosen != quarter and chosen.cores * chosen.level > 0.25  # not it, nor anything no faster
     assert policy.decide(seen(4, 80e-6, chosen, rps=22_500.0)) == quarter  # another load still trusts it
@@ -412,6 +413,8 @@ class Minimal(Static):
     def decide(self, o):
         if o.t == 4.0:
             raise RuntimeError("model exploded")
+        if o.t == 5.0:
+            self.remark = "why this one"
         return self.space.minimum
 
 
@@ -422,6 +425,7 @@ def test_loop_reliability():
     assert "stalled" in notes[1] and "maximum" in notes[1]
     assert "actuation failed: cgroup write refused" in notes[2]
     assert "policy failed" in notes[3] and "model exploded" in notes[3]
+    assert notes[4] == "why this one" and notes[0] == ""  # a policy's remark is its interval's note, once
     assert service.applied[-1] == SPACE.maximum and service.closed  # left at maximum
     assert service.applied.count(SPACE.minimum) >= 2  # the failed actuation was retried
 

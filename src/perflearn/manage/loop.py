@@ -149,6 +149,7 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
                 obs = Observation(t, measured.rps, measured.p95, measured.p99, config, measured.utilisation, power_w)
                 try:
                     new = policy.decide(obs)
+                    note, policy.remark = policy.remark, ""
                 except Exception as exc:  # a model that fails must not leave the service under-provisioned
                     note = f"policy failed ({type(exc).__name__}: {exc}): maximum configuration applied"
                     new = service.space.maximum

@@ -60,6 +60,7 @@ class Policy:
     def __init__(self, space: ConfigSpace, target_s: float, max_rps: float, interval_s: float = 1.0):
         self.space, self.target, self.max_rps, self.interval = space, target_s, max_rps, interval_s
         self.predicted: float | None = None  # the policy's own latency forecast, if it makes one
+        self.remark = ""  # why the last decision was unusual, for the interval's note (the loop clears it)
 
     reacts = False  # whether ``react`` can change the configuration inside an interval
 
@@ -436,8 +437,10 @@ class Heimdall(Policy):
         if not (self.distrust_s and steady and obs.p95 > self.target and obs.config in self.configs):
             return
         b, i = self._bucket(obs.rps), self.configs.index(obs.config)
-        self.distrusted[b, i] = obs.t + self.distrust_s * 2 ** min(self.misses[b, i], 3)
+        hold = self.distrust_s * 2 ** min(self.misses[b, i], 3)
+        self.distrusted[b, i] = obs.t + hold
         self.misses[b, i] += 1
+        self.remark = f"{obs.config} missed at {obs.rps:.0f} req/s: not trusted at this load for {hold:.0f} s"
 
     def _learn(self, obs, mean) -> None:
         """``mean``: the uncorrected forecast for the load the interval carried."""
