@@ -304,8 +304,8 @@ def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
     tx1 = power_model("tx1")
     quarter = Configuration(1, 0.25)
 
-    def seen(t, p95, config, rps=7_500.0):
-        return Observation(t, rps, p95, p95, config, 0.05, 1.0)
+    def seen(t, p95, config, rps=7_500.0, busy=0.01):
+        return Observation(t, rps, p95, p95, config, busy / (config.cores * config.level), 1.0)
 
     policy = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat)
     assert policy.decide(seen(1, 80e-6, space.maximum)) == quarter
@@ -320,6 +320,13 @@ def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
     policy.decide(seen(34, 80e-6, space.maximum))
     assert policy.decide(seen(92, 80e-6, space.maximum)) != quarter  # for 60 intervals this time
     assert policy.decide(seen(93, 80e-6, space.maximum)) == quarter
+    half = Configuration(1, 0.5)
+    for t in (94, 94.5):  # the load's demand: 0.4 busy CPUs
+        policy.decide(seen(t, 80e-6, half, rps=22_500.0, busy=0.4))
+    policy.decide(seen(95, 900e-6, half, rps=22_500.0, busy=0.45))  # a miss at half a core
+    chosen = policy.decide(seen(96, 80e-6, space.maximum, rps=22_500.0, busy=0.4))
+    # not two cores at a quarter, the cheapest of the rest: no more speed nor capacity, so no faster (live, 17-1)
+    assert chosen == Configuration(1, 0.75)
 
     stepped = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat)
     assert stepped.decide(seen(1, 80e-6, space.maximum)) == quarter

@@ -242,8 +242,9 @@ class Heimdall(Policy):
     CPUs from one second to the next, and the rule flipped between a quarter and half a
     core on that noise (session 15). And the cheapest rules believe a measured violation
     over the model (``_distrust``): a configuration that missed the target at a load it
-    was chosen for is not chosen at that load again, nor any with no more cores and
-    speed, for ``distrust_intervals`` (doubled with each further miss there). Live, the
+    was chosen for is not chosen at that load again, nor any no faster (no more speed and
+    no more cores x speed: two cores at a quarter after one at half missed), for
+    ``distrust_intervals`` (doubled with each further miss there). Live, the
     cheapest configuration at a load missed, drained at the maximum, came back and missed
     again a few intervals later (two cores at half at 30k req/s: 3 times in a round of 5,
     twice in another, session 16), and in the simulator a model profiled on a faster
@@ -287,6 +288,9 @@ class Heimdall(Policy):
         self.capacity = (self.grid["cores"] * self.grid["level"]).to_numpy()  # full-speed cores each can keep busy
         self.fastest = self.configs.index(self.space.maximum)  # fewer cores or less speed is never faster
         self.dominates = np.array([[d.cores >= c.cores and d.level >= c.level for d in self.configs] for c in self.configs])
+        # no faster than d: speed and total capacity no higher (an M/M/c queue's response time is then no lower)
+        self.no_faster = np.array([[c.level <= d.level and c.cores * c.level <= d.cores * d.level for d in self.configs]
+                                   for c in self.configs])
         self.grid_shape = (len(self.space.cores), len(self.space.levels))  # self.configs, cores by levels
         self.buckets = 10  # online corrections: per tenth of the maximum load
         self.correction = np.zeros(self.buckets + 1)  # log(measured / predicted), shared by the configurations
@@ -348,7 +352,7 @@ class Heimdall(Policy):
         ok = self._qualifies(mean, spread)
         # no faster than a configuration that missed at this load lately: the model was wrong there
         missed = self.distrusted[self._bucket(load)] > self.now
-        ok &= ~(self.dominates & missed[None, :]).any(axis=1)
+        ok &= ~(self.no_faster & missed[None, :]).any(axis=1)
         if not ok.any():  # nothing predicted to meet the target: the lowest latency
             return self.fastest
         if self.cheapest:  # the slack is headroom in CPU too (see the class docstring)
