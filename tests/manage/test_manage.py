@@ -508,14 +508,19 @@ def test_simulated_comparison_over_seeds(tmp_path):
 @pytest.mark.slow
 def test_online_corrections_recover_a_model_profiled_on_a_faster_server():
     """A model 30 % too optimistic (profiled on a faster server): corrected per load from
-    what it measures, heimdall-online meets the target where the uncorrected rule misses."""
+    what it measures, heimdall-online meets the seed's target; the cheapest rule, believing
+    the misses it measures (the distrust), gets close; the seed's rule, believing only the
+    model, misses in half the intervals (47.8 % over 10 seeds; the cheapest rule 83.7 %
+    before the distrust)."""
     result = CliRunner().invoke(app, ["manage", "--simulate", "--power", "tx1", "--profiled-speed", "1.3",
-                                      "--step-seconds", "20", "-p", "heimdall-cheapest", "-p", "heimdall-online"])
+                                      "--step-seconds", "20", "-p", "heimdall", "-p", "heimdall-cheapest",
+                                      "-p", "heimdall-online"])
     assert result.exit_code == 0, result.output
     assert "profiled at 1.3x its speed" in result.output
     rows = {line.split()[0]: line.split() for line in result.output.splitlines() if line.strip()}
     guarantee = lambda name: float(rows[name][1].rstrip("%"))
-    assert guarantee("heimdall-online") >= guarantee("heimdall-cheapest") + 5
+    assert guarantee("heimdall-online") >= 97.7 and guarantee("heimdall-online") > guarantee("heimdall-cheapest")
+    assert guarantee("heimdall-cheapest") >= guarantee("heimdall") + 20
     assert float(rows["heimdall-online"][5].rstrip("%")) > 20
 
 
