@@ -296,8 +296,8 @@ def test_heimdall_cheapest_keeps_the_slack_as_cpu_headroom():
 def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
     """Live (session 16), two cores at half at 30k req/s missed, drained at the maximum,
     came back and missed again a few intervals later; the forecast had not moved. A miss
-    by the configuration chosen for the load it carried distrusts it, and everything with
-    no more cores and speed, at that load for 30 intervals, twice as long after a second
+    by the configuration chosen for the load it carried distrusts it, and everything no
+    faster (no more speed, no more cores x speed), at that load for 30 intervals, twice as long after a second
     miss there; other loads keep trusting it, and the seed's rule is unchanged."""
     space = ConfigSpace.make(2, 4)
     flat = lambda frame: (np.full(len(frame), 80e-6), np.zeros(len(frame)))  # every configuration forecast to meet it

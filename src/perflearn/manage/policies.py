@@ -299,7 +299,6 @@ class Heimdall(Policy):
         self.distrust_s = distrust_intervals * self.interval if self.cheapest else 0.0
         self.distrusted = np.full((self.buckets + 1, len(self.configs)), -np.inf)  # until when, per load and configuration
         self.misses = np.zeros((self.buckets + 1, len(self.configs)), dtype=int)  # steady misses there so far
-        self.now = 0.0
         self.switched = False  # a reaction changed the configuration inside this interval
         self.recovering = False
         self.sized_for = 0.0  # the load the configuration in force was chosen (or confirmed) for
@@ -348,10 +347,10 @@ class Heimdall(Policy):
             return mean < self.target * (1 - self.slack)
         return mean + self.z * spread < self.target
 
-    def _choose(self, mean, spread, demand: float, load: float) -> int:
+    def _choose(self, mean, spread, demand: float, load: float, now: float) -> int:
         ok = self._qualifies(mean, spread)
         # no faster than a configuration that missed at this load lately: the model was wrong there
-        missed = self.distrusted[self._bucket(load)] > self.now
+        missed = self.distrusted[self._bucket(load)] > now
         ok &= ~(self.no_faster & missed[None, :]).any(axis=1)
         if not ok.any():  # nothing predicted to meet the target: the lowest latency
             return self.fastest
@@ -376,7 +375,7 @@ class Heimdall(Policy):
         demand = self._demand(obs, load)
         self._distrust(obs)
         self.recovering = self.recover and obs.p95 > self.target
-        best = self.fastest if self.recovering else self._choose(mean, spread, demand, load)
+        best = self.fastest if self.recovering else self._choose(mean, spread, demand, load, obs.t)
         self.predicted = float(mean[best])
         self.sized_for, self.counts, self.risen, self.switched, self.above = load, [], [], False, None
         return self.configs[best]
@@ -436,7 +435,6 @@ class Heimdall(Policy):
         in recovery, after a reaction, or at a load it was not sized for: those are a
         backlog's or a step's) distrusts it at that load for ``distrust_s``, twice as long
         with each further miss there (at most 8 times)."""
-        self.now = obs.t
         steady = not (self.recovering or self.switched) and self._bucket(self.sized_for) == self._bucket(obs.rps)
         if not (self.distrust_s and steady and obs.p95 > self.target and obs.config in self.configs):
             return
