@@ -10,6 +10,9 @@ import time
 
 import pytest
 
+from typer.testing import CliRunner
+
+from perflearn.cli import app
 from perflearn.errors import SpecError, StoreError
 from perflearn.experiment.spec import load_spec
 from perflearn.runner.runner import run_experiment
@@ -70,6 +73,21 @@ def test_missing_program_is_refused_before_the_sweep(write_spec):
     """)
     with pytest.raises(SpecError, match="program 'no-such-program-xyz' not found"):
         run(path)
+
+
+def test_missing_program_under_the_spec_dir_is_refused_before_the_sweep(write_spec):
+    """A spec copied away from the repository: {spec_dir}/../bin/x no longer exists, and
+    every run of a 176-run sweep failed the same way before this check (session 18)."""
+    path = write_spec("""
+        [workload]
+        command = "{spec_dir}/../no-such-dir/load --rate 5"
+        [metrics.t]
+        source = "time"
+    """)
+    with pytest.raises(SpecError, match="program '.*/no-such-dir/load' not found"):
+        run(path)
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0 and "no-such-dir/load' not found" in result.output  # setup may build it: a warning
 
 
 def test_regex_that_never_matches_is_null_with_reason_and_required_fails(write_spec):

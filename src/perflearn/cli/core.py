@@ -40,11 +40,12 @@ def validate(
 ) -> None:
     """Check a spec and this machine without running anything; print the plan's size."""
     from perflearn.experiment.design import plan
-    from perflearn.runner.runner import check_machine
+    from perflearn.runner.runner import check_machine, missing_programs
 
     spec = _load(spec_path, values)
     _, _, warnings = check_machine(spec)
-    for warning in warnings:
+    # a warning, not an error: the spec's setup commands may build the program (`run` checks after them)
+    for warning in warnings + missing_programs(spec):
         terminal.warn(warning)
     runs = plan(spec)
     points = len({r.point_id for r in runs})

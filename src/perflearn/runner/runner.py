@@ -22,7 +22,7 @@ from perflearn.errors import PerflearnError, RunnerError, SpecError, StoreError,
 from perflearn.experiment import actuators as actuators_mod
 from perflearn.experiment import collectors as collectors_mod
 from perflearn.experiment.design import PlannedRun, plan, point_key
-from perflearn.experiment.launch import fill
+from perflearn.experiment.launch import fill, placeholders
 from perflearn.experiment.spec import Spec
 from perflearn.store import ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
 
@@ -80,16 +80,27 @@ def check_machine(spec: Spec) -> tuple[dict[str, actuators_mod.Actuator], list[c
     return built, collectors, warnings
 
 
-def _check_executables(spec: Spec) -> None:
+def missing_programs(spec: Spec) -> list[str]:
+    """What the spec's processes would fail to start, one line each. {spec_dir} and
+    {experiment} are known now; a program chosen by a knob is known only per run."""
+    missing = []
     for pspec in spec.workload.processes:
         if pspec.shell:
             continue
         program = pspec.command[0]
-        if "{" in program:
-            continue  # chosen by a knob: known only per run
+        if placeholders(program) - {"spec_dir", "experiment"}:
+            continue
+        program = fill(program, {"spec_dir": spec.spec_dir, "experiment": spec.name})
         if shutil.which(program, path=None) is None and not Path(program).exists():
-            raise SpecError(f"{'workload' if pspec.name == 'workload' else 'companion ' + pspec.name}: "
-                            f"program {program!r} not found (is it installed and on PATH?)", where=str(spec.path))
+            missing.append(f"{'workload' if pspec.name == 'workload' else 'companion ' + pspec.name}: "
+                           f"program {program!r} not found (is it installed and on PATH?)")
+    return missing
+
+
+def _check_executables(spec: Spec) -> None:
+    missing = missing_programs(spec)
+    if missing:
+        raise SpecError(missing[0], where=str(spec.path))
 
 
 def _run_commands(commands: list[str], spec: Spec, what: str) -> None:
