@@ -2,11 +2,13 @@
 # The live comparison of bench/manage.md: real memcached on this machine, every policy
 # on the same steps trace, one session. Run it on a quiet machine (nothing else busy):
 #
-#   sh bench/manage_live.sh [STORE] [STEP_SECONDS] [POWER]
+#   sh bench/manage_live.sh [STORE] [STEP_SECONDS] [POWER] [LEVELS]
 #
 # POWER: the power model the policies decide with and energy is reported under (server,
 # the default, or tx1: the seed's proportionality; see docs/manage.md). Rerun on the
 # same STORE, the knee and profile runs are reused (--resume) and only the policies run.
+# LEVELS: speed levels per core, 4 (the default: quarters of a CPU) or 8 (eighths); the
+# profile measures eighths, so it serves both (bench/manage.md, session 18).
 #
 # 1. the knee of memcached's load-latency curve at maximum configuration -> QoS target
 #    and maximum load (seed 4.1.3); 2. Heimdall's profiling sweep over the manager's
@@ -18,6 +20,7 @@ cd "$(dirname "$0")/.."
 store=${1:-/tmp/perflearn-manage-live.duckdb}
 step=${2:-20}
 power=${3:-server}
+levels=${4:-4}
 service="memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0"
 
 perflearn run examples/memcached-knee/spec.toml -s "$store" --resume -q
@@ -37,6 +40,6 @@ perflearn run examples/memcached-profile/spec.toml -s "$store" --resume -q --val
 perflearn fit -e memcached-profile -s "$store" --per-sample --warmup 1 -t wire.p95_us \
     -f cores,quota,rate --family rf --log-target yes -o /tmp/perflearn-manage-p95.model
 
-perflearn manage --service "$service" --cores 2 --levels 4 --max-rps "$max_rps" --target-ms "$target_ms" \
+perflearn manage --service "$service" --cores 2 --levels "$levels" --max-rps "$max_rps" --target-ms "$target_ms" \
     --model /tmp/perflearn-manage-p95.model --step-seconds "$step" --store "$store" --power "$power" \
     --load-args "--value-size fixed:4096" --figure bench/manage_live.png --csv /tmp/perflearn-manage-live.csv
