@@ -47,6 +47,27 @@ def test_fit_auto_shows_candidates(tmp_path):
         assert ("geometric mean" in r.output) == (cv["combine"] == "geometric")
 
 
+def test_param_sets_the_family_hyperparameters(tmp_path):
+    """--param reaches the estimator: a tree of depth 1 predicts two values, a deeper one more."""
+    pts = tmp_path / "pts.csv"
+    pd.DataFrame({"a": [1.0, 3.0, 5.0, 7.0, 9.0] * 2, "b": ["x", "y", "z", "x", "y"] * 2,
+                  "c": [1] * 5 + [2] * 5}).to_csv(pts, index=False)
+    distinct = {}
+    for depth in ("1", "None"):
+        out = tmp_path / f"d{depth}.model"
+        r = run("fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "--family", "cart", "--param", f"max_depth={depth}",
+                "--param", "min_samples_leaf=2", "-o", out)
+        assert r.exit_code == 0, r.output
+        params = json.loads((out / "model.json").read_text())["params"]
+        assert params == {"max_depth": None if depth == "None" else 1, "min_samples_leaf": 2}
+        assert run("predict", out, "--points", pts, "-o", tmp_path / "p.csv").exit_code == 0
+        distinct[depth] = pd.read_csv(tmp_path / "p.csv")["T"].round(9).nunique()
+    assert distinct["1"] == 2 < distinct["None"]
+    r = run("evaluate", "--csv", STEP, "-t", "T", "--family", "mlp", "--param", "hidden_layer_sizes=8,8",
+            "--param", "max_iter=300", "-k", "3")
+    assert r.exit_code == 0, r.output
+
+
 def test_evaluate_with_curve_and_figures(tmp_path):
     figs = tmp_path / "figs"
     r = run("evaluate", "--csv", STEP, "-t", "T", "--family", "cart", "-k", "4", "--curve", "inverse-kfold", "--figures", figs)
@@ -101,6 +122,13 @@ def test_cluster_cli(tmp_path):
         (["recommend", "--csv", STEP, "-t", "T", "-w", "lat=3"], "is not METRIC<=VALUE"),
         (["rules", "--csv", STEP, "-t", "T", "--classes", "a,b"], "class thresholds must be numbers"),
         (["cluster", "--csv", STEP], "name the metric columns"),
+        (["fit", "--csv", STEP, "-t", "T", "--family", "rf", "--param", "trees=5"],
+         "rf has no hyperparameter 'trees' (it has: bootstrap,"),
+        (["fit", "--csv", STEP, "-t", "T", "--param", "max_depth=3"], "apply to an explicit --family"),
+        (["evaluate", "--csv", STEP, "-t", "T", "--family", "cart", "--param", "max_depth"], "'max_depth' is not NAME=VALUE"),
+        (["fit", "--csv", STEP, "-t", "T", "--family", "rf", "--param", "random_state=3"], "random_state: --seed"),
+        (["fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "--family", "rf", "--param", "max_depth=-2"],
+         "cannot fit rf: The 'max_depth' parameter"),
     ],
 )
 def test_bad_input_is_one_line(args, message):

@@ -34,6 +34,7 @@ ContextColsOpt = Annotated[Optional[str], typer.Option("--context-cols", help="C
 PerSampleOpt = Annotated[bool, typer.Option("--per-sample", help="Experiment: one row per sample time of each run (e.g. every wire interval); sampled signals are metrics, or features when named in --context-cols.")]
 FamilyOpt = Annotated[str, typer.Option("--family", help="cart, rf, gbm, svr, mlp, linear, bayes, knn, gp, or auto (chosen by CV).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
+ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", help="A hyperparameter of --family as NAME=VALUE, repeatable (e.g. n_estimators=200, max_depth=None, hidden_layer_sizes=32,32).")]
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -154,6 +155,22 @@ def _pairs(items: list[str] | None, where: str) -> dict[str, object]:
     return out
 
 
+def _hyper(items: list[str] | None) -> dict[str, object]:
+    """--param NAME=VALUE items: VALUE a Python literal (4, 0.5, None, True, 32,32) or else a string."""
+    import ast
+
+    out: dict[str, object] = {}
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip() or not text.strip():
+            raise UsageError(f"{item!r} is not NAME=VALUE", where="--param")
+        try:
+            out[name.strip()] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            out[name.strip()] = text.strip()
+    return out
+
+
 def _value(v: str):
     try:
         f = float(v)
@@ -183,6 +200,7 @@ def fit(
     weights: Annotated[str, typer.Option("--weights", help="auto: how candidates are combined. near-ties: equal average of those within 20% of the best CV error (geometric when scored by relative error); inverse: every candidate, weighted by 1/CV error^2; auto: inverse on small data, else near-ties.")] = "auto",
     per_sample: PerSampleOpt = False,
     warmup: Annotated[float, typer.Option("--warmup", help="--per-sample: leave out samples of each run's first SECONDS (e.g. a preload).")] = 0.0,
+    param: ParamOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
     """Fit a performance model of TARGET and save it as a directory."""
@@ -194,8 +212,8 @@ def fit(
     if per_sample:
         terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; cross-validation folds "
                       "are by run (all samples of a run in one fold)")
-    model = fit_model(ds, target, _split(features), family, log_target=_log_opt(log_target), cv=cv,
-                      random_state=seed, ensemble=ensemble, point=point, weights=weights)
+    model = fit_model(ds, target, _split(features), family, params=_hyper(param), log_target=_log_opt(log_target),
+                      cv=cv, random_state=seed, ensemble=ensemble, point=point, weights=weights)
     model.save(out)
     if model.n_excluded:
         terminal.warn(f"{model.n_excluded} run(s) left out (failed, or NULL {target} or feature)")
@@ -261,6 +279,7 @@ def evaluate(
     figures: Annotated[Optional[Path], typer.Option("--figures", help="Write PNG figures and an HTML page here.")] = None,
     per_sample: PerSampleOpt = False,
     warmup: Annotated[float, typer.Option("--warmup", help="--per-sample: leave out samples of each run's first SECONDS (e.g. a preload).")] = 0.0,
+    param: ParamOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
     """Cross-validate a model family on the runs: MRE (PAAE), MAPE, RMSE, R², OOB, learning curve.
@@ -276,8 +295,9 @@ def evaluate(
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup)
     data = training_data(ds, target, _split(features))
     lt = _log_opt(log_target)
+    params = _hyper(param)
     res = ev.evaluate(data, family, scheme=scheme, folds=folds, repeats=repeats, test_size=test_size,
-                      log_target=lt, random_state=seed)
+                      params=params, log_target=lt, random_state=seed)
     if data.excluded:
         terminal.warn(f"{data.excluded} run(s) left out (failed, or NULL {target} or feature)")
     summ = res.summary()
@@ -300,10 +320,10 @@ def evaluate(
     lc = None
     if curve != "none":
         if curve == "inverse-kfold":
-            lc = ev.learning_curve(data, family, log_target=lt, random_state=seed)
+            lc = ev.learning_curve(data, family, params=params, log_target=lt, random_state=seed)
         elif curve == "fraction":
             lc = ev.learning_curve(data, family, fractions=[0.1, 0.2, 0.3, 0.5, 0.7, 0.9], repeats=max(3, repeats),
-                                   log_target=lt, random_state=seed)
+                                   params=params, log_target=lt, random_state=seed)
         else:
             raise UsageError(f"--curve must be none, inverse-kfold or fraction, got {curve!r}", where="--curve")
         terminal.out.print(_frame_table(lc[["mode", "size", "n_train", "mre_mean", "mre_std", "r2_mean"]],

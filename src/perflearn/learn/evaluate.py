@@ -30,7 +30,7 @@ from perflearn.errors import UsageError
 
 from .features import TrainingData
 from .metrics import METRICS, all_metrics
-from .models import FAMILIES, AutoRegressor, make_pipeline, model_for
+from .models import FAMILIES, AutoRegressor, check_params, make_pipeline, model_for
 
 
 def _pipeline(data: TrainingData, family: str, params=None, log_target: bool | str = "auto", cv: int = 5,
@@ -73,9 +73,13 @@ def _fit_predict(pipe, X_tr, y_tr, X_te, groups=None):
         return np.asarray(pipe.predict(X_te), dtype=float)
 
 
-def _check_family(family: str) -> None:
+def _check_family(family: str, params=None) -> None:
     if family != "auto" and family not in FAMILIES:
         raise UsageError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)", where="--family")
+    try:
+        check_params(family, params)
+    except ValueError as exc:
+        raise UsageError(str(exc), where="--param") from None
 
 
 def _inner_cv(n_train: int, cv: int) -> int:
@@ -125,7 +129,7 @@ def evaluate(
 
     With ``by_run`` and per-sample data (several rows per run, :func:`run_groups`),
     folds and test sets are made of whole runs, and ``folds`` counts runs."""
-    _check_family(family)
+    _check_family(family, params)
     n = len(data.y)
     X, y = data.X, data.y
     groups = run_groups(data) if by_run else None
@@ -242,7 +246,7 @@ def learning_curve(
     random splits training on that fraction. One row per size: ``mode, k/fraction,
     n_train, mre_mean, mre_std, r2_mean, r2_std, rmse_mean``.
     """
-    _check_family(family)
+    _check_family(family, params)
     X, y = data.X, data.y
     groups = run_groups(data) if by_run else None
     n = len(y) if groups is None else len(pd.unique(groups))  # units: rows, or runs

@@ -31,7 +31,7 @@ from perflearn.store import Dataset
 
 from .features import FeatureSchema, TrainingData, training_data
 from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_POINT, AUTO_SMALL_RATIO, AUTO_WEIGHTS, FAMILIES, POINTS,
-                     WEIGHTS, AutoRegressor, make_pipeline, model_for)
+                     WEIGHTS, AutoRegressor, check_params, make_pipeline, model_for)
 
 FORMAT = "perflearn-model/1"
 
@@ -335,6 +335,10 @@ def fit_data(
     where = experiment or "data"
     if family != "auto" and family not in FAMILIES:
         raise UsageError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)", where="--family")
+    try:
+        check_params(family, params)
+    except ValueError as exc:
+        raise UsageError(str(exc), where="--param") from None
     y = data.y
     log_target = resolve_log_target(log_target, y, where)
     if family != "auto" and log_target == "auto":

@@ -129,8 +129,9 @@ def build(
         p.setdefault("hidden_layer_sizes", (64, 64))
         p.setdefault("max_iter", 2000)
         p.setdefault("early_stopping", False)
+        p.setdefault("learning_rate_init", 0.003)
         model = Pipeline(
-            [("scale", MinMaxScaler()), ("mlp", MLPRegressor(random_state=random_state, learning_rate_init=0.003, **p))]
+            [("scale", MinMaxScaler()), ("mlp", MLPRegressor(random_state=random_state, **p))]
         )
         model = _scaled_target(model)
     elif family == "linear":
@@ -158,7 +159,8 @@ def build(
         model = Pipeline(
             [
                 ("scale", StandardScaler()),
-                ("gp", _ArdGaussianProcess(kernel=kernel, normalize_y=True, n_restarts_optimizer=restarts, random_state=random_state)),
+                ("gp", _ArdGaussianProcess(kernel=kernel, n_restarts_optimizer=restarts, random_state=random_state,
+                                           **{"normalize_y": True, **p})),
             ]
         )
     else:
@@ -166,6 +168,33 @@ def build(
     if log_target:
         model = TransformedTargetRegressor(regressor=model, func=_log, inverse_func=_exp, check_inverse=False)
     return model
+
+
+# hyperparameters ``build`` reads itself rather than passing them to the estimator
+_BUILD_KEYS = {"linear": ("degree",), "bayes": ("prior",), "gp": ("n_restarts_optimizer",)}
+
+
+def check_params(family: str, params: dict[str, Any] | None) -> None:
+    """Raise ValueError when ``params`` are not hyperparameters of ``family``, naming
+    the first unknown one and the family's own (scikit-learn's TypeError says less)."""
+    if not params:
+        return
+    if family == "auto":
+        raise ValueError("hyperparameters apply to an explicit --family; auto chooses its own by cross-validation")
+    est = build(family, {"prior": params["prior"]} if family == "bayes" and "prior" in params else None)
+    while True:  # the estimator the parameters go to, inside the target transform and pipeline
+        if isinstance(est, TransformedTargetRegressor):
+            est = est.regressor
+        elif isinstance(est, Pipeline):
+            est = est.steps[-1][1]
+        else:
+            break
+    known = (set(est.get_params(deep=False)) | set(_BUILD_KEYS.get(family, ()))) - {"random_state", "n_jobs", "kernel"}
+    for name in params:
+        if name in ("random_state", "n_jobs"):
+            raise ValueError(f"{name} is perflearn's to set (random_state: --seed)")
+        if name not in known:
+            raise ValueError(f"{family} has no hyperparameter {name!r} (it has: {', '.join(sorted(known))})")
 
 
 class _ArdGaussianProcess(GaussianProcessRegressor):
