@@ -226,3 +226,51 @@ def test_sigint_stops_cleanly_and_resume_completes(write_spec, store_path, tmp_p
     assert done.returncode == 0, done.stderr
     with open_store(store_path) as store:
         assert sorted(store.recorded(store.experiment("spec"))) == [(p, 0) for p in range(1, 7)]
+
+
+def test_sweep_stops_when_its_first_runs_fail_alike_at_several_points(write_spec, tmp_path):
+    """A broken set-up fails every run the same way: the sweep stops after 5, all stored."""
+    path = write_spec("""
+        [workload]
+        command = "echo 'cannot bind: address in use' >&2; exit 7 # x={x}"
+        shell = true
+        [knobs.x]
+        values = [1, 2, 3, 4, 5, 6, 7, 8]
+        [metrics.t]
+        source = "time"
+    """)
+    store = tmp_path / "s.duckdb"
+    result = CliRunner().invoke(app, ["run", str(path), "-s", str(store), "-q"])
+    assert result.exit_code != 0
+    err = result.output.strip().splitlines()[-1]
+    assert err.startswith("error:") and result.output.count("error:") == 1, result.output
+    assert "the first 5 runs, at 5 points, failed alike" in err and "cannot bind: address in use" in err
+    with open_store(store, read_only=True) as s:
+        runs = s.runs("spec")
+    assert len(runs) == 5 and (runs["status"] == "failed").all()
+    result = CliRunner().invoke(app, ["run", str(path), "-s", str(store), "-q", "--resume", "--stop-after-failures", "0"])
+    assert result.exit_code == 0, result.output
+    with open_store(store, read_only=True) as s:
+        assert len(s.runs("spec")) == 8
+
+
+@pytest.mark.parametrize("command", [
+    # one point's repeats failing (a bad setting) is that point's result, not the set-up's
+    "if [ {x} = 1 ]; then exit 3; fi; echo ok",
+    # failures that differ (here by the point's value) are the points', not one cause
+    "echo 'bad value {x}' >&2; exit 3",
+])
+def test_sweep_goes_on_when_failures_are_the_points(write_spec, command):
+    path = write_spec(f"""
+        [workload]
+        command = "{command}"
+        shell = true
+        [knobs.x]
+        values = [1, 2, 3]
+        [metrics.t]
+        source = "time"
+        [design]
+        repeat = 6
+    """)
+    outcome, store = run(path)
+    assert outcome.ran == 18

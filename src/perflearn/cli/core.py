@@ -137,11 +137,15 @@ def run(
     keep_run_dirs: Annotated[bool, typer.Option("--keep-run-dirs", help="Keep each run's directory (outputs) for inspection.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
     values: ValuesOpt = None,
+    stop_after_failures: Annotated[int, typer.Option("--stop-after-failures", help="Stop when this many first runs, at two points or more, fail alike (same error) before any is ok; 0: never.")] = 5,
 ) -> None:
     """Run an experiment: every point of the design, each run stored as it completes."""
     from perflearn.runner.runner import run_experiment
     from perflearn.store import open_store
 
+    if stop_after_failures < 0:
+        raise UsageError(f"--stop-after-failures must be 0 (never) or more, got {stop_after_failures}",
+                         where="--stop-after-failures")
     spec = _load(spec_path, values)
     if name:
         spec.name = name
@@ -149,7 +153,8 @@ def run(
     with open_store(store) as results:
         try:
             outcome = run_experiment(spec, results, resume=resume, allow_changed_spec=allow_changed_spec,
-                                     observer=observer, keep_run_dirs=keep_run_dirs)
+                                     observer=observer, keep_run_dirs=keep_run_dirs,
+                                     stop_after_failures=stop_after_failures)
         finally:
             observer.close()
         statuses = ", ".join(f"{n} {s}" for s, n in sorted(outcome.by_status.items())) or "nothing to run"

@@ -35,6 +35,37 @@ class Interrupted(PerflearnError):
     exit_code = 130
 
 
+STOP_AFTER_FAILURES = 5  # first runs of an invocation failing alike before the sweep stops
+
+
+class _SameFailures:
+    """Watches the first runs of an invocation: when ``limit`` of them, at two points or
+    more, fail alike (status, error and stderr's last line) before any run is ok, the
+    cause is the set-up, not a point, and the other runs would fail the same way."""
+
+    def __init__(self, limit: int):
+        self.limit, self.points, self.alike = limit, set(), 0
+        self.signature: tuple | None = None
+
+    def stop(self, record: RunRecord) -> str | None:
+        if not self.limit or self.signature == ():
+            return None
+        if record.status == "ok":
+            self.signature = ()  # something works: failures from here on are the points'
+            return None
+        tail = (record.stderr_tail or "").strip().splitlines()
+        signature = (record.status, record.error, tail[-1] if tail else "")
+        if self.signature not in (None, signature):
+            self.signature = ()
+            return None
+        self.signature = signature
+        self.alike += 1
+        self.points.add(record.point_id)
+        if self.alike >= self.limit and len(self.points) >= 2:
+            return f"{record.status}: {record.error or 'no error'}" + (f"; stderr: {signature[2]}" if signature[2] else "")
+        return None
+
+
 class Observer:
     """What a front end hears from the runner (the CLI draws progress from it)."""
 
@@ -139,7 +170,11 @@ def _knob_infos(spec: Spec) -> list[KnobInfo]:
 
 
 def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, allow_changed_spec: bool = False,
-                   observer: Observer | None = None, keep_run_dirs: bool = False) -> Outcome:
+                   observer: Observer | None = None, keep_run_dirs: bool = False,
+                   stop_after_failures: int = STOP_AFTER_FAILURES) -> Outcome:
+    """Run the spec's planned runs not stored yet, storing each as it ends. Stops (RunnerError,
+    runs stored) when the first ``stop_after_failures`` runs, at two points or more, all fail
+    alike (0: never)."""
     observer = observer or Observer()
     planned = plan(spec)
     existing = store.experiment(spec.name)
@@ -181,6 +216,7 @@ def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, all
             observer.warning(f"stopped {leftovers} process group(s) left running by a killed runner of this store")
     executor = RunExecutor(spec, actuators, collectors, keep_run_dirs=keep_run_dirs, store=store_id)
     warmed: set[int] = set()
+    alike = _SameFailures(stop_after_failures)
     try:
         with _sigterm_as_interrupt():
             try:
@@ -196,6 +232,12 @@ def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, all
                     store.record_run(experiment, record)
                     outcome.by_status[record.status] = outcome.by_status.get(record.status, 0) + 1
                     observer.run_finished(run, record)
+                    cause = alike.stop(record)
+                    if cause:
+                        raise RunnerError(
+                            f"stopped: the first {outcome.ran} runs, at {len(alike.points)} points, failed alike ({cause}); "
+                            f"they are stored. Fix the cause and rerun under a new --name, or go on with --resume "
+                            f"(the failed runs stay); --stop-after-failures 0 never stops", where=str(spec.path))
             except KeyboardInterrupt:
                 raise Interrupted(
                     f"interrupted after {outcome.ran} of {len(todo)} runs; every finished run is stored and the one "
