@@ -410,20 +410,22 @@ enum { D_DONE, D_AGAIN, D_ERR, D_STOPPED };
 static int deliver(struct chunk *c, int (*stop)(void *, int64_t), void *arg, int *err)
 {
     size_t want = c->len - c->off;
-    /* nothing between the wait and the write: every read there would add to L */
+    /* nothing between the wait and the write: every step there adds to L (the lateness
+     * statistics, written here before session 19, cost a TCP hop ~50 ns: after it) */
     int64_t late = emu_wait_until_or(c->release, cfg.spin_ns, stop, arg);
     if (late < 0)
         return D_STOPPED;
-    if (c->off == 0) {
+    int first = c->off == 0;
+    ssize_t r = real_sendto(c->fd, c->data + c->off, want, c->flags | MSG_DONTWAIT | MSG_NOSIGNAL,
+                            c->alen ? (struct sockaddr *)&c->addr : NULL, c->alen);
+    int e = errno;
+    if (first) {
         st_late_n++;
         st_late_ns += (unsigned long long)late;
         st_late_hist[late_bin((uint64_t)late)]++;
         if ((unsigned long long)late > st_late_max)
             st_late_max = (unsigned long long)late;
     }
-    ssize_t r = real_sendto(c->fd, c->data + c->off, want, c->flags | MSG_DONTWAIT | MSG_NOSIGNAL,
-                            c->alen ? (struct sockaddr *)&c->addr : NULL, c->alen);
-    int e = errno;
     if (r == (ssize_t)want)
         return D_DONE;
     if (r >= 0 || e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ENOBUFS) {
