@@ -89,6 +89,27 @@ def test_bad_inputs_are_one_line(cli, write_spec, store_path, tmp_path):
     assert_one_line_error(cli("run", good, "--store", store_path), 1, "exists already", "--resume")
 
 
+@pytest.mark.parametrize("args, fragments", [
+    (["run"], ["perflearn run: Missing argument 'spec_path'", "see perflearn run --help"]),
+    (["fit", "--cv", "abc", "-t", "T"], ["perflearn fit: Invalid value for '--cv'"]),
+    (["nosuch"], ["No such command 'nosuch'"]),
+    (["ls", "--bogus"], ["No such option: --bogus"]),
+])
+def test_usage_errors_of_the_framework_are_one_line(cli, args, fragments):
+    """Click's own usage errors (missing argument, bad number, unknown option) were a
+    four-line block with a capitalised 'Error:'."""
+    assert_one_line_error(cli(*args), 2, *fragments)
+
+
+def test_error_text_is_not_read_as_markup(cli, write_spec, store_path):
+    """A message naming a section ('[sampling]') prints it, not swallows it as rich markup."""
+    from perflearn.cli import terminal
+
+    with terminal.err.capture() as captured:
+        terminal.error("no interval samples (does its spec have [sampling]?)")
+    assert "[sampling]" in captured.get()
+
+
 def test_values_replace_a_knobs_values_for_one_run(cli, write_spec, store_path):
     spec = write_spec(SPEC)
     result = cli("validate", spec, "--values", "x=3,4,5")

@@ -8,11 +8,17 @@ under PERFLEARN_DEBUG=1.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from typer.core import TyperGroup
+
+try:  # typer >= 0.24 carries its own copy of click
+    from typer._click import exceptions as cx
+except ImportError:  # pragma: no cover - older typer on click
+    from click import exceptions as cx
 
 from perflearn.errors import PerflearnError
 
@@ -27,6 +33,28 @@ def debug() -> bool:
 
 class _Group(TyperGroup):
     """Maps perflearn's errors to one line and an exit code (also under CliRunner)."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        """The framework's usage errors (a missing argument, an unknown option, "abc" for
+        a number) as one ``error:`` line too, instead of click's four-line usage block."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except cx.NoArgsIsHelpError as exc:  # a bare group: its help, as before
+            exc.show()
+            sys.exit(exc.exit_code)
+        except cx.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx else "perflearn"
+            terminal.error(f"{where}: {exc.format_message()} (see {where} --help)")
+            sys.exit(exc.exit_code)
+        except cx.ClickException as exc:
+            terminal.error(exc.format_message())
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            terminal.error("aborted")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx):
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 
 import sys
 
@@ -12,11 +13,12 @@ err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.st
 
 
 def error(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}", markup=True)
+    # the message is text, not markup: "[sampling]" in it must print as written
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True)
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/] {message}", markup=True)
+    err.print(f"[yellow]warning:[/] {escape(message)}", markup=True)
 
 
 def info(message: str) -> None:
