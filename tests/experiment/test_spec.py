@@ -181,3 +181,50 @@ def test_regression_values_on_a_spec_whose_knobs_is_not_a_table(write_spec):
     with pytest.raises(SpecError) as caught:
         load_spec(write_spec(text), values={"bs": [8]})
     assert "--values bs: the spec has no knob 'bs' (knobs: none)" in str(caught.value)
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (('timeout = "2s"', 'timeout = 0'), "timeout: must be more than 0"),
+    (("values = [1, 2, 4]", "values = [1, nan, 4]"), "nan is not a finite number"),
+    (("values = [1, 2, 4]", "range = [1, inf]\nstep = 1"), "expected [low, high] finite numbers"),
+    (("values = [1, 2, 4]", "range = [1, 9]\nstep = inf"), "step: must be a finite number > 0"),
+    (('source = "time"', 'source = "regex"\npattern = \'\''), "pattern: must not be empty"),
+])
+def test_values_that_would_silently_misbehave_are_refused(write_spec, change, fragment):
+    """A zero timeout timed out every run; nan/inf knob values were accepted; an empty
+    regex matched anywhere (found by fuzzing, session 19)."""
+    assert fragment in error_of(write_spec, GOOD.replace(*change))
+
+
+@pytest.mark.parametrize("port, ok", [("11211", True), ("{port}", True), ('"abc"', False), ("99999", False), ("0", False)])
+def test_companion_ready_port_is_a_port_or_a_placeholder(write_spec, port, ok):
+    text = GOOD + f'''
+[workload.companions.srv]
+command = "sleep 5"
+ready_port = {port if port[0] in '"0123456789' else repr(port)}
+'''
+    if ok:
+        load_spec(write_spec(text))
+    else:
+        assert "ready_port: expected a TCP port (1-65535)" in error_of(write_spec, text)
+
+
+def test_a_plan_too_large_is_refused_before_it_is_listed(write_spec):
+    """validate with step 1e-9 over [1, 1e9] hung and took gigabytes listing the points."""
+    from perflearn.experiment.design import plan
+
+    text = GOOD.replace("values = [1, 2, 4]", "range = [1, 1e9]\nstep = 1e-9")
+    assert "values, more than 1,000,000 (is the step too small?)" in error_of(write_spec, text)
+    # each knob within bounds, their product not
+    text = GOOD.replace("values = [1, 2, 4]", "range = [1, 1000]\nstep = 1").replace(
+        'categorical = ["a", "b"]', "range = [1, 2000]\nstep = 1")
+    with pytest.raises(SpecError, match=r"factorial design has 2,000,000 points \(bs 1,000 x mode 2,000\), more than 1,000,000"):
+        plan(load_spec(write_spec(text)))
+
+
+def test_a_power_too_large_in_a_constraint_is_an_error_not_a_hang(write_spec):
+    text = GOOD + '\n[design]\nconstraints = ["(bs + 1) ** 10 ** 10 > 1"]\n'
+    with pytest.raises(SpecError, match="is too large"):
+        from perflearn.experiment.design import plan
+
+        plan(load_spec(write_spec(text)))

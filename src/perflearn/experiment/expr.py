@@ -11,9 +11,18 @@ import math
 import operator
 from collections.abc import Mapping
 
+def _power(base, exponent):
+    """``**`` whose integer result stays printable: ``(x + 1) ** 10 ** 10`` would take
+    gigabytes and minutes as a Python int; past 10,000 bits it is refused as too large."""
+    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and abs(base) > 1:
+        if exponent * abs(base).bit_length() > 10_000:
+            raise ValueError(f"{base} ** {exponent} is too large")
+    return operator.pow(base, exponent)
+
+
 _BINARY = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: _power,
 }
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
 _COMPARE = {

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+MAX_LEVELS = 1_000_000  # values of one knob: more is a step too small, not a sweep
+
+
 @dataclass(frozen=True)
 class Domain:
     """Values a knob may take.
@@ -30,28 +33,45 @@ class Domain:
         """True when every value can be listed (a factorial design needs it)."""
         return self.kind == "values" or self.step is not None or self.kind == "log_range"
 
-    def levels(self) -> list[Any]:
-        """Every value, in order. Only for finite domains."""
+    def count(self) -> int:
+        """How many values a finite domain has, without listing them (a step of 1e-9
+        over [1, 1e9] must be refused, not listed)."""
         if self.kind == "values":
-            return list(self.values)
+            return len(self.values)
         if self.kind == "range":
             if self.step is None:
                 raise ValueError("a range without a step has no finite list of values")
-            count = int(math.floor((self.high - self.low) / self.step + 1e-9)) + 1
-            return [self._cast(self.low + i * self.step) for i in range(count)]
-        # log_range: low * base**k up to high
+            return int(math.floor((self.high - self.low) / self.step + 1e-9)) + 1
+        estimate = int(math.log(self.high / self.low) / math.log(self.base)) + 1  # low * base**k
+        return estimate if estimate > 10_000 else len(self._geometric())
+
+    def _geometric(self) -> list[float]:
+        # low * base * base ... up to high, multiplied as always (stored points keep their digits)
         out, value = [], float(self.low)
         while value <= self.high * (1 + 1e-12):
-            out.append(self._cast(value))
+            out.append(value)
             value *= self.base
         return out
+
+    def nth(self, i: int) -> Any:
+        """The i-th value (0-based) of a finite domain."""
+        if self.kind == "values":
+            return self.values[i]
+        if self.kind == "range":
+            return self._cast(self.low + i * self.step)
+        return self._cast(self._geometric()[i])
+
+    def levels(self) -> list[Any]:
+        """Every value, in order. Only for finite domains."""
+        if self.kind == "log_range":
+            return [self._cast(v) for v in self._geometric()]
+        return [self.nth(i) for i in range(self.count())]
 
     def from_unit(self, u: float) -> Any:
         """Map u in [0, 1) to a value: the quantile of this domain (LHS, random)."""
         u = min(max(u, 0.0), math.nextafter(1.0, 0.0))
         if self.finite:
-            levels = self.levels()
-            return levels[int(u * len(levels))]
+            return self.nth(int(u * self.count()))
         if self.kind == "range":
             return self._cast(self.low + u * (self.high - self.low))
         return self._cast(math.exp(math.log(self.low) + u * (math.log(self.high) - math.log(self.low))))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shlex
 import signal
 import tomllib
@@ -22,7 +23,7 @@ from . import actuators as actuators_mod
 from . import collectors as collectors_mod
 from .collectors import MetricSpec
 from .expr import Expression
-from .knobs import Domain, Knob, is_number
+from .knobs import MAX_LEVELS, Domain, Knob, is_number
 from .launch import BUILTIN_PLACEHOLDERS, placeholders
 from .sampling import SamplingSpec
 from .tomlpos import Positions
@@ -254,10 +255,14 @@ def _read_process(table: _Table, name: str) -> ProcessSpec:
     process = ProcessSpec(name=name, command=command, shell=shell, cwd=table.get("cwd", (str,), None), env=env)
     if name != "workload":
         ready_port = table.get("ready_port", (int, str), None)
+        literal = str(ready_port).isdigit() if ready_port is not None else False
+        if ready_port is not None and not ("{" in str(ready_port) or (literal and 1 <= int(ready_port) <= 65535)):
+            raise table.error("ready_port", f"expected a TCP port (1-65535) or a placeholder such as "
+                                            f"\"{{port}}\", got {ready_port!r}")
         process.ready_port = None if ready_port is None else str(ready_port)
         process.ready_pattern = table.get("ready_pattern", (str,), None)
         process.ready_delay = _duration(table, "ready_delay", 0.0)
-        process.ready_timeout = _duration(table, "ready_timeout", 10.0)
+        process.ready_timeout = _duration(table, "ready_timeout", 10.0, positive=True)
         process.stop_grace = _duration(table, "stop_grace", 5.0)
         stop = table.get("stop_signal", (str,), "TERM")
         try:
@@ -276,7 +281,7 @@ def _read_process(table: _Table, name: str) -> ProcessSpec:
 
 def _read_workload(table: _Table) -> WorkloadSpec:
     main = _read_process(table, "workload")
-    timeout = _duration(table, "timeout", None)
+    timeout = _duration(table, "timeout", None, positive=True)
     setup = _commands(table, "setup")
     teardown = _commands(table, "teardown")
     warmup = table.get("warmup", (int,), 0)
@@ -309,14 +314,17 @@ def _read_knob(name: str, table: _Table, experiment: str) -> Knob:
             raise table.error(kind, "must list at least one value")
         if any(isinstance(v, (dict, list)) for v in values) and kind == "values":
             pass  # a CPU list such as [0, 2] is a valid value for affinity knobs
+        odd = [v for v in values if isinstance(v, float) and not math.isfinite(v)]
+        if odd:
+            raise table.error(kind, f"{odd[0]} is not a finite number")
         if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
             raise table.error(kind, "lists a value twice")
         categorical = kind == "categorical" or not all(is_number(v) for v in values)
         domain = Domain("values", tuple(_freeze(v) for v in values), categorical=categorical)
     else:
         bounds = table.get(kind, (list,))
-        if len(bounds) != 2 or not all(is_number(b) for b in bounds):
-            raise table.error(kind, f"expected [low, high] numbers, got {bounds!r}")
+        if len(bounds) != 2 or not all(is_number(b) and math.isfinite(b) for b in bounds):
+            raise table.error(kind, f"expected [low, high] finite numbers, got {bounds!r}")
         low, high = bounds
         if low > high:
             raise table.error(kind, f"low {low} is above high {high}")
@@ -324,8 +332,8 @@ def _read_knob(name: str, table: _Table, experiment: str) -> Knob:
         step = base = None
         if kind == "range":
             step = table.get("step", (int, float), None)
-            if step is not None and step <= 0:
-                raise table.error("step", "must be > 0")
+            if step is not None and not (0 < step < math.inf):
+                raise table.error("step", "must be a finite number > 0")
             domain = Domain("range", low=low, high=high, step=step, integer=integer)
         else:
             if low <= 0:
@@ -353,6 +361,8 @@ def _read_knob(name: str, table: _Table, experiment: str) -> Knob:
     except ValueError as exc:
         key, _, message = str(exc).partition(": ")
         raise table.error(key if key in table.data else None, message or str(exc)) from None
+    if domain.finite and domain.count() > MAX_LEVELS:
+        raise table.error(kind, f"gives {domain.count():,} values, more than {MAX_LEVELS:,} (is the step too small?)")
     values = domain.levels() if domain.finite else [domain.low, domain.high]
     for value in values + ([knob.default] if knob.default is not None else []):
         try:
@@ -550,14 +560,17 @@ def _commands(table: _Table, key: str) -> list[str]:
     return commands
 
 
-def _duration(table: _Table, key: str, default):
+def _duration(table: _Table, key: str, default, positive: bool = False):
     value = table.get(key, (int, float, str), None)
     if value is None:
         return default
     try:
-        return parse_duration(value)
+        seconds = parse_duration(value)
     except ValueError as exc:
         raise table.error(key, str(exc)) from None
+    if positive and not seconds > 0:  # a zero timeout times every run out
+        raise table.error(key, f"must be more than 0, got {value!r}")
+    return seconds
 
 
 def parse_values(option: str) -> tuple[str, list]:

@@ -56,6 +56,8 @@ class Regex(Collector):
     @classmethod
     def validate(cls, metric):
         _validate_source(metric)
+        if not metric.options["pattern"]:
+            raise ValueError("pattern: must not be empty (it would match anywhere and capture nothing)")
         try:
             pattern = re.compile(metric.options["pattern"], re.MULTILINE)
         except re.error as exc:
