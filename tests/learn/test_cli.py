@@ -129,6 +129,33 @@ def test_cluster_cli(tmp_path):
         (["fit", "--csv", STEP, "-t", "T", "--family", "rf", "--param", "random_state=3"], "random_state: --seed"),
         (["fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "--family", "rf", "--param", "max_depth=-2"],
          "cannot fit rf: The 'max_depth' parameter"),
+        # fuzzing pass: these were internal errors (exit 70) or accepted silently
+        (["evaluate", "--csv", STEP, "-t", "T", "-m", "T,lat", "--family", "rf", "--param", "max_depth=-2"],
+         "--param: cannot fit rf: The 'max_depth' parameter"),
+        (["fit", "--csv", STEP, "-t", "lat", "--family", "knn", "--param", "n_neighbors=1000"],
+         "--param: knn's n_neighbors=1000 exceeds the 58 runs to train on"),
+        (["fit", "--csv", STEP, "-t", "lat", "--family", "knn", "--param", "n_neighbors=50"],
+         "knn's n_neighbors=50 exceeds the 46 runs a split trains on"),
+        (["recommend", "--csv", STEP, "-t", "lat", "--family", "linear", "-c", "a=inf"],
+         "--context: a needs a finite number, got inf"),
+        (["recommend", "--csv", STEP, "-t", "lat", "--family", "cart", "-c", "c=1", "-c", "c=2"],
+         "--context: 'c' is given twice (c=1, c=2)"),
+        (["recommend", "--csv", STEP, "-t", "lat", "--family", "cart", "--top", "-3"], "--top: show at least 1 point"),
+        (["recommend", "--csv", STEP, "-t", "lat", "--family", "cart", "--top", "0"], "--top: show at least 1 point"),
+        (["rules", "--csv", STEP, "-t", "lat", "--min-leaf", "0"], "--min-leaf: a leaf needs at least 1 run, got 0"),
+        (["rules", "--csv", STEP, "-t", "lat", "--min-leaf", "-2"], "--min-leaf: a leaf needs at least 1 run"),
+        (["rules", "--csv", STEP, "-t", "lat", "--png", "adir"], "--png: the figure is a PNG: give a path ending in .png"),
+        (["rules", "--csv", STEP, "-t", "lat", "--png", "/nonexistent/t.png"], "--png: no such directory"),
+        (["cluster", "--csv", STEP, "-m", "lat", "--png", "cdir"], "--png: the figure is a PNG"),
+        (["cluster", "--csv", STEP, "-m", "lat", "--kmax", "1"], "--kmax: the largest k tried must be at least 2, got 1"),
+        (["cluster", "--csv", STEP, "-m", "lat", "--kmax", "0"], "--kmax: the largest k tried must be at least 2"),
+        (["evaluate", "--csv", STEP, "-t", "lat", "--family", "cart", "--repeats", "0"], "--repeats: repeats must be at least 1"),
+        (["evaluate", "--csv", STEP, "-t", "lat", "--family", "cart", "--repeats", "-1"], "--repeats: repeats must be at least 1"),
+        (["fit", "--csv", STEP, "-t", "lat", "--ensemble", "0"], "--ensemble: an ensemble has at least 1 pick, got 0"),
+        (["fit", "--csv", STEP, "-t", "lat", "--ensemble", "-1"], "--ensemble: an ensemble has at least 1 pick"),
+        # refused before the CV table is printed (one line)
+        (["evaluate", "--csv", STEP, "-t", "lat", "--family", "cart", "--curve", "foo"],
+         "--curve: must be none, inverse-kfold or fraction, got 'foo'"),
     ],
 )
 def test_bad_input_is_one_line(args, message):
@@ -171,3 +198,124 @@ def test_decide_prints_error_rules_recommendation_and_default_gain(tmp_path):
     # the best bs differs per pattern, so learned choices beat any single default
     gain_line = next(l for l in result.output.splitlines() if l.startswith("learned choices per context"))
     assert float(gain_line.split("gain ")[1].split(" ")[0]) > 0
+
+
+# -- fuzzing pass: bad values and files are one line ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lat_model(tmp_path_factory):
+    """A model of lat over a, b, c and T (the fuzzing pass's m1)."""
+    out = tmp_path_factory.mktemp("m") / "m1"
+    r = run("fit", "-t", "lat", "--csv", STEP, "--family", "rf", "-o", out)
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def _one_error_line(r, message):
+    assert r.exit_code == 2, r.output
+    err = r.output.strip()
+    assert err.startswith("error:") and len(err.splitlines()) == 1, err
+    assert message in err, err
+
+
+@pytest.mark.parametrize(
+    "point, message",
+    [
+        ("a=inf,b=x,c=1,T=1", "--set: a needs a finite number, got inf"),
+        ("a=-inf,b=x,c=1,T=1", "--set: a needs a finite number, got -inf"),
+        ("a=nan,b=x,c=1,T=1", "--set: a needs a finite number, got nan"),
+        ("a=1,b=x,c=1,T=1,zz=3", "--set: unknown feature 'zz' (the model's features: a, b, c, T)"),
+        ("a=1,a=2,b=x,c=1,T=1", "--set: 'a' is given twice (a=1, a=2)"),
+    ],
+)
+def test_predict_set_refuses_non_finite_unknown_and_repeated(lat_model, point, message):
+    _one_error_line(run("predict", lat_model, "--set", point), message)
+
+
+def test_predict_points_file_non_finite_or_empty(lat_model, tmp_path):
+    pts = tmp_path / "p.csv"
+    pts.write_text("a,b,c,T\n1,x,1,1\n-inf,x,1,1\n")
+    _one_error_line(run("predict", lat_model, "-p", pts), "feature 'a' needs a finite number, got -inf (row 2)")
+    pts.write_text("a,b,c,T\n")
+    _one_error_line(run("predict", lat_model, "-p", pts), f"{pts}: no rows (no points to predict)")
+
+
+def test_predict_huge_value_warns_nothing(lat_model):
+    """1e308 overflows float32 in the forest's cast: a numpy warning, not for the terminal."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning escaping would end the command
+        r = run("predict", lat_model, "--set", "a=1e308,b=x,c=1,T=1")
+    assert r.exit_code == 0, r.output
+    assert "Warning" not in r.output and "overflow" not in r.output
+
+
+def test_model_json_without_kinds_is_one_line(lat_model, tmp_path):
+    import shutil
+
+    bad = tmp_path / "m2"
+    shutil.copytree(lat_model, bad)
+    meta = json.loads((bad / "model.json").read_text())
+    del meta["schema"]["kinds"]
+    (bad / "model.json").write_text(json.dumps(meta))
+    _one_error_line(run("predict", bad, "--set", "a=1,b=x,c=1,T=1"),
+                    f"{bad}: not a valid perflearn model (model.json lacks schema.kinds)")
+    _one_error_line(run("recommend", "-t", "lat", "--csv", STEP, "--model", bad), "model.json lacks schema.kinds")
+
+
+def _step_with(tmp_path, **cells):
+    """step.csv with cells set: column=[(row, value), ...]."""
+    df = pd.read_csv(STEP)
+    for col, items in cells.items():
+        for row, value in items:
+            df.loc[row, col] = value
+    path = tmp_path / "runs.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def test_fit_names_the_columns_with_inf(tmp_path):
+    csv = _step_with(tmp_path, a=[(1, float("inf"))], T=[(2, float("-inf"))])
+    _one_error_line(run("fit", "-t", "lat", "--csv", csv, "--family", "rf", "-o", tmp_path / "m"),
+                    "infinite values in 'a' (1 run(s)), 'T' (1 run(s))")
+
+
+def test_cluster_refuses_inf_and_counts_dropped_nan(tmp_path):
+    csv = _step_with(tmp_path, lat=[(5, float("-inf"))])
+    _one_error_line(run("cluster", "--csv", csv, "-m", "lat"), "infinite values in 'lat' (1 run(s))")
+    csv = _step_with(tmp_path, lat=[(5, float("nan"))])
+    r = run("cluster", "--csv", csv, "-m", "lat", "--png", tmp_path / "c.png")
+    assert r.exit_code == 0, r.output
+    assert "1 profile(s) left out (NULL in lat)" in r.output
+    assert f"figure written to {tmp_path / 'c.png'}" in r.output and (tmp_path / "c.png").is_file()
+
+
+def test_evaluate_mape_is_na_with_zero_targets(tmp_path):
+    csv = _step_with(tmp_path, lat=[(1, 0.0), (2, 0.0)])
+    r = run("evaluate", "-t", "lat", "--csv", csv, "--family", "cart")
+    assert r.exit_code == 0, r.output
+    assert "2 run(s) have lat = 0: MAPE is undefined (n/a)" in r.output
+    mape_row = next(line for line in r.output.splitlines() if "MAPE" in line)
+    assert "n/a" in mape_row and "e+" not in mape_row
+
+
+@pytest.mark.parametrize("curve, message", [
+    ("fraction", "--curve fraction: 5 runs are too few for this learning curve"),
+    ("inverse-kfold", "--curve inverse-kfold: 5 runs are too few"),
+])
+def test_evaluate_curve_on_too_few_runs_is_one_line(tmp_path, curve, message):
+    csv = tmp_path / "small.csv"
+    pd.read_csv(STEP).head(7).to_csv(csv, index=False)
+    r = run("evaluate", "-t", "lat", "--csv", csv, "--family", "cart", "-k", "2", "--curve", curve)
+    _one_error_line(r, message)
+    assert "--fractions" not in r.output
+
+
+def test_rules_png_is_written_where_said(tmp_path):
+    png = tmp_path / "tree.png"
+    r = run("rules", "--csv", STEP, "-t", "lat", "--png", png)
+    assert r.exit_code == 0, r.output
+    assert f"tree drawn to {png}" in r.output and png.is_file()
+    assert not Path(str(png) + ".png").exists()

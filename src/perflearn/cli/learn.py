@@ -7,6 +7,7 @@ metric columns).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -151,8 +152,25 @@ def _pairs(items: list[str] | None, where: str) -> dict[str, object]:
             if "=" not in part:
                 raise UsageError(f"{part!r} is not NAME=VALUE", where=where)
             k, v = part.split("=", 1)
-            out[k.strip()] = _value(v.strip())
+            k, value = k.strip(), _value(v.strip())
+            if k in out:  # the last one would win silently
+                raise UsageError(f"{k!r} is given twice ({k}={out[k]}, {k}={v.strip()})", where=where)
+            if isinstance(value, float) and not math.isfinite(value):  # nan/inf would predict as a missing value
+                raise UsageError(f"{k} needs a finite number, got {v.strip()}", where=where)
+            out[k] = value
     return out
+
+
+def _png(path: Path | None, where: str) -> None:
+    """A figure is written to exactly ``path``: refuse, before any work, what would go elsewhere or fail."""
+    if path is None:
+        return
+    if path.suffix.lower() != ".png":  # matplotlib would add ".png" to a path without a suffix
+        raise UsageError(f"the figure is a PNG: give a path ending in .png, got {str(path)!r}", where=where)
+    if path.is_dir():
+        raise UsageError("is a directory; give a file ending in .png", where=str(path))
+    if not path.parent.is_dir():
+        raise UsageError(f"no such directory {str(path.parent)!r}", where=where)
 
 
 def _hyper(items: list[str] | None) -> dict[str, object]:
@@ -292,14 +310,25 @@ def evaluate(
 
     if warmup and not per_sample:
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
+    if curve not in ("none", "inverse-kfold", "fraction"):  # before any work (it failed after the CV table)
+        raise UsageError(f"must be none, inverse-kfold or fraction, got {curve!r}", where="--curve")
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup)
     data = training_data(ds, target, _split(features))
     lt = _log_opt(log_target)
     params = _hyper(param)
     res = ev.evaluate(data, family, scheme=scheme, folds=folds, repeats=repeats, test_size=test_size,
                       params=params, log_target=lt, random_state=seed)
+    lc = None  # the curve before any output: too few runs for it fails before the table, not after
+    if curve == "inverse-kfold":
+        lc = ev.learning_curve(data, family, params=params, log_target=lt, random_state=seed)
+    elif curve == "fraction":
+        lc = ev.learning_curve(data, family, fractions=[0.1, 0.2, 0.3, 0.5, 0.7, 0.9], repeats=max(3, repeats),
+                               params=params, log_target=lt, random_state=seed)
     if data.excluded:
         terminal.warn(f"{data.excluded} run(s) left out (failed, or NULL {target} or feature)")
+    zeros = int((data.y == 0).sum())
+    if zeros:  # MAPE divides by every target (it printed 1e17 %), MRE skips y = 0
+        terminal.warn(f"{zeros} run(s) have {target} = 0: MAPE is undefined (n/a), MRE leaves them out")
     summ = res.summary()
     on = f"{len(data.y)} runs" if not res.grouped else f"{len(data.y)} samples of {res.n_runs} runs"
     title = (f"{family} on {on} of {target}: "
@@ -309,7 +338,8 @@ def evaluate(
     for c in ("metric", "mean", "std"):
         t.add_column(c, justify="right" if c != "metric" else "left")
     for m, label in (("mre", "MRE % (PAAE)"), ("mape", "MAPE %"), ("rmse", "RMSE"), ("r2", "R²")):
-        t.add_row(label, _fmt(summ[m]["mean"]), _fmt(summ[m]["std"]))
+        na = m == "mape" and not math.isfinite(summ[m]["mean"])
+        t.add_row(label, "n/a" if na else _fmt(summ[m]["mean"]), "n/a" if na else _fmt(summ[m]["std"]))
     if res.oob:
         t.add_row("OOB R²", _fmt(res.oob["r2"]), "")
         t.add_row("OOB MRE %", _fmt(res.oob["mre"]), "")
@@ -317,15 +347,7 @@ def evaluate(
     if res.chosen:
         counts = pd.Series(res.chosen).value_counts()
         terminal.out.print("auto chose per split: " + ", ".join(f"{k} ×{v}" for k, v in counts.items()))
-    lc = None
-    if curve != "none":
-        if curve == "inverse-kfold":
-            lc = ev.learning_curve(data, family, params=params, log_target=lt, random_state=seed)
-        elif curve == "fraction":
-            lc = ev.learning_curve(data, family, fractions=[0.1, 0.2, 0.3, 0.5, 0.7, 0.9], repeats=max(3, repeats),
-                                   params=params, log_target=lt, random_state=seed)
-        else:
-            raise UsageError(f"--curve must be none, inverse-kfold or fraction, got {curve!r}", where="--curve")
+    if lc is not None:
         terminal.out.print(_frame_table(lc[["mode", "size", "n_train", "mre_mean", "mre_std", "r2_mean"]],
                                         title="learning curve (MRE % on the held-out runs"
                                         + ("; folds by run, n_train counts samples)" if res.grouped else ")")))
@@ -365,7 +387,13 @@ def predict(
         frame = pd.read_csv(points)
         where = str(points)
     elif set_:
-        frame = pd.DataFrame([_pairs(set_, "--set")])
+        point = _pairs(set_, "--set")
+        unknown = [k for k in point if k not in model.features]
+        if unknown and all(f in point for f in model.features):  # else "missing ..." says more
+            # a misspelt or extra knob would be ignored (a points file may carry extra columns, --set not)
+            raise UsageError(f"unknown feature {unknown[0]!r} (the model's features: {', '.join(model.features)})",
+                             where="--set")
+        frame = pd.DataFrame([point])
         where = "--set"
     else:
         raise UsageError("give points: --points FILE.csv or --set NAME=VALUE ...", where="arguments")
@@ -405,10 +433,12 @@ def recommend(
     from perflearn.learn.model import load
     from perflearn.learn.recommend import Constraint, defaults_table, recommend as rec, search_space
 
+    if top < 1:  # before fitting (--top -3 printed all but 3 of the points)
+        raise UsageError(f"show at least 1 point, got {top}", where="--top")
+    fixed = _pairs(context, "--context")
     constraints = [Constraint.parse(w) for w in (where_ or [])]
     wanted = [target, *[c.metric for c in constraints if c.metric != target]]
     ds = load_dataset(csv, experiment, store, _split(metrics) or wanted, _split(context_cols))
-    fixed = _pairs(context, "--context")
     feats = _split(features)
     for k in fixed:
         if k not in ds.features:
@@ -470,6 +500,7 @@ def rules(
     from perflearn.learn.features import training_data
     from perflearn.learn.rules import tree_rules
 
+    _png(png, "--png")
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
     data = training_data(ds, target, _split(features))
     thresholds = None
@@ -483,8 +514,7 @@ def rules(
     terminal.out.print(f"rules for {target} from a depth-{depth} tree over {len(data.y)} runs (in-sample {kind} {r.r2_or_accuracy:.3f}):")
     terminal.out.print(r.text(data.schema.unit))
     if png is not None:
-        r.plot(png)
-        terminal.info(f"tree drawn to {png}")
+        terminal.info(f"tree drawn to {r.plot(png)}")
 
 
 # -- cluster ----------------------------------------------------------------------------------
@@ -509,6 +539,7 @@ def cluster(
     """Group configurations by their profile (k-means, k by elbow); one representative per group."""
     from perflearn.learn.cluster import cluster as run_cluster
 
+    _png(png, "--png")
     cols = _split(columns)
     mets = _split(metrics)
     if csv is not None and not mets:
@@ -518,13 +549,14 @@ def cluster(
         mets = cols
     ds = load_dataset(csv, experiment, store, mets or [], _split(context_cols))
     r = run_cluster(ds, cols, k=k, kmax=kmax, pca=pca, by=by, random_state=seed)
+    if r.dropped:
+        terminal.warn(f"{r.dropped} profile(s) left out (NULL in {', '.join(r.columns)})")
     how = "elbow (kneedle)" if k is None and r.elbow_found else ("given" if k is not None else "no elbow found")
     terminal.out.print(f"k = {r.k} ({how}); inertia by k: " + ", ".join(f"{kk}:{v:.3g}" for kk, v in zip(r.ks, r.inertias)))
     show = r.representatives.drop(columns=["_row"])
     terminal.out.print(_frame_table(show, title="one representative per cluster (closest to the centroid)"))
     if png is not None:
-        r.plot(png)
-        terminal.info(f"figure written to {png}")
+        terminal.info(f"figure written to {r.plot(png)}")
     if out is not None:
         r.profiles.to_csv(out, index=False)
         terminal.info(f"{len(r.profiles)} profiles with their cluster written to {out}")

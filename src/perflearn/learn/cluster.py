@@ -38,6 +38,7 @@ class ClusterResult:
     explained: list[float]  # variance ratio of the 2 plotted components
     columns: list[str]
     pca: int | None
+    dropped: int = 0  # profiles left out: NULL (NaN) in a profile column
 
     def plot(self, path: str | Path) -> Path:
         import matplotlib
@@ -60,7 +61,7 @@ class ClusterResult:
         ax2.legend(loc="best", fontsize=8)
         fig.colorbar(sc, ax=ax2, label="cluster")
         fig.tight_layout()
-        fig.savefig(path, dpi=100)
+        fig.savefig(path, dpi=100, format="png")  # exactly ``path`` (without format, no suffix gets ".png" added)
         plt.close(fig)
         return Path(path)
 
@@ -77,6 +78,10 @@ def cluster(
 ) -> ClusterResult:
     """Cluster the points (or runs, ``by="run"``) of ``ds`` by ``columns`` (default: all metrics)."""
     where = ds.experiment
+    if kmax < 2:  # k = 1..kmax: the elbow needs more than one k (it was silently raised to 2)
+        raise UsageError(f"the largest k tried must be at least 2, got {kmax}", where="--kmax")
+    if by not in ("point", "run"):
+        raise UsageError(f"by must be point or run, got {by!r}", where="--by")
     columns = list(columns or ds.metrics)
     for c in columns:
         if c not in ds.frame.columns or c in ("run_id", "point_id", "rep", "status"):
@@ -85,17 +90,22 @@ def cluster(
         if ds.kinds.get(c) == "categorical":
             raise UsageError(f"column {c!r} is categorical; cluster over numeric columns", where=where)
     frame = ds.ok()
+    # inf is no profile value (it breaks the scaling); NaN is NULL, left out below
+    infinite = {c: int(np.isinf(pd.to_numeric(frame[c], errors="coerce").to_numpy(dtype=float)).sum()) for c in columns}
+    infinite = {c: k for c, k in infinite.items() if k}
+    if infinite:
+        raise UsageError("infinite values in " + ", ".join(f"{c!r} ({k} run(s))" for c, k in infinite.items())
+                         + "; remove or cap them", where=where)
     if by == "point":
         agg = {c: "mean" for c in columns}
         agg.update({f: "first" for f in ds.features if f not in columns})
         prof = frame.groupby("point_id", sort=True).agg(agg).reset_index()
     elif by == "run":
         prof = frame[["run_id", "point_id", *[f for f in ds.features if f not in columns], *columns]].reset_index(drop=True)
-    else:
-        raise UsageError(f"by must be point or run, got {by!r}", where="--by")
     for c in columns:
         if prof[c].isna().all():
             raise UsageError(f"column {c!r} is NULL in every run", where=where)
+    before = len(prof)
     prof = prof.dropna(subset=columns).reset_index(drop=True)
     n = len(prof)
     if n < 3:
@@ -134,4 +144,4 @@ def cluster(
     if ncomp == 1:
         coords = np.column_stack([coords[:, 0], np.zeros(n)])
     return ClusterResult(chosen, ks, inertias, elbow is not None, labels, prof, pd.DataFrame(reps), coords,
-                         [float(v) for v in p2.explained_variance_ratio_], columns, pca)
+                         [float(v) for v in p2.explained_variance_ratio_], columns, pca, before - n)

@@ -30,7 +30,7 @@ from perflearn.errors import UsageError
 
 from .features import TrainingData
 from .metrics import METRICS, all_metrics
-from .models import FAMILIES, AutoRegressor, check_params, make_pipeline, model_for
+from .models import FAMILIES, KNN_NEIGHBORS, AutoRegressor, check_params, make_pipeline, model_for
 
 
 def _pipeline(data: TrainingData, family: str, params=None, log_target: bool | str = "auto", cv: int = 5,
@@ -66,11 +66,25 @@ def fit_params(pipe, groups) -> dict[str, Any]:
     return {}
 
 
-def _fit_predict(pipe, X_tr, y_tr, X_te, groups=None):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        pipe.fit(X_tr, y_tr, **fit_params(pipe, groups))
-        return np.asarray(pipe.predict(X_te), dtype=float)
+def _fit_predict(pipe, X_tr, y_tr, X_te, groups=None, *, family: str = "auto", params=None):
+    check_neighbors(family, params, len(y_tr), "runs a split trains on")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pipe.fit(X_tr, y_tr, **fit_params(pipe, groups))
+            return np.asarray(pipe.predict(X_te), dtype=float)
+    except ValueError as exc:  # a bad --param value (scikit-learn's reason), as fit says it
+        raise UsageError(f"cannot fit {family}: {str(exc).splitlines()[0]}",
+                         where="--param" if params else "--family") from None
+
+
+def check_neighbors(family: str, params, n_train: int, what: str) -> None:
+    """knn cannot ask for more neighbours than the ``n_train`` training rows (``what``: of the data, of a
+    split); scikit-learn says so only when predicting, and without saying where."""
+    k = (params or {}).get("n_neighbors", KNN_NEIGHBORS)
+    if family == "knn" and isinstance(k, int) and k > n_train:
+        raise UsageError(f"knn's n_neighbors={k} exceeds the {n_train} {what}; "
+                         f"use --param n_neighbors={max(1, n_train)} or fewer", where="--param")
 
 
 def _check_family(family: str, params=None) -> None:
@@ -105,7 +119,9 @@ class EvalResult:
         return self.n_runs > 0
 
     def summary(self) -> dict[str, dict[str, float]]:
-        return {m: {"mean": float(self.splits[m].mean()), "std": float(self.splits[m].std(ddof=1)) if len(self.splits) > 1 else 0.0}
+        # MAPE is NaN on a split with a zero target (undefined): so is its mean, rather than the mean of the others
+        return {m: {"mean": float(self.splits[m].mean(skipna=m != "mape")),
+                    "std": float(self.splits[m].std(ddof=1, skipna=m != "mape")) if len(self.splits) > 1 else 0.0}
                 for m in METRICS}
 
 
@@ -130,6 +146,8 @@ def evaluate(
     With ``by_run`` and per-sample data (several rows per run, :func:`run_groups`),
     folds and test sets are made of whole runs, and ``folds`` counts runs."""
     _check_family(family, params)
+    if repeats < 1:  # max(1, repeats) below would run once and the title say "x0"
+        raise UsageError(f"repeats must be at least 1, got {repeats}", where="--repeats")
     n = len(data.y)
     X, y = data.X, data.y
     groups = run_groups(data) if by_run else None
@@ -165,7 +183,7 @@ def evaluate(
             g_tr = None if groups is None else groups[tr]
             inner = _inner_cv(len(tr) if g_tr is None else len(pd.unique(g_tr)), cv)
             pipe = _pipeline(data, family, params, log_target, inner, random_state, n_jobs, families)
-            pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te], g_tr)
+            pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te], g_tr, family=family, params=params)
             model = pipe.named_steps["model"]
             if isinstance(model, AutoRegressor):
                 chosen.append(model.best_family_ + (" log" if model.best_log_target_ else ""))
@@ -261,9 +279,12 @@ def learning_curve(
     if fractions is None:
         if ks is None:
             ks = [k for k in range(2, 11) if n // k >= 3]
+            if not ks:  # else an empty curve
+                raise UsageError(f"{n} runs are too few for an inverse k-fold learning curve (it needs 6: 3 per fold)",
+                                 where="--curve inverse-kfold")
         for k in ks:
             if k < 2 or n // k < 2:
-                raise UsageError(f"inverse {k}-fold leaves fewer than 2 training runs of {n}", where="--ks")
+                raise UsageError(f"inverse {k}-fold leaves fewer than 2 training runs of {n}", where="ks")
             scores = []
             sizes = []
             for rep in range(max(1, repeats) if k > 2 else 1):
@@ -271,17 +292,20 @@ def learning_curve(
                             else GroupKFold(k, shuffle=True, random_state=random_state + rep))
                 for te, tr in splitter.split(X, groups=groups):  # swapped: train on 1 fold
                     pipe = _pipeline(data, family, params, log_target, inner_cv(tr), random_state, n_jobs, families)
-                    pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te], g(tr))
+                    pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te], g(tr), family=family, params=params)
                     scores.append(all_metrics(y[te], pred))
                     sizes.append(len(tr))
             rows.append(_curve_row("inverse-kfold", k, sizes, scores))
     else:
         for f in fractions:
+            # where: the CLI has no --fractions; `--curve fraction` trains on 10..90%
             if not 0 < f < 1:
-                raise UsageError(f"training fraction must be in (0, 1), got {f}", where="--fractions")
+                raise UsageError(f"training fraction must be in (0, 1), got {f}", where="--curve fraction")
             n_train = int(round(f * n))
             if n_train < 2 or n - n_train < 1:
-                raise UsageError(f"fraction {f:g} of {n} runs leaves no training or no test set", where="--fractions")
+                raise UsageError(f"{n} runs are too few for this learning curve: training on {f:.0%} of them leaves "
+                                 f"{n_train} to train on and {n - n_train} to test on (need 2 and 1)",
+                                 where="--curve fraction")
             scores, sizes = [], []
             splitter = (ShuffleSplit(max(1, repeats), train_size=n_train, test_size=n - n_train, random_state=random_state)
                         if groups is None else
@@ -289,7 +313,7 @@ def learning_curve(
                                           random_state=random_state))
             for tr, te in splitter.split(X, groups=groups):
                 pipe = _pipeline(data, family, params, log_target, inner_cv(tr), random_state, n_jobs, families)
-                pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te], g(tr))
+                pred = _fit_predict(pipe, X.iloc[tr], y[tr], X.iloc[te], g(tr), family=family, params=params)
                 scores.append(all_metrics(y[te], pred))
                 sizes.append(len(tr))
             rows.append(_curve_row("fraction", f, sizes, scores))

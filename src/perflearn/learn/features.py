@@ -62,9 +62,12 @@ class FeatureSchema:
     def frame(self, points: pd.DataFrame, where: str = "points") -> pd.DataFrame:
         """The feature columns of ``points`` in training order, checked against the schema.
 
-        Extra columns are ignored; a missing feature, a non-numeric value in a
-        numeric feature or a category not seen in training is a UsageError.
+        Extra columns are ignored; no rows, a missing feature, a non-numeric or
+        non-finite (nan, inf) value in a numeric feature or a category not seen in
+        training is a UsageError.
         """
+        if len(points) == 0:  # scikit-learn's own message ("0 sample(s)") names neither
+            raise UsageError("no rows (no points to predict)", where=where)
         missing = [f for f in self.features if f not in points.columns]
         if missing:
             raise UsageError(
@@ -76,12 +79,12 @@ class FeatureSchema:
         for f in self.features:
             col = points[f]
             if self.kinds[f] == "numeric":
-                values = pd.to_numeric(col, errors="coerce")
-                bad = values.isna()
+                values = pd.to_numeric(col, errors="coerce").astype(float)
+                bad = ~np.isfinite(values.to_numpy())  # nan and inf would predict silently (as a missing value)
                 if bad.any():
-                    row = int(np.flatnonzero(bad.to_numpy())[0])
-                    raise UsageError(f"feature {f!r} needs a number, got {col.iloc[row]!r} (row {row + 1})", where=where)
-                out[f] = values.astype(float)
+                    row = int(np.flatnonzero(bad)[0])
+                    raise UsageError(f"feature {f!r} needs a {_bad_number(col.iloc[row])} (row {row + 1})", where=where)
+                out[f] = values
             else:
                 values = _categories(col)
                 known = set(self.categories.get(f, []))
@@ -94,6 +97,16 @@ class FeatureSchema:
                     )
                 out[f] = values
         return out
+
+
+def _bad_number(value: Any) -> str:
+    """What is wrong with a numeric feature's value, shown as the user wrote it (``nan``, not ``np.float64(nan)``)."""
+    text = value if isinstance(value, str) else str(value)
+    try:
+        float(text)
+    except ValueError:
+        return f"number, got {value!r}"
+    return f"finite number, got {text}"
 
 
 def _categories(col: pd.Series) -> pd.Series:
@@ -198,6 +211,12 @@ def training_data(
         else:
             X[f] = _categories(rows[f])
             categories[f] = sorted(X[f].unique().tolist())
+    # inf is not NULL (so not left out), and scikit-learn's refusal ("Input X contains infinity") names no column
+    infinite = {c: int(np.isinf(v).sum()) for c, v in [(target, y), *((f, X[f].to_numpy()) for f in ranges)]}
+    infinite = {c: k for c, k in infinite.items() if k}
+    if infinite:
+        raise UsageError("infinite values in " + ", ".join(f"{c!r} ({k} run(s))" for c, k in infinite.items())
+                         + "; remove or cap them", where=where)
     schema = FeatureSchema(
         target=target,
         features=list(features),

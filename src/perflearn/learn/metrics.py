@@ -1,8 +1,9 @@
 """Accuracy measures of a performance model.
 
 MRE (mean relative error, Heimdall's PAAE) is the headline: mean(|pred - y| / |y|),
-reported in percent. MAPE is the same quantity as scikit-learn computes it
-(guarded against y = 0); both are kept because papers use both names.
+reported in percent. MAPE is the same quantity without skipping y = 0: it is
+undefined (NaN) when any target is 0 (scikit-learn's epsilon floor gave 1e17 %);
+both are kept because papers use both names.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ def mre(y_true, y_pred) -> float:
 
 
 def mape(y_true, y_pred) -> float:
-    """Mean absolute percentage error in percent, with |y| floored at machine epsilon."""
+    """Mean absolute percentage error in percent; NaN (undefined) when any target is 0."""
     y_true = np.asarray(y_true, dtype=float)
     y_pred = np.asarray(y_pred, dtype=float)
-    denom = np.maximum(np.abs(y_true), np.finfo(float).eps)
-    return float(np.mean(np.abs(y_pred - y_true) / denom) * 100.0)
+    if np.any(y_true == 0):
+        return float("nan")
+    return float(np.mean(np.abs(y_pred - y_true) / np.abs(y_true)) * 100.0)
 
 
 def rmse(y_true, y_pred) -> float:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import platform
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -102,7 +103,9 @@ class Model:
 
         if isinstance(points, dict):
             points = pd.DataFrame([points])
-        return fast_predict(self.estimator, self.transform(points, where))
+        X = self.transform(points, where)
+        with _quiet():
+            return fast_predict(self.estimator, X)
 
     def predict_dist(self, points: pd.DataFrame | dict, where: str = "points") -> pd.DataFrame:
         """Prediction with an uncertainty: columns ``pred, std, lo, hi`` (lo/hi ~ 90% band).
@@ -115,7 +118,8 @@ class Model:
         if isinstance(points, dict):
             points = pd.DataFrame([points])
         X = self.transform(points, where)
-        pred, std, lo, hi = predict_spread(self.estimator, X, rel_error=self.cv.get("mre"))
+        with _quiet():
+            pred, std, lo, hi = predict_spread(self.estimator, X, rel_error=self.cv.get("mre"))
         return pd.DataFrame({"pred": pred, "std": std, "lo": lo, "hi": hi}, index=points.index)
 
     def importance(self, X: pd.DataFrame | None = None, y: np.ndarray | None = None) -> dict[str, float]:
@@ -199,6 +203,8 @@ class Model:
             meta = json.loads(meta_file.read_text())
         except json.JSONDecodeError as exc:
             raise UsageError(f"model.json is not valid JSON ({exc.msg}, line {exc.lineno})", where=str(meta_file)) from None
+        if not isinstance(meta, dict):
+            raise UsageError("not a valid perflearn model (model.json is not an object)", where=str(path))
         if meta.get("format") != FORMAT:
             raise UsageError(f"model format {meta.get('format')!r} is not {FORMAT!r}; refit it", where=str(path))
         saved = meta.get("versions", {})
@@ -219,20 +225,27 @@ class Model:
             raise UsageError(f"cannot load pipeline.joblib ({type(exc).__name__}: {exc})", where=str(path)) from None
         if not isinstance(pipeline, Pipeline):
             raise UsageError("pipeline.joblib does not hold a scikit-learn Pipeline", where=str(path))
-        return cls(
-            pipeline=pipeline,
-            schema=FeatureSchema.from_dict(meta["schema"]),
-            family=meta["family"],
-            params=meta.get("params", {}),
-            log_target=bool(meta.get("log_target", False)),
-            data_hash=meta.get("data_hash", ""),
-            n_train=int(meta.get("n_train", 0)),
-            n_excluded=int(meta.get("n_excluded", 0)),
-            experiment=meta.get("experiment", ""),
-            cv=meta.get("cv", {}),
-            versions=saved,
-            created=meta.get("created", ""),
-        )
+        try:
+            lacking = _lacking(meta)
+            if lacking:  # valid JSON without what predicting reads: one line, not a KeyError later
+                raise UsageError(f"not a valid perflearn model (model.json lacks {lacking})", where=str(path))
+            return cls(
+                pipeline=pipeline,
+                schema=FeatureSchema.from_dict(meta["schema"]),
+                family=meta["family"],
+                params=meta.get("params", {}),
+                log_target=bool(meta.get("log_target", False)),
+                data_hash=meta.get("data_hash", ""),
+                n_train=int(meta.get("n_train", 0)),
+                n_excluded=int(meta.get("n_excluded", 0)),
+                experiment=meta.get("experiment", ""),
+                cv=meta.get("cv", {}),
+                versions=saved,
+                created=meta.get("created", ""),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # e.g. a range not [lo, hi]
+            raise UsageError(f"not a valid perflearn model (model.json: {type(exc).__name__}: {exc})",
+                             where=str(path)) from None
 
     def check_dataset(self, ds: Dataset, where: str | None = None) -> None:
         """Fail with one line when ``ds`` has other knobs than this model was trained on."""
@@ -242,6 +255,33 @@ class Model:
                 f"model was trained on knobs {', '.join(self.features)}; this data lacks {', '.join(missing)}",
                 where=where or ds.experiment,
             )
+
+
+def _lacking(meta: dict[str, Any]) -> str | None:
+    """The first key of model.json a model needs that is missing or of the wrong type, dotted."""
+    if not isinstance(meta.get("family"), str):
+        return "family"
+    schema = meta.get("schema")
+    if not isinstance(schema, dict):
+        return "schema"
+    for key, kind in (("target", str), ("features", list), ("kinds", dict)):
+        if not isinstance(schema.get(key), kind):
+            return f"schema.{key}"
+    for f in schema["features"]:
+        if schema["kinds"].get(f) not in ("numeric", "categorical"):
+            return f"schema.kinds.{f}"
+        if schema["kinds"][f] == "categorical" and not isinstance(schema.get("categories", {}).get(f), list):
+            return f"schema.categories.{f}"
+    return None
+
+
+@contextmanager
+def _quiet():
+    """No numpy or scikit-learn warning reaches the terminal while predicting (e.g. 1e308,
+    beyond float32, overflowing in a forest's cast: the prediction is still defined)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
 
 
 def _core(est):
@@ -330,7 +370,7 @@ def fit_data(
     weights: str | None = None,
     experiment: str = "",
 ) -> Model:
-    from .evaluate import fit_params, run_groups
+    from .evaluate import check_neighbors, fit_params, run_groups
 
     where = experiment or "data"
     if family != "auto" and family not in FAMILIES:
@@ -355,6 +395,8 @@ def fit_data(
         raise UsageError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}", where="--weights")
     if cv < 2:
         raise UsageError(f"cross-validation needs at least 2 folds, got {cv}", where="--cv")
+    if ensemble is not None and ensemble < 1:  # 0 or less was ignored
+        raise UsageError(f"an ensemble has at least 1 pick, got {ensemble}", where="--ensemble")
     if groups is not None and runs < 2:
         raise UsageError(f"the {n} samples come from {runs} run; cross-validation by run needs at least 2 runs",
                          where=where)
@@ -362,6 +404,7 @@ def fit_data(
         raise UsageError(f"{n} usable runs are fewer than the {cv} cross-validation folds; lower --cv", where=where)
     if groups is not None:
         cv = min(cv, runs)  # folds are made of whole runs
+    check_neighbors(family, params, n, "runs to train on")
     try:
         estimator = model_for(family, params=params, log_target=log_target, cv=cv, random_state=random_state,
                               n_jobs=n_jobs, families=families,

@@ -53,6 +53,7 @@ POINTS = ("auto", "median", "relative")
 AUTO_WEIGHTS = "auto"  # averaging of candidates: "inverse" (every candidate, weight 1/CV error^2) on small data, else "near-ties"
 WEIGHTS = ("auto", "near-ties", "inverse")
 COMBINES = ("auto", "arithmetic")  # how near-ties are averaged: auto = geometrically when scored by MRE
+KNN_NEIGHBORS = 5  # knn's default n_neighbors (at most the training runs: see evaluate.check_neighbors)
 
 
 def _log(y):
@@ -148,7 +149,7 @@ def build(
         reg = ARDRegression(**p) if prior == "ard" else BayesianRidge(**p)
         model = Pipeline([("scale", StandardScaler()), ("bayes", reg)])
     elif family == "knn":
-        p.setdefault("n_neighbors", 5)
+        p.setdefault("n_neighbors", KNN_NEIGHBORS)
         p.setdefault("weights", "distance")
         model = Pipeline([("scale", StandardScaler()), ("knn", KNeighborsRegressor(**p))])
     elif family == "gp":

@@ -132,6 +132,8 @@ def recommend(
     context = dict(context or {})
     if sense not in ("min", "max"):
         raise UsageError(f"objective sense must be min or max, got {sense!r}", where="recommend")
+    if top < 1:  # head(-3) would show all but 3 of the points
+        raise UsageError(f"show at least 1 point, got {top}", where="--top")
     for metric in [objective, *(c.metric for c in constraints)]:
         if metric not in models:
             raise UsageError(f"no model for metric {metric!r}", where="recommend")

@@ -63,7 +63,7 @@ class Rules:
                   rounded=True, impurity=False, proportion=False, precision=3, fontsize=8, ax=ax)
         ax.set_title(f"rules for {self.target}")
         fig.tight_layout()
-        fig.savefig(path, dpi=100)
+        fig.savefig(path, dpi=100, format="png")  # exactly ``path`` (without format, no suffix gets ".png" added)
         plt.close(fig)
         return Path(path)
 
@@ -81,6 +81,8 @@ def tree_rules(data: TrainingData, max_depth: int = 3, classes: list[float] | No
     """Fit a tree of depth ``max_depth`` and return its leaves as rules."""
     if max_depth < 1:
         raise UsageError(f"depth must be at least 1, got {max_depth}", where="--depth")
+    if min_samples_leaf < 1:  # scikit-learn refuses it naming its own parameter (an internal error here)
+        raise UsageError(f"a leaf needs at least 1 run, got {min_samples_leaf}", where="--min-leaf")
     class_names = None
     y = data.y
     if classes:
