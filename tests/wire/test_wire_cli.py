@@ -25,7 +25,65 @@ def test_sniff_file_prints_json_lines(wire_tools):
 def test_sniff_needs_one_source(wire_tools):
     res = CliRunner().invoke(app, ["sniff"])
     assert res.exit_code == 2
-    assert "give a capture file or --interface" in res.output
+    assert "give a capture file or --interface (neither was given)" in res.output
+    res = CliRunner().invoke(app, ["sniff", str(WIRE_DATA / "golden.pcap"), "-i", "lo"])
+    assert res.exit_code == 2
+    assert "give a capture file or --interface, not both" in res.output
+
+
+def test_sniff_names_a_directory(wire_tools, tmp_path):
+    res = CliRunner().invoke(app, ["sniff", str(tmp_path)])
+    assert res.exit_code == 2
+    assert res.output.strip() == f"error: {tmp_path}: is a directory, not a capture file"
+
+
+def _one_error_line(res) -> str:
+    lines = [x for x in res.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
+    assert "Traceback" not in res.output and "internal error" not in res.output
+    return lines[0]
+
+
+# Fuzzing: a negative value reached clap as a flag, and the wrapper showed the last line
+# of clap's usage text ("For more information, try '--help'.").
+@pytest.mark.parametrize("args, message", [
+    (["-r", "-5"], "--rate: must be a positive number, got -5"),
+    (["-d", "-1"], "--duration: must be a positive number of seconds, got -1"),
+    (["-c", "-1"], "invalid value '-1' for '--connections <CONNECTIONS>': invalid digit found in string"),
+    (["--set-ratio", "-0.5"], "--set-ratio: must be between 0 and 1, got -0.5"),
+    (["--set-ratio", "2"], "--set-ratio: must be between 0 and 1, got 2"),
+    (["--profile", "steps", "--step-seconds", "0"], "--step-seconds: must be a positive number of seconds, got 0"),
+    (["-d", "0"], "--duration: must be a positive number of seconds, got 0"),
+    (["-r", "1e12", "-d", "0.5"], "--rate: 1000000000000 requests/s is more than 1 send thread(s) can issue"),
+    (["-r", "1e7", "-d", "0.5"], "use at least 10 --threads and --connections"),
+])
+def test_load_bad_numbers_are_one_line_from_the_tool(wire_tools, args, message):
+    # Refused before connecting: nothing listens on port 1.
+    res = CliRunner().invoke(app, ["load", "127.0.0.1:1", "-p", "memcache-binary", *args])
+    assert res.exit_code == 1
+    line = _one_error_line(res)
+    assert line.startswith("error: perflearn-load: ") and message in line, line
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--interval", "-1"], "perflearn-sniff: --interval: must be a positive number of seconds, got -1"),
+    (["--port", "70000"], "perflearn-sniff: invalid value '70000' for '--port <PORT>': 70000 is not in 0..=65535"),
+    (["--port", "-1"], "perflearn-sniff: invalid value '-1' for '--port <PORT>'"),
+    (["--timeout", "-1"], "perflearn-sniff: --timeout: must be a positive number of seconds, got -1"),
+    (["--snaplen", "-5"], "perflearn sniff: --snaplen -5: must be a positive number of bytes"),
+])
+def test_sniff_bad_numbers_are_one_line(wire_tools, args, message):
+    res = CliRunner().invoke(app, ["sniff", str(WIRE_DATA / "golden.pcap"), *args])
+    assert res.exit_code != 0
+    assert message in _one_error_line(res)
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf"])
+def test_sniff_live_duration_is_checked_before_capture(wire_tools, value):
+    # Fuzzing: time.sleep() raised ValueError / OverflowError after capture had started.
+    res = CliRunner().invoke(app, ["sniff", "-i", "lo", "--duration", value])
+    assert res.exit_code == 2
+    assert "--duration" in _one_error_line(res)
 
 
 def test_sniff_bad_file_exits_1(wire_tools, tmp_path):

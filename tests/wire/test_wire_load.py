@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from perflearn.errors import PerflearnError, UsageError
@@ -98,3 +100,25 @@ def test_pinning_to_a_missing_cpu_is_one_line(wire_tools, memcached):
     with pytest.raises(PerflearnError, match="cannot pin to CPU 1000") as exc:
         run_load(memcached.address, "memcache-binary", rate=10, duration=0.1, connections=1, cpus="1000")
     assert "\n" not in str(exc.value)
+
+
+def test_negative_numbers_reach_the_tools_own_check(wire_tools):
+    for kwargs, message in [({"rate": -5}, "--rate: must be a positive number"),
+                            ({"connections": -1}, "invalid value '-1' for '--connections <CONNECTIONS>'"),
+                            ({"duration": -1}, "--duration: must be a positive number of seconds")]:
+        args = {"rate": 10, "duration": 0.1, **kwargs}
+        with pytest.raises(PerflearnError, match=message) as exc:
+            run_load("127.0.0.1:1", "redis", **args)
+        assert "\n" not in str(exc.value) and "--help" not in str(exc.value)
+
+
+def test_a_rate_that_cannot_be_met_stops_at_the_duration(wire_tools, memcached):
+    # Fuzzing: -r 1e7 -d 0.5 caught up for 10.8 s (590 MB), then reported "duration_s": 0.5.
+    # One thread, one write(2) per request: far from 900 000 a second.
+    t0 = time.monotonic()
+    r = run_load(memcached.address, "memcache-binary", rate=9e5, duration=0.5, connections=1,
+                 extra=["--arrivals", "uniform", "--drain", "0.5"])
+    assert time.monotonic() - t0 < 0.5 + 0.5 + 0.5  # duration, drain, start and slack
+    s = r.summary
+    assert s["unsent"] > 0 and abs(s["sent"] + s["unsent"] - s["target_requests"]) <= 2
+    assert s["rps"] == pytest.approx(s["sent"] / 0.5)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -45,8 +45,14 @@ def sniff(
     timeout: Annotated[Optional[float], typer.Option(help="Evict requests unanswered after this many seconds.")] = None,
 ) -> None:
     """Request latency measured from packets: interval aggregates as JSON Lines on stdout."""
-    if (capture is None) == (interface is None):
+    if capture is None and interface is None:
+        raise UsageError("give a capture file or --interface (neither was given)", where="perflearn sniff")
+    if capture is not None and interface is not None:
         raise UsageError("give a capture file or --interface, not both", where="perflearn sniff")
+    if duration is not None and not (math.isfinite(duration) and duration > 0):
+        raise UsageError(f"--duration {duration}: must be a positive number of seconds", where="perflearn sniff")
+    if snaplen is not None and snaplen <= 0:
+        raise UsageError(f"--snaplen {snaplen}: must be a positive number of bytes", where="perflearn sniff")
     if tick is not None and (capture is not None or not 0 < tick <= interval):
         raise UsageError(f"--tick {tick}: needs --interface and 0 < tick <= --interval ({interval})", where="perflearn sniff")
     extra = ["--records", str(records)] if records else []
@@ -62,13 +68,13 @@ def sniff(
                           snaplen=snaplen, timeout=timeout, tick=tick, on_line=lambda o: o["type"] != "ready" and _emit(o))
     if records:
         sniffer.cmd += extra
+    if duration is not None:
+        # The tool stops itself (and refuses a duration its clock cannot hold).
+        sniffer.cmd.append(f"--duration={duration}")
     sniffer.start()
     try:
-        if duration is not None:
-            time.sleep(duration)
-        else:
-            for _ in sniffer.intervals():
-                pass
+        for _ in sniffer.intervals():
+            pass
     except KeyboardInterrupt:
         pass
     result = sniffer.stop()
@@ -98,7 +104,7 @@ def load(
 ) -> None:
     """Open-loop load (latency from the intended send time): JSON Lines on stdout."""
     extra = ["--arrivals", arrivals, "--key-size", key_size, "--value-size", value_size,
-             "--set-ratio", str(set_ratio), "--step-seconds", str(step_seconds)]
+             f"--set-ratio={set_ratio}", f"--step-seconds={step_seconds}"]
     if trace is not None:
         extra += ["--trace", str(trace)]
     if preload:

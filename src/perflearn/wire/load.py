@@ -45,15 +45,16 @@ def run_load(
     """
     if protocol not in PROTOCOLS:
         raise UsageError(f"unknown protocol {protocol!r} (one of {', '.join(PROTOCOLS)})", where="protocol")
-    cmd = [str(locate("perflearn-load")), "--server", server, "--protocol", protocol, "--rate", str(rate),
-           "--duration", str(duration), "--connections", str(connections), "--threads", str(threads),
+    # "--opt=value": a negative value reaches the tool's own check, not its flag parser
+    cmd = [str(locate("perflearn-load")), "--server", server, "--protocol", protocol, f"--rate={rate}",
+           f"--duration={duration}", f"--connections={connections}", f"--threads={threads}",
            "--profile", profile]
     if cpus is not None:
         cmd.append(f"--cpus={cpus}")
     if realtime is not None:
         cmd.append(f"--realtime={realtime}")
     if spin_us is not None:
-        cmd.append(f"--spin-us={spin_us}")  # "=": a negative value is not a flag
+        cmd.append(f"--spin-us={spin_us}")
     if pm_qos:
         cmd.append("--pm-qos")
     cmd += list(extra)

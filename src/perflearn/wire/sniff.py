@@ -35,11 +35,12 @@ class SniffResult:
 def _common_args(protocol: str, ports: Sequence[int], interval: float, timeout: float | None) -> list[str]:
     if protocol not in PROTOCOLS:
         raise UsageError(f"unknown protocol {protocol!r} (one of {', '.join(PROTOCOLS)})", where="protocol")
-    args = ["--protocol", protocol, "--interval", str(interval)]
+    # "--opt=value": a negative value reaches the tool's own check, not its flag parser
+    args = ["--protocol", protocol, f"--interval={interval}"]
     for p in ports:
-        args += ["--port", str(int(p))]
+        args.append(f"--port={int(p)}")
     if timeout is not None:
-        args += ["--timeout", str(timeout)]
+        args.append(f"--timeout={timeout}")
     return args
 
 
@@ -55,6 +56,8 @@ def sniff_file(
 ) -> SniffResult:
     """Analyze a pcap/pcapng file; ``records=True`` keeps every matched request."""
     p = Path(path)
+    if p.is_dir():
+        raise UsageError("is a directory, not a capture file", where=str(p))
     if not p.is_file():
         raise UsageError("capture file not found", where=str(p))
     cmd = [str(locate("perflearn-sniff")), "--read", str(p), *_common_args(protocol, ports, interval, timeout)]
@@ -103,8 +106,8 @@ class LiveSniffer:
             self.cmd += ["--tick", str(tick)]
         if bpf:
             self.cmd += ["--filter", bpf]
-        if snaplen:
-            self.cmd += ["--snaplen", str(int(snaplen))]
+        if snaplen is not None:
+            self.cmd.append(f"--snaplen={int(snaplen)}")
         if records:
             self.cmd += ["--records", "-", "--format", "jsonl"]
         self.on_line = on_line

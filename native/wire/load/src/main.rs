@@ -16,7 +16,8 @@ use perflearn_wire::load::{run, Options, SPIN_MARGIN};
 use perflearn_wire::WireError;
 
 #[derive(Parser, Debug)]
-#[command(name = "perflearn-load", version, about = "Open-loop load generator (latency from the intended send time)")]
+// Negative numbers are values ("-r -5" is a bad rate, not an unknown flag "-5").
+#[command(name = "perflearn-load", version, about = "Open-loop load generator (latency from the intended send time)", allow_negative_numbers = true)]
 struct Args {
     /// Server address, host:port.
     #[arg(short = 's', long)]
@@ -90,6 +91,10 @@ struct Args {
     spin_us: f64,
 }
 
+/// A send thread issues each request with a write(2) of its own, a microsecond at the
+/// least: a rate above this per thread can never be met, only fallen behind on.
+const MAX_RATE_PER_THREAD: f64 = 1e6;
+
 fn resolve(s: &str) -> Result<SocketAddr, WireError> {
     s.to_socket_addrs()
         .map_err(|e| WireError::new("--server", format!("{s:?}: {e}")))?
@@ -98,10 +103,21 @@ fn resolve(s: &str) -> Result<SocketAddr, WireError> {
 }
 
 fn run_main(a: Args) -> Result<(), WireError> {
-    let addr = resolve(&a.server)?;
     let proto = LoadProto::parse(&a.protocol).map_err(|e| WireError::new("--protocol", e))?;
     if !(a.rate.is_finite() && a.rate > 0.0) {
-        return Err(WireError::new("--rate", "must be a positive number"));
+        return Err(WireError::new("--rate", format!("must be a positive number, got {}", a.rate)));
+    }
+    // Checked whatever the profile: a bad value is a mistake even where it is unused.
+    positive_secs(a.duration, "--duration")?;
+    positive_secs(a.step_seconds, "--step-seconds")?;
+    if !(a.step_pct > 0.0 && a.step_pct <= 100.0) {
+        return Err(WireError::new("--step-pct", format!("must be in (0, 100], got {}", a.step_pct)));
+    }
+    if !(0.0..=1.0).contains(&a.set_ratio) {
+        return Err(WireError::new("--set-ratio", format!("must be between 0 and 1, got {}", a.set_ratio)));
+    }
+    if !(a.drain.is_finite() && a.drain >= 0.0) {
+        return Err(WireError::new("--drain", format!("must be a non-negative number of seconds, got {}", a.drain)));
     }
     let profile = match a.profile.as_str() {
         "constant" => Profile::Constant { rate: a.rate, duration: a.duration },
@@ -109,6 +125,7 @@ fn run_main(a: Args) -> Result<(), WireError> {
         "trace" => Profile::trace(a.trace.as_deref().ok_or_else(|| WireError::new("--trace", "the trace profile needs --trace FILE"))?)?,
         p => return Err(WireError::new("--profile", format!("{p:?}: use constant, steps or trace"))),
     };
+    check_thread_rate(&profile, a.connections, a.threads)?;
     let workload = Workload {
         proto,
         keys: a.keys.max(1),
@@ -128,6 +145,8 @@ fn run_main(a: Args) -> Result<(), WireError> {
         Some(c) => parse_cpus(c).map_err(|e| WireError::new("--cpus", e))?,
         None => Vec::new(),
     };
+    // Last: the options above are refused the same way whether the server is up or not.
+    let addr = resolve(&a.server)?;
     let opts = Options {
         addr,
         workload,
@@ -154,12 +173,113 @@ fn run_main(a: Args) -> Result<(), WireError> {
     Ok(())
 }
 
+fn positive_secs(s: f64, what: &str) -> Result<(), WireError> {
+    if s.is_finite() && s > 0.0 {
+        Ok(())
+    } else {
+        Err(WireError::new(what, format!("must be a positive number of seconds, got {s}")))
+    }
+}
+
+/// Refuse a peak rate no send thread could issue (see MAX_RATE_PER_THREAD): the run
+/// would only build a backlog.
+fn check_thread_rate(profile: &Profile, connections: usize, threads: usize) -> Result<(), WireError> {
+    let peak = match profile {
+        Profile::Constant { rate, .. } => *rate,
+        Profile::Steps { max_rate, .. } => *max_rate,
+        Profile::Trace { points, .. } => points.iter().map(|p| p.1).fold(0.0, f64::max),
+    };
+    if connections == 0 || threads == 0 {
+        return Ok(()); // refused by the engine, naming both options
+    }
+    // As the engine spreads them: connections over threads, the rate by connections.
+    let threads = threads.min(connections);
+    let share = connections.div_ceil(threads) as f64 / connections as f64;
+    if peak * share > MAX_RATE_PER_THREAD {
+        let need = (peak / MAX_RATE_PER_THREAD).ceil();
+        return Err(WireError::new(
+            "--rate",
+            format!("{peak} requests/s is more than {threads} send thread(s) can issue ({MAX_RATE_PER_THREAD} per thread, one write(2) per request); use at least {need} --threads and --connections"),
+        ));
+    }
+    Ok(())
+}
+
+/// clap's error as one line: its first paragraph (a list of missing options is indented
+/// under it), without its "error: " and the usage that follows.
+fn clap_line(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let para: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+    para.join(" ").trim_start_matches("error: ").to_string()
+}
+
 fn main() -> ExitCode {
-    match run_main(Args::parse()) {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            eprintln!("perflearn-load: {}", clap_line(&e));
+            return ExitCode::from(2);
+        }
+    };
+    match run_main(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("perflearn-load: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(args: &[&str]) -> String {
+        let base = ["perflearn-load", "-s", "127.0.0.1:1", "-p", "memcache-binary"];
+        let a = Args::try_parse_from(base.iter().chain(args)).map_err(|e| clap_line(&e)).unwrap();
+        run_main(a).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn negative_numbers_are_values_not_flags() {
+        assert_eq!(refused(&["-r", "-5"]), "--rate: must be a positive number, got -5");
+        assert!(refused(&["-d", "-1"]).starts_with("--duration: must be a positive number of seconds, got -1"));
+        let e = Args::try_parse_from(["perflearn-load", "-s", "x", "-p", "redis", "-c", "-1"]).unwrap_err();
+        assert_eq!(clap_line(&e), "invalid value '-1' for '--connections <CONNECTIONS>': invalid digit found in string");
+    }
+
+    #[test]
+    fn clap_errors_are_one_line() {
+        let e = Args::try_parse_from(["perflearn-load"]).unwrap_err();
+        let line = clap_line(&e);
+        assert!(!line.contains('\n') && line.contains("--server <SERVER>") && line.contains("--protocol <PROTOCOL>"), "{line}");
+    }
+
+    #[test]
+    fn values_that_run_nothing_or_make_no_sense_are_refused() {
+        assert!(refused(&["--set-ratio", "2"]).starts_with("--set-ratio: must be between 0 and 1"));
+        assert!(refused(&["--set-ratio", "-0.5"]).starts_with("--set-ratio:"));
+        assert!(refused(&["--set-ratio", "nan"]).starts_with("--set-ratio:"));
+        assert!(refused(&["-d", "0"]).starts_with("--duration:"));
+        assert!(refused(&["-d", "inf"]).starts_with("--duration:"));
+        assert!(refused(&["--profile", "steps", "--step-seconds", "0"]).starts_with("--step-seconds:"));
+        assert!(refused(&["--step-pct", "0"]).starts_with("--step-pct:"));
+        assert!(refused(&["--drain", "nan"]).starts_with("--drain:"));
+    }
+
+    #[test]
+    fn a_rate_no_send_thread_can_issue_is_refused() {
+        // Fuzzing: -r 1e12 -d 0.5 caught up for ever; -r 1e7 -d 0.5 ran 10.8 s in 590 MB.
+        for r in ["1e12", "1e7"] {
+            let e = refused(&["-r", r, "-d", "0.5"]);
+            assert!(e.starts_with("--rate:") && e.contains("--threads"), "{e}");
+        }
+        // Spread over enough threads it is the engine's to try.
+        let ok = Profile::Constant { rate: 4e6, duration: 1.0 };
+        assert!(check_thread_rate(&ok, 4, 4).is_ok());
+        assert!(check_thread_rate(&ok, 3, 4).is_err(), "3 connections: 3 threads");
+        let steps = Profile::steps(2e6, 20.0, 1.0);
+        assert!(check_thread_rate(&steps, 8, 1).is_err());
     }
 }

@@ -21,7 +21,8 @@ use perflearn_wire::proto::Protocol;
 use perflearn_wire::WireError;
 
 #[derive(Parser, Debug)]
-#[command(name = "perflearn-sniff", version, about = "Request latency measured from packets (pcap/pcapng files or live capture)")]
+// Negative numbers are values ("--timeout -1" is a bad timeout, not an unknown flag "-1").
+#[command(name = "perflearn-sniff", version, about = "Request latency measured from packets (pcap/pcapng files or live capture)", allow_negative_numbers = true)]
 struct Args {
     /// Read a pcap or pcapng file.
     #[arg(short = 'r', long = "read", conflicts_with = "interface")]
@@ -42,7 +43,7 @@ struct Args {
     #[arg(short = 'p', long, default_value = "auto")]
     protocol: Protocol,
     /// Server port (repeatable): only connections to these ports are analyzed.
-    #[arg(long = "port")]
+    #[arg(long = "port", value_name = "PORT")]
     ports: Vec<u16>,
     /// Aggregation interval, seconds.
     #[arg(long, default_value_t = 1.0)]
@@ -117,6 +118,20 @@ fn now_ns() -> u64 {
 
 fn run(args: Args) -> Result<(), WireError> {
     let interval_ns = secs_ns(args.interval, "--interval")?;
+    if args.snaplen <= 0 {
+        return Err(WireError::new("--snaplen", format!("must be a positive number of bytes, got {}", args.snaplen)));
+    }
+    if args.buffer_mb <= 0 {
+        return Err(WireError::new("--buffer-mb", format!("must be a positive number of MiB, got {}", args.buffer_mb)));
+    }
+    // Checked before capture starts; Duration would panic on NaN, infinity or overflow.
+    let deadline = match args.duration {
+        Some(d) => {
+            secs_ns(d, "--duration")?;
+            Some(Duration::try_from_secs_f64(d).map_err(|_| WireError::new("--duration", format!("{d:e} seconds is too long")))?)
+        }
+        None => None,
+    };
     let cfg = Config {
         protocol: args.protocol,
         server_ports: args.ports.clone(),
@@ -147,6 +162,9 @@ fn run(args: Args) -> Result<(), WireError> {
     let mut analyzer = Analyzer::new(cfg);
 
     if let Some(path) = &args.read {
+        if path.is_dir() {
+            return Err(WireError::new(path.display().to_string(), "is a directory, not a capture file"));
+        }
         let mut last = 0u64;
         let stats = read_file(path, |frame| {
             if !link::is_supported(frame.linktype) {
@@ -198,7 +216,6 @@ fn run(args: Args) -> Result<(), WireError> {
         out.write_all(ready.as_bytes()).and_then(|_| out.flush()).map_err(|e| WireError::new("stdout", e.to_string()))?;
     }
     let started = Instant::now();
-    let deadline = args.duration.map(|d| Duration::from_secs_f64(d.max(0.0)));
     let mut kernel = KernelStats::default();
     let mut last_stats = Instant::now();
     // Close intervals (and ticks) on a timer too when packets pause.
@@ -270,13 +287,68 @@ fn serde_json_string(s: &str) -> String {
     out
 }
 
+/// clap's error as one line: its first paragraph (a list of missing options is indented
+/// under it), without its "error: " and the usage that follows.
+fn clap_line(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let para: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+    para.join(" ").trim_start_matches("error: ").to_string()
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            eprintln!("perflearn-sniff: {}", clap_line(&e));
+            return ExitCode::from(2);
+        }
+    };
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("perflearn-sniff: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(args: &[&str]) -> String {
+        // Never opened: every case is refused before the file is read.
+        let base = ["perflearn-sniff", "-r", "capture.pcap"];
+        match Args::try_parse_from(base.iter().chain(args)) {
+            Ok(a) => run(a).unwrap_err().to_string(),
+            Err(e) => clap_line(&e),
+        }
+    }
+
+    #[test]
+    fn out_of_range_numbers_are_one_line_naming_the_option() {
+        assert!(refused(&["--interval", "-1"]).starts_with("--interval: must be a positive number of seconds"));
+        assert!(refused(&["--timeout", "-1"]).starts_with("--timeout: must be a positive number of seconds"));
+        assert!(refused(&["--snaplen", "-5"]).starts_with("--snaplen: must be a positive number of bytes"));
+        assert!(refused(&["--buffer-mb", "0"]).starts_with("--buffer-mb:"));
+        assert_eq!(refused(&["--port", "70000"]), "invalid value '70000' for '--port <PORT>': 70000 is not in 0..=65535");
+        assert_eq!(refused(&["--port", "-1"]), "invalid value '-1' for '--port <PORT>': -1 is not in 0..=65535");
+    }
+
+    #[test]
+    fn a_duration_that_would_panic_is_refused() {
+        // Fuzzing: --duration inf panicked converting to a Duration once capture had started.
+        for d in ["-1", "0", "nan", "inf"] {
+            assert!(refused(&["--duration", d]).starts_with("--duration: must be a positive number of seconds"), "{d}");
+        }
+        assert_eq!(refused(&["--duration", "1e300"]), "--duration: 1e300 seconds is too long");
+    }
+
+    #[test]
+    fn a_directory_is_named_as_one() {
+        let dir = std::env::temp_dir();
+        let e = run(Args::try_parse_from(["perflearn-sniff", "-r", dir.to_str().unwrap()]).unwrap()).unwrap_err();
+        assert_eq!(e.to_string(), format!("{}: is a directory, not a capture file", dir.display()));
     }
 }

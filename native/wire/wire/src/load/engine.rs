@@ -46,6 +46,12 @@ pub struct Options {
 /// A send later than this is attributed to its largest cause in the report.
 const LATE: Duration = Duration::from_micros(20);
 
+/// Issuing stops this long after the profile's end (wall clock) even with requests still
+/// due: a thread that cannot meet the rate would otherwise catch up for ever, its backlog
+/// growing (5e11 sends for 0.5 s at 1e12/s). The slack lets a last send due just before
+/// the end go out a little late, as any other.
+const STOP_SLACK: f64 = 0.01;
+
 struct Pending {
     intended: Instant,
     op: &'static str,
@@ -152,7 +158,8 @@ impl IntervalStats {
 
 enum Msg {
     Interval(usize, Box<IntervalStats>),
-    Done { unanswered: u64, broken: u64, applied: Option<Applied>, error: Option<String> },
+    /// `unsent`: requests the profile still had due when issuing stopped (expected count).
+    Done { unanswered: u64, broken: u64, unsent: f64, applied: Option<Applied>, error: Option<String> },
 }
 
 #[derive(Serialize)]
@@ -190,6 +197,10 @@ pub struct Report {
     pub unanswered: u64,
     /// Connections the server closed or reset.
     pub broken_connections: u64,
+    /// Requests the profile had due that were never sent: the send threads fell behind
+    /// and issuing stopped at the end of the profile (0 when the rate was met).
+    pub unsent: u64,
+    /// Requests sent per second of the profile: the achieved rate.
     pub rps: f64,
     #[serde(flatten)]
     pub latency: Summary,
@@ -351,8 +362,8 @@ fn worker(
         }
     };
     let _ = tx.send(match result {
-        Ok((unanswered, broken)) => Msg::Done { unanswered, broken, applied: applied.ok(), error: None },
-        Err(e) => Msg::Done { unanswered: 0, broken: 0, applied: None, error: Some(e.to_string()) },
+        Ok((unanswered, broken, unsent)) => Msg::Done { unanswered, broken, unsent, applied: applied.ok(), error: None },
+        Err(e) => Msg::Done { unanswered: 0, broken: 0, unsent: 0.0, applied: None, error: Some(e.to_string()) },
     });
 }
 
@@ -364,7 +375,7 @@ fn worker_inner(
     start_gate: &Barrier,
     start_at: &std::sync::OnceLock<Instant>,
     tx: &mpsc::Sender<Msg>,
-) -> Result<(u64, u64)> {
+) -> Result<(u64, u64, f64)> {
     let mut poll = Poll::new().map_err(|e| WireError::new("load", format!("epoll: {e}")))?;
     let mut conns = Vec::new();
     let mut connect_error = None;
@@ -409,6 +420,7 @@ fn worker_inner(
     let mut rr = 0usize;
     let mut opaque = 0u32;
     let mut broken = 0u64;
+    let mut unsent = 0.0;
 
     let first_gap = |t: f64, rng: &mut SmallRng| -> f64 {
         match opts.profile.next_active(t) {
@@ -434,7 +446,7 @@ fn worker_inner(
             idx += 1;
         }
         if stop_at.is_none() {
-            while next_t <= el && next_t < duration {
+            while next_t <= el && next_t < duration && el < duration + STOP_SLACK {
                 // A request counts in the interval of its intended time.
                 while next_t >= (idx + 1) as f64 * interval {
                     let done = std::mem::replace(&mut stats, IntervalStats::new());
@@ -471,7 +483,11 @@ fn worker_inner(
                 next_t = if gap.is_finite() { next_t + gap } else { first_gap(next_t, &mut rng) };
                 el = Instant::now().duration_since(start).as_secs_f64();
             }
-            if next_t >= duration || conns.iter().all(|c| !c.alive) {
+            let overrun = el >= duration + STOP_SLACK;
+            if next_t >= duration || overrun || conns.iter().all(|c| !c.alive) {
+                if overrun && next_t < duration {
+                    unsent = expected_requests(&opts.profile, next_t, duration) * rate_share;
+                }
                 stop_at = Some(Instant::now());
             }
         }
@@ -533,7 +549,14 @@ fn worker_inner(
     for c in conns.iter_mut() {
         let _ = c.stream.shutdown(std::net::Shutdown::Both);
     }
-    Ok((unanswered, broken))
+    Ok((unanswered, broken, unsent))
+}
+
+/// Requests the profile asks for between `from` and `to` seconds (10 ms steps).
+fn expected_requests(profile: &Profile, from: f64, to: f64) -> f64 {
+    let steps = ((to - from) / 0.01).ceil().max(1.0) as usize;
+    let dt = (to - from) / steps as f64;
+    (0..steps).map(|i| profile.rate_at(from + (i as f64 + 0.5) * dt) * dt).sum()
 }
 
 fn unix_now() -> f64 {
@@ -577,6 +600,7 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
     let mut done = 0usize;
     let mut unanswered = 0;
     let mut broken = 0;
+    let mut unsent = 0.0;
     let mut first_error = None;
     let mut applied: Vec<Applied> = Vec::new();
     let mut next_print = 0usize;
@@ -621,8 +645,9 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
                     next_print += 1;
                 }
             }
-            Msg::Done { unanswered: u, broken: b, applied: a, error } => {
+            Msg::Done { unanswered: u, broken: b, unsent: n, applied: a, error } => {
                 done += 1;
+                unsent += n;
                 applied.extend(a);
                 unanswered += u;
                 broken += b;
@@ -647,10 +672,7 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
     let se = totals.send_err.summary();
     let wt = totals.write_time.summary();
     let duration = opts.profile.duration();
-    let target: f64 = {
-        let steps = (duration / 0.01).ceil().max(1.0) as usize;
-        (0..steps).map(|i| opts.profile.rate_at((i as f64 + 0.5) * 0.01) * 0.01).sum()
-    };
+    let target = expected_requests(&opts.profile, 0.0, duration);
     Ok(Report {
         kind: "summary",
         start: unix_start,
@@ -662,6 +684,7 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
         errors: totals.counts.errors,
         unanswered,
         broken_connections: broken,
+        unsent: unsent.round() as u64,
         rps: totals.counts.sent as f64 / duration.max(1e-9),
         latency: all,
         send_err_p50_us: se.p50_us,
