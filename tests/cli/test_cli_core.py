@@ -123,3 +123,24 @@ def test_values_replace_a_knobs_values_for_one_run(cli, write_spec, store_path):
     assert_one_line_error(cli("run", spec, "--store", store_path, "--resume", "--values", "x=8"), 1, "changed")
     assert_one_line_error(cli("validate", spec, "--values", "y=1"), 2, "--values y", "no knob 'y'", "knobs: x")
     assert_one_line_error(cli("validate", spec, "--values", "x"), 2, "expected NAME=V1,V2")
+
+
+@pytest.mark.parametrize("rows, args, fragment", [
+    ("a,b,lat\n1,x,inf\n2,y,5\n", ["-m", "lat"], "metric column 'lat' has an infinite value inf (data row 1)"),
+    ("a,b,lat\n", ["-m", "lat"], "no data rows (only a header)"),
+    ("a,b,lat\n1,x,3\n", ["-m", "lat", "-m", "lat"], "column 'lat' is given twice"),
+    ("a,b,lat\n1,x,3\n", ["-m", "lat", "-k", "lat"], "column 'lat' is both a metric and a knob"),
+    ("a,b,lat\n1,x,3\n", ["-m", "lat", "-c", "a", "-k", "a"], "column 'a' is both a context and a knob"),
+])
+def test_import_refuses_what_it_would_store_wrongly(cli, store_path, tmp_path, rows, args, fragment):
+    """Fuzzing (session 19): inf was stored as a measurement, a header-only file imported
+    0 runs, a column given two roles crashed or modelled itself."""
+    path = tmp_path / "d.csv"
+    path.write_text(rows)
+    assert_one_line_error(cli("import", path, *args, "--store", store_path), 2, fragment)
+
+
+def test_an_os_error_without_a_file_name_says_what_pandas_said(cli, write_spec, store_path):
+    cli("run", write_spec(SPEC), "--store", store_path)
+    result = cli("export", "cli-demo", "--store", store_path, "-o", "/nonexistent-dir/x.csv")
+    assert_one_line_error(result, 1, "non-existent directory", "/nonexistent-dir")

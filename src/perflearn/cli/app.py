@@ -70,7 +70,8 @@ class _Group(TyperGroup):
         except OSError as exc:
             if debug():
                 raise
-            terminal.error(f"{exc.filename or 'system'}: {exc.strerror or exc}")
+            # pandas and others raise OSError without a filename, their message names the path
+            terminal.error(f"{exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc))
             ctx.exit(1)
         except Exception as exc:  # a bug: still one line unless debugging
             if debug() or type(exc).__module__.startswith(("typer", "click")):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from perflearn.errors import UsageError
@@ -85,6 +86,15 @@ class Dataset:
         for col in [*metrics, *context, *(knobs or [])]:
             if col not in columns:
                 raise UsageError(f"no column {col!r} (columns: {', '.join(map(str, columns))})", where=where)
+        roles = [("metric", c) for c in metrics] + [("context", c) for c in context] + [("knob", c) for c in knobs or []]
+        seen: dict[str, str] = {}
+        for role, col in roles:  # one role per column: a metric that is also a knob would model itself
+            if col in seen:
+                twice = "given twice" if seen[col] == role else f"both a {seen[col]} and a {role}"
+                raise UsageError(f"column {col!r} is {twice}", where=where)
+            seen[col] = role
+        if raw.empty:
+            raise UsageError("no data rows (only a header)", where=where)
         reserved = set(RUN_COLUMNS)
         if knobs is None:
             knobs = [c for c in columns if c not in metrics and c not in context and c not in reserved]
@@ -108,6 +118,11 @@ class Dataset:
                 raise UsageError(
                     f"metric column {col!r} has a non-numeric value {raw[col][row]!r} (data row {row + 1})", where=where
                 )
+            infinite = np.isinf(values.to_numpy(dtype=float))
+            if infinite.any():  # an empty cell or NaN is a missing value (NULL); inf is no measurement
+                row = int(np.argmax(infinite))
+                raise UsageError(f"metric column {col!r} has an infinite value {raw[col][row]} (data row {row + 1}); "
+                                 "leave the cell empty for a missing value", where=where)
             frame[col] = values.astype(float)
         return cls(
             experiment=name,
