@@ -527,7 +527,15 @@ def test_online_corrections_recover_a_model_profiled_on_a_faster_server():
 def test_bad_flags():
     cli = CliRunner()
     for args, fragment in ((["-p", "nope", "--simulate"], "unknown policy 'nope'"),
-                           (["--target-ms", "0", "--simulate"], "must be > 0"),
+                           (["--target-ms", "0", "--simulate"], "--target-ms: a finite number > 0"),
+                           # fuzzing, session 19: these ran (nan: a target nothing met) or crashed
+                           (["--target-ms", "nan", "--simulate"], "--target-ms: a finite number > 0, got nan"),
+                           (["--mu", "0", "--simulate"], "--mu: a finite number > 0"),
+                           (["--mu", "-5", "--simulate"], "--mu: a finite number > 0"),
+                           (["--base-us", "-1", "--simulate"], "--base-us: a finite delay >= 0"),
+                           (["--seed", "-1", "--simulate"], "--seed: a seed >= 0"),
+                           (["--model-unit", "foo", "--simulate"], "--model-unit: expected us, ms or s"),
+                           (["--levels", "0", "--simulate"], "need at least one speed level, got 0"),
                            (["--trace", "weekly", "--simulate"], "--trace"),
                            (["--cores", "0", "--simulate"], "--cores/--levels"),
                            (["--power", "1,2", "--simulate"], "--power: expected one of server, tx1"),
@@ -857,3 +865,14 @@ def test_live_ticks_reach_the_policy_inside_each_interval():
     assert (frame["cores"].iloc[1:] == 2).all()  # the decision at its end restored the maximum
     # ticks count the same arrivals as the intervals: their mean rate agrees with them
     assert np.mean([r for r, _ in policy.ticks]) == pytest.approx(np.mean(policy.interval_rps), rel=0.3)
+
+
+def test_knee_of_a_text_column_is_one_line(tmp_path):
+    """Fuzzing (session 19): a text load column crashed with 'could not convert string to float'."""
+    data = tmp_path / "curve.csv"
+    data.write_text("r,lat\na,1\nb,2\nc,9\nd,30\n")
+    store = tmp_path / "s.duckdb"
+    cli = CliRunner()
+    assert cli.invoke(app, ["import", str(data), "-m", "lat", "--store", str(store)]).exit_code == 0
+    result = cli.invoke(app, ["knee", "curve", "--x", "r", "--y", "lat", "--store", str(store)])
+    assert result.exit_code == 2 and "column 'r' of 'curve' is not numeric" in result.output, result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 import tempfile
 import time
@@ -71,13 +72,21 @@ def manage(
     unknown = [n for n in names if n not in POLICY_NAMES]
     if unknown:
         raise UsageError(f"--policy: unknown policy {unknown[0]!r} (one of: {', '.join(POLICY_NAMES)}, all)")
-    if target_ms is not None and target_ms <= 0:
-        raise UsageError(f"--target-ms: a QoS target must be > 0, got {target_ms:g}")
+    # NaN passes every comparison as False: finite and positive, said positively
+    for option, value in (("--target-ms", target_ms), ("--max-rps", max_rps), ("--mu", mu)):
+        if value is not None and not (0 < value < math.inf):
+            raise UsageError(f"{option}: a finite number > 0, got {value:g}")
+    if not (0 <= base_us < math.inf):
+        raise UsageError(f"--base-us: a finite delay >= 0, got {base_us:g}")
+    if seed < 0:
+        raise UsageError(f"--seed: a seed >= 0, got {seed}")
+    if model_unit not in ("us", "ms", "s"):
+        raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
     if trace not in ("steps", "diurnal"):
         raise UsageError(f"--trace: expected steps or diurnal, got {trace!r}")
     if seeds < 1:
         raise UsageError(f"--seeds: at least 1, got {seeds}")
-    if profiled_speed <= 0:
+    if not (0 < profiled_speed < math.inf):
         raise UsageError(f"--profiled-speed: a speed ratio > 0, got {profiled_speed:g}")
     if interval <= 0 or step_seconds < interval:
         raise UsageError("--interval must be > 0 and --step-seconds at least one interval")
@@ -108,8 +117,6 @@ def manage(
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
     if max_rps is None or max_rps <= 0 or target_ms is None:
         raise UsageError("a live service needs --max-rps and --target-ms (from the knee of a load sweep: perflearn knee)")
-    if model_unit not in ("us", "ms", "s"):
-        raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
     if any(n.startswith("heimdall") for n in names) and model is None:
         raise UsageError("heimdall needs --model (a perflearn model of p95 from cores, level or quota, and rps)")
     with recording as record:
@@ -249,6 +256,8 @@ def knee(
 ) -> None:
     """The knee of a load-latency curve (kneedle on its monotone fit from the lowest latency on):
     QoS target = latency there, maximum load = 95 % of its load."""
+    import pandas as pd
+
     from perflearn.learn.knee import knee_before_jump, knee_doubts, load_knee
     from perflearn.store import open_store
 
@@ -259,6 +268,9 @@ def knee(
         if column not in frame:
             raise UsageError(f"no column {column!r} in {experiment!r} (knobs: {', '.join(dataset.features)}; "
                              f"metrics: {', '.join(dataset.metrics)})")
+        if not pd.api.types.is_numeric_dtype(frame[column]):
+            raise UsageError(f"column {column!r} of {experiment!r} is not numeric (e.g. {frame[column].iloc[0]!r})",
+                             where="--x" if column == x else "--y")
     curve = frame.groupby(x)[y].median().dropna().sort_index()
     if len(curve) < 3:
         raise UsageError(f"need at least three values of {x} with {y} measured, got {len(curve)}")

@@ -28,10 +28,14 @@ class ConfigSpace:
 
     @classmethod
     def make(cls, max_cores: int, levels: int | list[float]) -> "ConfigSpace":
+        if max_cores < 1:
+            raise ValueError(f"need at least one core, got {max_cores}")
         if isinstance(levels, int):
+            if levels < 1:
+                raise ValueError(f"need at least one speed level, got {levels}")
             levels = [round((i + 1) / levels, 4) for i in range(levels)]
-        if max_cores < 1 or not levels or min(levels) <= 0 or max(levels) > 1:
-            raise ValueError("need at least one core and levels in (0, 1]")
+        if not levels or min(levels) <= 0 or max(levels) > 1:
+            raise ValueError("speed levels are fractions of the maximum, in (0, 1]")
         return cls(tuple(range(1, max_cores + 1)), tuple(sorted(levels)))
 
     def __iter__(self):
