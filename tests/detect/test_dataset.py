@@ -36,3 +36,12 @@ def test_files_that_are_not_an_export(tmp_path):
     assert result.exit_code == 2 and "--runs and --samples go together" in result.output
     result = cli.invoke(app, ["detect", "evaluate"])
     assert result.exit_code == 2 and "give an EXPERIMENT" in result.output
+    # fuzzing, session 19: a text sample value crashed in the window arithmetic; --window 0 was accepted
+    runs = tmp_path / "r.csv"
+    runs.write_text("run_id,status\n1,ok\n")
+    samples = tmp_path / "s.csv"
+    samples.write_text("run_id,metric,t,value\n1,cpu,1,0.5\n1,cpu,2,abc\n")
+    result = cli.invoke(app, ["detect", "evaluate", "--runs", str(runs), "--samples", str(samples)])
+    assert result.exit_code == 2 and "column 'value' has a non-numeric value 'abc' (data row 2)" in result.output
+    result = cli.invoke(app, ["detect", "evaluate", "--runs", str(runs), "--samples", str(samples), "--window", "0"])
+    assert result.exit_code == 2 and "--window: at least 1" in result.output

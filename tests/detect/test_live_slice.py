@@ -68,3 +68,10 @@ def test_watch_bad_input(tmp_path):
     assert result.exit_code == 2 and "give either --pid PID or a command" in result.output
     result = cli.invoke(app, ["detect", "watch", "--model", str(tmp_path / "none"), "--pid", "1"])
     assert result.exit_code == 2 and "not a detector directory" in result.output
+    # fuzzing, session 19: a detector.json of other JSON was a KeyError; --intervals 0 ran a window
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "detector.json").write_text('{"x": 1}')
+    result = cli.invoke(app, ["detect", "watch", "--model", str(tmp_path / "other"), "--pid", "1"])
+    assert result.exit_code == 2 and "detector.json lacks versions" in result.output, result.output
+    result = cli.invoke(app, ["detect", "watch", "--model", str(tmp_path / "other"), "--intervals", "0", "--pid", "1"])
+    assert result.exit_code == 2 and "--intervals: at least 1" in result.output

@@ -56,10 +56,14 @@ def inject(
 def _training(store: Path, experiment: Optional[str], files: tuple[Optional[Path], Optional[Path]], label: str,
               group: list[str], time_metric: Optional[str], window: int):
     """Windows and labels from a stored experiment, or from files `perflearn export --samples` wrote."""
+    import pandas as pd
+
     from perflearn.detect.features import window_features
     from perflearn.detect.model import training_set
     from perflearn.detect.watch import samples_interval
 
+    if window < 1:
+        raise UsageError(f"--window: at least 1 sampling tick, got {window}")
     runs_file, samples_file = files
     if (experiment is None) == (runs_file is None and samples_file is None):
         raise UsageError("give an EXPERIMENT in the store, or --runs FILE and --samples FILE (perflearn export --samples)")
@@ -73,6 +77,12 @@ def _training(store: Path, experiment: Optional[str], files: tuple[Optional[Path
         if missing or "run_id" not in runs or "status" not in runs:
             raise UsageError("not the runs and samples perflearn export writes (need run_id, status; "
                              "run_id, metric, t, value)", where=str(samples_file if missing else runs_file))
+        for column in ("t", "value"):  # a text cell would fail deep in the window arithmetic
+            if not pd.api.types.is_numeric_dtype(samples[column]):
+                bad = pd.to_numeric(samples[column], errors="coerce").isna() & samples[column].notna()
+                row = int(bad.to_numpy().argmax())
+                raise UsageError(f"column {column!r} has a non-numeric value {samples[column].iloc[row]!r} "
+                                 f"(data row {row + 1})", where=str(samples_file))
         experiment = str(runs_file)
     else:
         from perflearn.store import open_store
@@ -179,6 +189,8 @@ def detect_watch(
 
     if (pid is None) == (not command):
         raise UsageError("give either --pid PID or a command after --")
+    if intervals is not None and intervals < 1:
+        raise UsageError(f"--intervals: at least 1 verdict, got {intervals}")
     detector = Detector.load(model)
     for verdict in watch(detector, pid=pid, command=command, intervals=intervals):
         slowdown = f"  slowdown x{verdict['slowdown']:.2f}" if "slowdown" in verdict else ""

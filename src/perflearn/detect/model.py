@@ -315,6 +315,10 @@ class Detector:
             meta = json.loads((directory / "detector.json").read_text())
         except (OSError, json.JSONDecodeError):
             raise UsageError("not a detector directory (no readable detector.json)", where=str(directory)) from None
+        missing = [k for k in ("versions", "info") if not isinstance(meta, dict) or not isinstance(meta.get(k), dict)]
+        if missing or "sklearn" not in meta["versions"]:
+            raise UsageError(f"not a detector directory (detector.json lacks {(missing or ['versions.sklearn'])[0]})",
+                             where=str(directory))
         if meta["versions"]["sklearn"] != sklearn.__version__:
             raise UsageError(f"trained with scikit-learn {meta['versions']['sklearn']}, this is {sklearn.__version__}; "
                              "fit it again", where=str(directory))
