@@ -16,7 +16,7 @@ def test_durations(text, ns):
     assert emu.parse_duration(text) == ns
 
 
-@pytest.mark.parametrize("bad", ["-2us", "2", "abc", "2 parsecs", -1, float("nan"), True, "0x10ns", None])
+@pytest.mark.parametrize("bad", ["-2us", "2", "abc", "2 parsecs", -1, float("nan"), True, "0x10ns", None, "1e30s", "90000s", 1e15])
 def test_bad_durations_name_the_argument(bad):
     with pytest.raises(UsageError) as info:
         emu.parse_duration(bad, where="latency")

@@ -65,6 +65,9 @@ _SIZE = re.compile(rf"^\s*{_NUM}\s*(B|KiB|MiB|GiB|kB|KB|MB|GB)?\s*$")
 _SIZE_SCALE = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "kB": 1000, "KB": 1000, "MB": 10**6, "GB": 10**9}
 
 
+MAX_DURATION_NS = 86_400e9  # as native/emu/src/emu_pace.c's emu_parse_duration
+
+
 def _number(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"expected {what}, got {value!r}")
@@ -84,8 +87,12 @@ def parse_duration(value: object, where: str | None = None) -> int:
             x = float(m.group(1))
             if m.group(2) is None and x != 0:
                 raise UsageError(f"{value!r} needs a unit (ns, us, ms, s)")
-            return round(x * _DUR_SCALE.get(m.group(2) or "ns", 1.0))
-        return round(_number(value, what) * 1e9)
+            ns = x * _DUR_SCALE.get(m.group(2) or "ns", 1.0)
+        else:
+            ns = _number(value, what) * 1e9
+        if not ns <= MAX_DURATION_NS:  # the library's own limit: past it, it would disable itself at launch
+            raise UsageError(f"{value!r} is more than a day, the emulator's limit")
+        return round(ns)
     except UsageError as exc:
         raise UsageError(exc.message, where=where) from None
 
