@@ -63,6 +63,9 @@ def test_injector_stops_on_sigterm():
 
 def test_bad_injector_arguments():
     for args, fragment in ((["nope"], "unknown injector 'nope'"), (["cpuoccupy", "--intensity", "2"], "--intensity"),
-                           (["cpuoccupy", "--duration", "soon"], "duration"), (["cachecopy", "--level", "L9"], "--level")):
+                           (["cpuoccupy", "--duration", "soon"], "--duration: expected a duration"),
+                           (["cachecopy", "--level", "L9"], "--level"),
+                           (["cpuoccupy", "--victim-cpus", "abc"], "--victim-cpus: not a CPU list"),
+                           (["cpuoccupy", "--victim-cpus", "4096"], "--victim-cpus: CPU 4096 does not exist here")):
         done = subprocess.run([sys.executable, "-m", "perflearn", "inject", *args], capture_output=True, text=True, timeout=30)
         assert done.returncode == 2 and fragment in done.stderr and "Traceback" not in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 from typing import Annotated, Optional
@@ -43,9 +44,16 @@ def inject(
         raise UsageError(f"--level: expected L1, L2 or L3, got {level!r}")
     try:
         seconds = parse_duration(duration)
+    except ValueError as exc:
+        raise UsageError(str(exc), where="--duration") from None
+    try:
         victim = parse_cpus(victim_cpus) if victim_cpus else set()
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc), where="--victim-cpus") from None
+    absent = sorted(victim - set(range(os.cpu_count() or 1)))
+    if absent:  # the injector keeps off the victim's CPUs: one it does not have protects nothing
+        raise UsageError(f"CPU {absent[0]} does not exist here (CPUs 0-{(os.cpu_count() or 1) - 1})",
+                         where="--victim-cpus")
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         INJECTORS[kind](intensity, seconds, victim, level=level.upper())
