@@ -228,3 +228,11 @@ def test_a_power_too_large_in_a_constraint_is_an_error_not_a_hang(write_spec):
         from perflearn.experiment.design import plan
 
         plan(load_spec(write_spec(text)))
+
+
+def test_a_constraint_that_is_not_true_or_false_is_refused(write_spec):
+    """'bs + 1' kept every point (a number is truthy): a typo for a comparison."""
+    from perflearn.experiment.design import plan
+
+    with pytest.raises(SpecError, match=r"'bs \+ 1' gives 2 on .*, not true or false"):
+        plan(load_spec(write_spec(GOOD + '\n[design]\nconstraints = ["bs + 1"]\n')))

@@ -240,8 +240,12 @@ def environment(latency=None, overhead=None, bandwidth=None, **filters) -> dict[
     peers: list[str] = []
     for p in _as_list(filters.get("peers")):
         text = str(p).strip()
-        if not text or not _PEER.match(text):
+        m = _PEER.match(text) if text else None
+        if not m:
             raise UsageError(f"expected ADDR[:PORT] such as 127.0.0.1:11211 or :6379, got {p!r}", where="peers")
+        port = m.group(2) or (text[1:] if re.fullmatch(r":\d+", text) else None)  # ":99999" also reads as IPv6
+        if port not in (None, "*") and not 0 < int(port) < 65536:
+            raise UsageError(f"port {port} of {p!r} is not 1..65535", where="peers")
         peers.append(text)
     for port in _as_list(filters.get("ports")):
         try:

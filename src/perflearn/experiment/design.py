@@ -87,7 +87,11 @@ def _sampled(spec: Spec, knobs: list[Knob]) -> list[dict[str, Any]]:
 def _allowed(spec: Spec, point: dict[str, Any]) -> bool:
     for constraint in spec.design.constraints:
         try:
-            if not constraint(point):
+            verdict = constraint(point)
+            if not isinstance(verdict, bool):  # "x + 1" is a number: almost surely a typo for a comparison
+                raise SpecError(f"design.constraints: {constraint.source!r} gives {verdict!r} on {point}, "
+                                "not true or false", where=str(spec.path))
+            if not verdict:
                 return False
         except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
             raise SpecError(f"design.constraints: {constraint.source!r} fails on {point}: {exc}",
