@@ -536,6 +536,7 @@ def test_bad_flags():
                            (["--seed", "-1", "--simulate"], "--seed: a seed >= 0"),
                            (["--model-unit", "foo", "--simulate"], "--model-unit: expected us, ms or s"),
                            (["--levels", "0", "--simulate"], "need at least one speed level, got 0"),
+                           (["--figure", "fig", "--simulate"], "--figure: the figure is a PNG"),
                            (["--trace", "weekly", "--simulate"], "--trace"),
                            (["--cores", "0", "--simulate"], "--cores/--levels"),
                            (["--power", "1,2", "--simulate"], "--power: expected one of server, tx1"),

@@ -20,7 +20,7 @@ try:  # typer >= 0.24 carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on click
     from click import exceptions as cx
 
-from perflearn.errors import PerflearnError
+from perflearn.errors import PerflearnError, UsageError
 
 from . import terminal
 
@@ -78,6 +78,18 @@ class _Group(TyperGroup):
                 raise  # the CLI framework's own exits and usage errors
             terminal.error(f"internal error ({type(exc).__name__}: {exc}); rerun with PERFLEARN_DEBUG=1 for the traceback")
             ctx.exit(70)
+
+
+def check_png(path: Path | None, where: str) -> None:
+    """A figure is written to exactly ``path``: refuse, before any work, what would go elsewhere or fail."""
+    if path is None:
+        return
+    if path.suffix.lower() != ".png":  # matplotlib would add ".png" to a path without a suffix
+        raise UsageError(f"the figure is a PNG: give a path ending in .png, got {str(path)!r}", where=where)
+    if path.is_dir():
+        raise UsageError("is a directory; give a file ending in .png", where=str(path))
+    if not path.parent.is_dir():
+        raise UsageError(f"no such directory {str(path.parent)!r}", where=where)
 
 
 app = typer.Typer(

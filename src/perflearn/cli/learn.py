@@ -17,7 +17,7 @@ from rich.table import Table
 from perflearn.errors import UsageError
 
 from . import terminal
-from .app import DEFAULT_STORE, StoreOpt, app
+from .app import DEFAULT_STORE, StoreOpt, app, check_png
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -159,18 +159,6 @@ def _pairs(items: list[str] | None, where: str) -> dict[str, object]:
                 raise UsageError(f"{k} needs a finite number, got {v.strip()}", where=where)
             out[k] = value
     return out
-
-
-def _png(path: Path | None, where: str) -> None:
-    """A figure is written to exactly ``path``: refuse, before any work, what would go elsewhere or fail."""
-    if path is None:
-        return
-    if path.suffix.lower() != ".png":  # matplotlib would add ".png" to a path without a suffix
-        raise UsageError(f"the figure is a PNG: give a path ending in .png, got {str(path)!r}", where=where)
-    if path.is_dir():
-        raise UsageError("is a directory; give a file ending in .png", where=str(path))
-    if not path.parent.is_dir():
-        raise UsageError(f"no such directory {str(path.parent)!r}", where=where)
 
 
 def _hyper(items: list[str] | None) -> dict[str, object]:
@@ -500,7 +488,7 @@ def rules(
     from perflearn.learn.features import training_data
     from perflearn.learn.rules import tree_rules
 
-    _png(png, "--png")
+    check_png(png, "--png")
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
     data = training_data(ds, target, _split(features))
     thresholds = None
@@ -539,7 +527,7 @@ def cluster(
     """Group configurations by their profile (k-means, k by elbow); one representative per group."""
     from perflearn.learn.cluster import cluster as run_cluster
 
-    _png(png, "--png")
+    check_png(png, "--png")
     cols = _split(columns)
     mets = _split(metrics)
     if csv is not None and not mets:

@@ -16,7 +16,7 @@ from rich.table import Table
 from perflearn.errors import UsageError
 
 from . import terminal
-from .app import app
+from .app import app, check_png
 
 # written out, not joined from POLICY_NAMES: importing the policies (numpy, pandas) would
 # slow every CLI start-up; keep the two in step
@@ -82,6 +82,7 @@ def manage(
         raise UsageError(f"--seed: a seed >= 0, got {seed}")
     if model_unit not in ("us", "ms", "s"):
         raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
+    check_png(figure, "--figure")
     if trace not in ("steps", "diurnal"):
         raise UsageError(f"--trace: expected steps or diurnal, got {trace!r}")
     if seeds < 1:
