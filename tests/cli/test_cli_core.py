@@ -140,7 +140,9 @@ def test_import_refuses_what_it_would_store_wrongly(cli, store_path, tmp_path, r
     assert_one_line_error(cli("import", path, *args, "--store", store_path), 2, fragment)
 
 
-def test_an_os_error_without_a_file_name_says_what_pandas_said(cli, write_spec, store_path):
+def test_export_checks_its_directories_first(cli, write_spec, store_path):
     cli("run", write_spec(SPEC), "--store", store_path)
     result = cli("export", "cli-demo", "--store", store_path, "-o", "/nonexistent-dir/x.csv")
-    assert_one_line_error(result, 1, "non-existent directory", "/nonexistent-dir")
+    assert_one_line_error(result, 2, "--output: no such directory '/nonexistent-dir'")
+    result = cli("export", "cli-demo", "--store", store_path, "--samples", "/nonexistent-dir/s.csv")
+    assert_one_line_error(result, 2, "--samples: no such directory")  # before the runs' file is written

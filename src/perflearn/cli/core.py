@@ -251,6 +251,9 @@ def export_cmd(
 
     if fmt not in FORMATS:
         raise UsageError(f"--format: unknown format {fmt!r} (one of: {', '.join(FORMATS)})")
+    for option, path in (("--output", output), ("--samples", samples)):  # both checked before either is written
+        if path is not None and not path.parent.is_dir():
+            raise UsageError(f"no such directory {str(path.parent)!r}", where=option)
     with open_store(store, read_only=True) as results:
         dataset = results.dataset(experiment)
         series = results.samples(experiment) if samples else None
