@@ -287,12 +287,9 @@ fn serde_json_string(s: &str) -> String {
     out
 }
 
-/// clap's error as one line: its first paragraph (a list of missing options is indented
-/// under it), without its "error: " and the usage that follows.
+/// clap's error as one line (perflearn_wire::error::one_line).
 fn clap_line(e: &clap::Error) -> String {
-    let text = e.to_string();
-    let para: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
-    para.join(" ").trim_start_matches("error: ").to_string()
+    perflearn_wire::error::one_line(&e.to_string())
 }
 
 fn main() -> ExitCode {

@@ -28,3 +28,10 @@ impl fmt::Display for WireError {
 impl std::error::Error for WireError {}
 
 pub type Result<T> = std::result::Result<T, WireError>;
+
+/// A command-line parser's error (clap's) as one line: its first paragraph (a list of
+/// missing options is indented under it), without its "error: " and the usage after it.
+pub fn one_line(text: &str) -> String {
+    let para: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+    para.join(" ").trim_start_matches("error: ").to_string()
+}
