@@ -146,3 +146,5 @@ def test_export_checks_its_directories_first(cli, write_spec, store_path):
     assert_one_line_error(result, 2, "--output: no such directory '/nonexistent-dir'")
     result = cli("export", "cli-demo", "--store", store_path, "--samples", "/nonexistent-dir/s.csv")
     assert_one_line_error(result, 2, "--samples: no such directory")  # before the runs' file is written
+    result = cli("export", "cli-demo", "--store", store_path, "--samples", "same.csv", "-o", "same.csv")
+    assert_one_line_error(result, 2, "the samples would overwrite the runs")

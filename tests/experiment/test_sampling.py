@@ -164,3 +164,27 @@ def test_memory_signals_are_sampled(write_spec):
     assert peak["proc.rss_anon"] > 60 * 2**20  # the 64 MiB buffer is anonymous memory
     assert peak["sys.mem.anon"] >= peak["proc.rss_anon"]
     assert peak["sys.mem.total"] > peak["sys.mem.available"] > 0
+
+
+@pytest.mark.parametrize("command, exit_code, signal", [
+    ("sleep 0.3; exit 3", 3, None),
+    ("kill -9 $$", None, 9),
+    ("sleep 0.2", 0, None),
+])
+def test_a_workload_under_perf_keeps_its_own_exit_status(write_spec, command, exit_code, signal):
+    """perf stat -I exits 0 whatever its command did: a failing workload was stored as ok
+    (found by fuzzing, session 19)."""
+    outcome, samples, store = samples_of(write_spec, f"""
+        [workload]
+        command = "{command}"
+        shell = true
+        [sampling]
+        interval = "100ms"
+        perf_events = ["task-clock"]
+        [metrics.t]
+        source = "time"
+    """)
+    run = store.runs("spec").iloc[0]
+    assert run["status"] == ("ok" if exit_code == 0 else "failed"), run["error"]
+    assert (run["exit_code"] == exit_code) if exit_code is not None else run["signal"] == signal
+    assert (samples["metric"] == "perf.task-clock").any()

@@ -188,6 +188,7 @@ def test_regression_values_on_a_spec_whose_knobs_is_not_a_table(write_spec):
     (("values = [1, 2, 4]", "values = [1, nan, 4]"), "nan is not a finite number"),
     (("values = [1, 2, 4]", "range = [1, inf]\nstep = 1"), "expected [low, high] finite numbers"),
     (("values = [1, 2, 4]", "range = [1, 9]\nstep = inf"), "step: must be a finite number > 0"),
+    (('source = "time"', 'source = "time"\n[sampling]\ninterval = nan'), "interval: must be from 10ms to 1h"),
     (('source = "time"', 'source = "regex"\npattern = \'\''), "pattern: must not be empty"),
 ])
 def test_values_that_would_silently_misbehave_are_refused(write_spec, change, fragment):
@@ -236,3 +237,10 @@ def test_a_constraint_that_is_not_true_or_false_is_refused(write_spec):
 
     with pytest.raises(SpecError, match=r"'bs \+ 1' gives 2 on .*, not true or false"):
         plan(load_spec(write_spec(GOOD + '\n[design]\nconstraints = ["bs + 1"]\n')))
+
+
+@pytest.mark.parametrize("key", ["../../tmp/victim", "", "vm..swappiness"])
+def test_a_sysctl_key_never_leaves_proc_sys(write_spec, key):
+    """'../../tmp/x' passed validate and the run wrote to /tmp/x (fuzzing, session 19)."""
+    text = GOOD.replace("values = [1, 2, 4]", f'values = [1, 2, 4]\napply = "sysctl"\nkey = "{key}"')
+    assert "key: not a sysctl name" in error_of(write_spec, text)

@@ -274,3 +274,23 @@ def test_sweep_goes_on_when_failures_are_the_points(write_spec, command):
     """)
     outcome, store = run(path)
     assert outcome.ran == 18
+
+
+def test_a_metric_that_is_not_finite_is_missing_not_stored(write_spec):
+    """A regex matching 'inf', or a scale overflowing, stored inf as a measurement (fuzzing, session 19)."""
+    path = write_spec("""
+        [workload]
+        command = "echo v=inf w=1e308"
+        [metrics.v]
+        source = "regex"
+        pattern = 'v=(\\S+)'
+        [metrics.w]
+        source = "regex"
+        pattern = 'w=(\\S+)'
+        scale = 10
+    """)
+    outcome, store = run(path)
+    assert outcome.by_status == {"ok": 1}
+    m = store.measurements("spec").set_index("metric")
+    assert m["value"].isna().all()
+    assert m.loc["v", "missing_reason"] == "not a finite number (inf)"

@@ -251,6 +251,9 @@ def export_cmd(
 
     if fmt not in FORMATS:
         raise UsageError(f"--format: unknown format {fmt!r} (one of: {', '.join(FORMATS)})")
+    runs_path = output or Path(f"{experiment}.{fmt}")
+    if samples is not None and samples.resolve() == runs_path.resolve():
+        raise UsageError(f"--samples and the runs' file are both {str(samples)!r}: the samples would overwrite the runs")
     for option, path in (("--output", output), ("--samples", samples)):  # both checked before either is written
         if path is not None and not path.parent.is_dir():
             raise UsageError(f"no such directory {str(path.parent)!r}", where=option)

@@ -190,7 +190,11 @@ class Sysctl(Actuator):
 
     def __init__(self, knob: Knob, experiment: str):
         super().__init__(knob, experiment)
-        self.path = Path("/proc/sys") / self.options["key"].replace(".", "/")
+        key = self.options["key"]
+        # a key names a file under /proc/sys, never one elsewhere ("../../tmp/x" wrote to /tmp)
+        if not key or any(part in ("", "..") for part in key.replace("/", ".").split(".")):
+            raise ValueError(f"key: not a sysctl name such as net.core.somaxconn, got {key!r}")
+        self.path = Path("/proc/sys") / key.replace(".", "/")
         self._original: str | None = None
 
     def check(self) -> None:

@@ -220,15 +220,31 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._perf_file: Path | None = None
+        self._status_file: Path | None = None
 
     # -- perf stat -I wraps the workload: its counters follow every child ------
     def wrap(self, argv: list[str], run_dir: Path) -> list[str]:
         if not self.spec.perf_events:
             return argv
         self._perf_file = Path(run_dir) / "perf-interval.csv"
+        self._status_file = Path(run_dir) / "workload-status"
         interval_ms = max(10, int(self.spec.interval * 1000))
+        # perf stat -I exits 0 whatever its command did (a workload's exit 3 or SIGKILL was
+        # stored as ok): a shell between them writes the command's own status for workload_exit
+        keep_status = ["sh", "-c", '"$@"; s=$?; echo $s > "$0"; exit $s', str(self._status_file)]
         return ["perf", "stat", "-I", str(interval_ms), "-x,", "--no-big-num", "-o", str(self._perf_file),
-                "-e", ",".join(self.spec.perf_events), "--", *argv]
+                "-e", ",".join(self.spec.perf_events), "--", *keep_status, *argv]
+
+    def workload_exit(self) -> tuple[int | None, int | None] | None:
+        """(exit code, signal) of a command run under perf stat, as its shell saw it (128 + N
+        is signal N); None when not wrapped or when it never finished (killed with perf)."""
+        if self._status_file is None:
+            return None
+        try:
+            code = int(self._status_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return (None, code - 128) if 128 < code < 128 + 65 else (code, None)
 
     def start(self, root: int) -> None:
         """Sample the system and the workload whose root process is ``root`` (see

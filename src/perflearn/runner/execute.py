@@ -6,6 +6,7 @@ Only KeyboardInterrupt goes through (after every process of the run is stopped).
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import shutil
@@ -158,15 +159,20 @@ class RunExecutor:
         for collector in self.collectors:
             collector.after(run)
         status, error = "ok", None
+        exit_code, sig = proc.exit_code, proc.signal
+        own = sampler.workload_exit() if sampler is not None and finished else None
+        if own is not None:  # under perf stat -I: the command's own status, not perf's 0
+            exit_code, sig = own
         if not finished:
             proc_mod.stop(proc, grace=2.0)
             status, error = "timeout", f"no exit within the timeout of {timeout:g} s; process group killed"
-        elif proc.exit_code != 0:
-            status, error = "failed", f"workload exited with {proc_mod.describe_exit(proc)}"
+        elif exit_code != 0:
+            status, error = "failed", f"workload exited with {proc_mod.describe_status(exit_code, sig)}"
         proc_mod.stop(proc)  # reaps it, and kills what it left behind in its group
         results = {p.launch.name: ProcessResult(p.launch.name, p.exit_code, p.signal, p.output("stdout"),
                                                 p.output("stderr")) for p in running}
-        return RunResult(status, wall, proc.exit_code, proc.signal, proc.rusage, results, error)
+        results["workload"] = ProcessResult("workload", exit_code, sig, proc.output("stdout"), proc.output("stderr"))
+        return RunResult(status, wall, exit_code, sig, proc.rusage, results, error)
 
     def _stop_companions(self, running: list, result: RunResult) -> None:
         for proc in running:
@@ -189,6 +195,8 @@ class RunExecutor:
             known[metric.name] = Derived.evaluate(metric, known)
         for name, metric in self.spec.metrics.items():
             value = known.get(name, Missing("not collected"))
+            if not isinstance(value, Missing) and not math.isfinite(float(value)):
+                value = Missing(f"not a finite number ({float(value)})")  # "inf" printed, a scale overflowing
             if isinstance(value, Missing):
                 record.values[name] = None
                 record.missing[name] = value.reason

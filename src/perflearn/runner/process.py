@@ -152,9 +152,16 @@ def wait_ready(proc: Running, port: int | None, pattern: str | None, delay: floa
 
 
 def describe_exit(proc: Running) -> str:
-    if proc.signal is not None:
-        return f"signal {signal.Signals(proc.signal).name}"
-    return f"code {proc.exit_code}"
+    return describe_status(proc.exit_code, proc.signal)
+
+
+def describe_status(exit_code: int | None, sig: int | None) -> str:
+    if sig is not None:
+        try:
+            return f"signal {signal.Signals(sig).name}"
+        except ValueError:
+            return f"signal {sig}"
+    return f"code {exit_code}"
 
 
 def free_port() -> int:
