@@ -123,6 +123,8 @@ def parse_rate(value: object, where: str | None = None) -> float:
             bps = _number(value, what)
         if 0 < bps < 8:
             raise UsageError(f"{value!r} is slower than one byte per second")
+        if not bps <= 1e15:  # past it (1e300Gbit is inf) the library would disable itself at launch
+            raise UsageError(f"{value!r} is faster than 1 Pbit/s")
         return bps
     except UsageError as exc:
         raise UsageError(exc.message, where=where) from None
@@ -139,6 +141,8 @@ def parse_size(value: object, where: str | None = None) -> int:
             n = float(m.group(1)) * _SIZE_SCALE[m.group(2)]
         else:
             n = _number(value, what)
+        if not n <= 1e15:  # the library's own limit
+            raise UsageError(f"{value!r} is more than 10^15 bytes")
         if n != int(n):
             raise UsageError(f"{value!r} is not a whole number of bytes")
         return int(n)
