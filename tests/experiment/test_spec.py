@@ -188,7 +188,11 @@ def test_regression_values_on_a_spec_whose_knobs_is_not_a_table(write_spec):
     (("values = [1, 2, 4]", "values = [1, nan, 4]"), "nan is not a finite number"),
     (("values = [1, 2, 4]", "range = [1, inf]\nstep = 1"), "expected [low, high] finite numbers"),
     (("values = [1, 2, 4]", "range = [1, 9]\nstep = inf"), "step: must be a finite number > 0"),
-    (('source = "time"', 'source = "time"\n[sampling]\ninterval = nan'), "interval: must be from 10ms to 1h"),
+    (('source = "time"', 'source = "time"\n[sampling]\ninterval = nan'), "interval: a duration of at most a year, got nan"),
+    (('source = "time"', 'source = "time"\n[sampling]\ninterval = "2h"'), "interval: must be from 10ms to 1h"),
+    (('timeout = "2s"', 'timeout = 1e400'), "timeout: a duration of at most a year"),
+    (('timeout = "2s"', 'timeout = "1e10s"'), "timeout: a duration of at most a year"),
+    (("values = [1, 2, 4]", 'values = ["0-100000000000"]\napply = "affinity"'), "is beyond any machine"),
     (('source = "time"', 'source = "regex"\npattern = \'\''), "pattern: must not be empty"),
 ])
 def test_values_that_would_silently_misbehave_are_refused(write_spec, change, fragment):

@@ -23,6 +23,9 @@ from .knobs import Knob
 from .launch import RunContext, fill
 
 
+MAX_CPU_ID = 65535
+
+
 def parse_cpus(value: Any) -> set[int]:
     """CPU set from 3, [0, 2] or "0-3,6". Raises ValueError."""
     if isinstance(value, bool):
@@ -39,6 +42,8 @@ def parse_cpus(value: Any) -> set[int]:
         low, _, high = part.partition("-")
         if not low.isdigit() or (high and not high.isdigit()):
             raise ValueError(f"not a CPU list: {value!r} (expected e.g. 3, [0, 2] or \"0-3,6\")")
+        if int(high or low) > MAX_CPU_ID:  # "0-100000000000" would be listed, for minutes
+            raise ValueError(f"CPU {int(high or low)} in {value!r} is beyond any machine (at most {MAX_CPU_ID})")
         cpus.update(range(int(low), int(high or low) + 1))
     if not cpus:
         raise ValueError(f"empty CPU list: {value!r}")
