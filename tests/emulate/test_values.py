@@ -72,6 +72,7 @@ def test_environment_filters(sock_lib):
     [({"latency": "-1us"}, "latency"), ({"bandwidth": "lots"}, "bandwidth"), ({"overhead": "x"}, "overhead"),
      ({"ports": [0]}, "ports"), ({"ports": ["http"]}, "ports"), ({"peers": "not an address"}, "peers"), ({"peers": ":99999"}, "port 99999 of ':99999' is not 1..65535"),
      ({"peers": "127.0.0.1:70000"}, "port 70000"),
+     ({"peers": "999.1.1.1"}, "'999.1.1.1' in '999.1.1.1' is not an IPv4 address"),
      ({"bandwidth": "1e300Gbit"}, "faster than 1 Pbit/s"), ({"threshold": "1e30"}, "more than 10^15 bytes"),
      ({"layer": "verbs"}, "layer"), ({"threshold": -1}, "threshold")],
 )  # fmt: skip

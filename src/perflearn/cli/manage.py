@@ -89,9 +89,9 @@ def manage(
         raise UsageError(f"--seeds: at least 1, got {seeds}")
     if not (0 < profiled_speed < math.inf):
         raise UsageError(f"--profiled-speed: a speed ratio > 0, got {profiled_speed:g}")
-    if interval <= 0 or step_seconds < interval:
-        raise UsageError("--interval must be > 0 and --step-seconds at least one interval")
-    if react_ms < 0 or react_ms / 1e3 >= interval:
+    if not (0.01 <= interval < math.inf) or not (interval <= step_seconds < math.inf):  # NaN fails both
+        raise UsageError("--interval must be at least 0.01 s and --step-seconds at least one interval, both finite")
+    if not (0 <= react_ms / 1e3 < interval):  # NaN too
         raise UsageError(f"--react-ms: 0 (off) or a tick shorter than the interval, got {react_ms:g}")
     tick = react_ms / 1e3 or None
     try:

@@ -68,6 +68,16 @@ _SIZE_SCALE = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "kB
 MAX_DURATION_NS = 86_400e9  # as native/emu/src/emu_pace.c's emu_parse_duration
 
 
+def _ipv4(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.IPv4Address(text)
+        return True
+    except ValueError:
+        return False
+
+
 def _number(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"expected {what}, got {value!r}")
@@ -247,6 +257,9 @@ def environment(latency=None, overhead=None, bandwidth=None, **filters) -> dict[
         m = _PEER.match(text) if text else None
         if not m:
             raise UsageError(f"expected ADDR[:PORT] such as 127.0.0.1:11211 or :6379, got {p!r}", where="peers")
+        address = m.group(1) or ""
+        if re.fullmatch(r"[0-9.]+", address) and not _ipv4(address):  # 999.1.1.1: the library would disable itself
+            raise UsageError(f"{address!r} in {p!r} is not an IPv4 address", where="peers")
         port = m.group(2) or (text[1:] if re.fullmatch(r":\d+", text) else None)  # ":99999" also reads as IPv6
         if port not in (None, "*") and not 0 < int(port) < 65536:
             raise UsageError(f"port {port} of {p!r} is not 1..65535", where="peers")

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from .dataset import Dataset
+from .dataset import STATUSES, Dataset  # noqa: F401  STATUSES: one list of run statuses, kept here too
 
 
 @dataclass
@@ -73,7 +73,6 @@ class RunRecord:
     samples: list[tuple[str, float, float | None]] = field(default_factory=list)  # (metric, t, value)
 
 
-STATUSES = ("ok", "failed", "timeout", "skipped")
 
 
 class ResultsStore(abc.ABC):

@@ -15,6 +15,7 @@ import pandas as pd
 from perflearn.errors import UsageError
 
 RUN_COLUMNS = ("run_id", "point_id", "rep", "status")
+STATUSES = ("ok", "failed", "timeout", "skipped")  # as store.base.STATUSES (base imports this module)
 
 
 @dataclass
@@ -105,6 +106,12 @@ class Dataset:
         features = [*knobs, *context]
         frame["point_id"] = raw.groupby(features, dropna=False, sort=False).ngroup() + 1
         frame["rep"] = raw.groupby(features, dropna=False, sort=False).cumcount()
+        if "status" in raw:
+            odd = ~raw["status"].isin(STATUSES)  # an empty cell or "OK" is no status: ls would count it nowhere
+            if odd.any():
+                row = int(odd.to_numpy().argmax())
+                raise UsageError(f"column 'status' has {raw['status'].iloc[row]!r} (data row {row + 1}); "
+                                 f"expected one of {', '.join(STATUSES)}", where=where)
         frame["status"] = raw["status"].astype(str) if "status" in raw else "ok"
         kinds = {}
         for col in features:
