@@ -45,18 +45,16 @@ class _SameFailures:
 
     def __init__(self, limit: int):
         self.limit, self.points, self.alike = limit, set(), 0
-        self.signature: tuple | None = None
+        self.watching = limit > 0
+        self.signature: tuple | None = None  # of the first failure
 
     def stop(self, record: RunRecord) -> str | None:
-        if not self.limit or self.signature == ():
-            return None
-        if record.status == "ok":
-            self.signature = ()  # something works: failures from here on are the points'
+        if not self.watching:
             return None
         tail = (record.stderr_tail or "").strip().splitlines()
         signature = (record.status, record.error, tail[-1] if tail else "")
-        if self.signature not in (None, signature):
-            self.signature = ()
+        if record.status == "ok" or signature != (self.signature or signature):
+            self.watching = False  # something works, or failures differ: from here on they are the points'
             return None
         self.signature = signature
         self.alike += 1

@@ -73,8 +73,6 @@ class RunRecord:
     samples: list[tuple[str, float, float | None]] = field(default_factory=list)  # (metric, t, value)
 
 
-
-
 class ResultsStore(abc.ABC):
     @abc.abstractmethod
     def create_experiment(
