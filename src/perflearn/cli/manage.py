@@ -76,8 +76,8 @@ def manage(
     for option, value in (("--target-ms", target_ms), ("--max-rps", max_rps), ("--mu", mu)):
         if value is not None and not (0 < value < math.inf):
             raise UsageError(f"{option}: a finite number > 0, got {value:g}")
-    if not (0 <= base_us < math.inf):
-        raise UsageError(f"--base-us: a finite delay >= 0, got {base_us:g}")
+    if not (0 <= base_us <= 1e6):  # NaN too
+        raise UsageError(f"--base-us: a delay of 0 to 1e6 us (one second), got {base_us:g}")
     if seed < 0:
         raise UsageError(f"--seed: a seed >= 0, got {seed}")
     if model_unit not in ("us", "ms", "s"):
@@ -110,6 +110,7 @@ def manage(
                            f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels",
                            power_.label)
     if simulate:
+        _check_simulation_size(space, trace, step_seconds, interval, mu)
         with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
                       csv, record, power_, tick, profiled_speed)
@@ -124,6 +125,25 @@ def manage(
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, model,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
               shlex.split(load_args), power_, tick)
+
+
+# The simulator's bounds: a trace of at most this many intervals, and a note above this many
+# forecasts (configurations x intervals): 64 cores x 32 levels on the steps trace (1.1
+# million) took 4 min a policy here, 32 x 10 (176 000) 15 s.
+SIMULATION_INTERVALS = 100_000
+SIMULATION_SLOW = 500_000
+
+
+def _check_simulation_size(space, trace: str, step_seconds: float, interval: float, mu: float) -> None:
+    if not 1 <= mu <= 1e9:  # the simulated service's latencies stay representable
+        raise UsageError(f"--mu: requests/s one core serves, 1 to 1e9 in the simulator, got {mu:g}")
+    intervals = (11 if trace == "steps" else 12) * step_seconds / interval
+    if intervals > SIMULATION_INTERVALS:
+        raise UsageError(f"--step-seconds/--interval: the {trace} trace would be {intervals:.3g} intervals, more than "
+                         f"the simulator's {SIMULATION_INTERVALS:,}: shorter steps or a longer --interval")
+    if len(space) * intervals > SIMULATION_SLOW:
+        terminal.info(f"{len(space)} configurations x {intervals:.0f} intervals: this simulation takes minutes "
+                      "per policy")
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from perflearn.errors import UsageError
 from perflearn.learn.knee import load_knee
 
 from .config import ConfigSpace
@@ -38,6 +39,9 @@ def qos_from_knee(sweep: pd.DataFrame) -> tuple[float, float]:
     """(target p95 in seconds, maximum load in requests/s) from the knee of a load sweep."""
     finite = sweep[np.isfinite(sweep["p95"])]
     knee = load_knee(finite["rps"].to_numpy(), finite["p95"].to_numpy())
+    if knee is None:  # a degenerate service (e.g. a rate so small its latencies underflow)
+        raise UsageError("the simulated service (--mu, --base-us) has no knee in its load sweep: "
+                         "no QoS target and maximum load to set from it")
     return float(knee.y), 0.95 * float(knee.x)
 
 

@@ -12,6 +12,9 @@ import itertools
 from dataclasses import dataclass
 
 
+MAX_CONFIGURATIONS = 4096  # 64 x 64; heimdall keeps configurations x configurations tables
+
+
 @dataclass(frozen=True, order=True)
 class Configuration:
     cores: int
@@ -33,9 +36,14 @@ class ConfigSpace:
         if isinstance(levels, int):
             if levels < 1:
                 raise ValueError(f"need at least one speed level, got {levels}")
+            if levels > 1000:  # the levels are rounded to 4 digits: more would repeat
+                raise ValueError(f"at most 1000 speed levels, got {levels}")
             levels = [round((i + 1) / levels, 4) for i in range(levels)]
         if not levels or min(levels) <= 0 or max(levels) > 1:
             raise ValueError("speed levels are fractions of the maximum, in (0, 1]")
+        if max_cores * len(levels) > MAX_CONFIGURATIONS:
+            raise ValueError(f"{max_cores} cores x {len(levels)} levels is {max_cores * len(levels)} configurations, "
+                             f"more than {MAX_CONFIGURATIONS} (policies compare every pair of them)")
         return cls(tuple(range(1, max_cores + 1)), tuple(sorted(levels)))
 
     def __iter__(self):
