@@ -20,20 +20,35 @@ from perflearn.errors import UnsupportedError
 
 from . import cgroups
 from .knobs import Knob
-from .launch import RunContext, fill
+from .launch import RunContext, env_name_problem, fill
 
 
 MAX_CPU_ID = 65535
 
 
 def parse_cpus(value: Any) -> set[int]:
-    """CPU set from 3, [0, 2] or "0-3,6". Raises ValueError."""
+    """CPU set from 3, [0, 2], ["0-3", 6] or "0-3,6"; never empty. Raises ValueError."""
+    if isinstance(value, (list, tuple)):
+        if any(isinstance(v, (list, tuple)) for v in value):
+            raise ValueError(f"not a CPU list: {list(value)!r} (a list of lists)")
+        cpus = set().union(*(_parse_cpu_item(v) for v in value))
+    else:
+        cpus = _parse_cpu_item(value)
+    if not cpus:  # an empty set pinned nothing: the run went unpinned, silently
+        raise ValueError(f"empty CPU list: {list(value) if isinstance(value, tuple) else value!r}")
+    return cpus
+
+
+def _parse_cpu_item(value: Any) -> set[int]:
+    """CPUs of 3 or "0-3,6" (possibly none)."""
     if isinstance(value, bool):
         raise ValueError(f"not a CPU list: {value!r}")
     if isinstance(value, int):
+        if not 0 <= value <= MAX_CPU_ID:
+            raise ValueError(f"CPU {value} is not a CPU id (0 to {MAX_CPU_ID})")
         return {value}
-    if isinstance(value, (list, tuple)):
-        return set().union(*(parse_cpus(v) for v in value)) if value else set()
+    if not isinstance(value, str):
+        raise ValueError(f"not a CPU list: {value!r} (expected e.g. 3, [0, 2] or \"0-3,6\")")
     cpus: set[int] = set()
     for part in str(value).split(","):
         part = part.strip()
@@ -45,8 +60,6 @@ def parse_cpus(value: Any) -> set[int]:
         if int(high or low) > MAX_CPU_ID:  # "0-100000000000" would be listed, for minutes
             raise ValueError(f"CPU {int(high or low)} in {value!r} is beyond any machine (at most {MAX_CPU_ID})")
         cpus.update(range(int(low), int(high or low) + 1))
-    if not cpus:
-        raise ValueError(f"empty CPU list: {value!r}")
     return cpus
 
 
@@ -97,6 +110,12 @@ class Env(Actuator):
     kind = "env"
     OPTIONS = {"var": ((str,), False), "target": ((str,), False)}
 
+    def __init__(self, knob: Knob, experiment: str):
+        super().__init__(knob, experiment)
+        problem = env_name_problem(self.options.get("var", knob.name.upper()))
+        if problem:
+            raise ValueError(f"var: {problem}")
+
     def apply(self, value: Any, run: RunContext) -> None:
         var = self.options.get("var", self.knob.name.upper())
         targets = run.processes.values() if self.target == "*" else [self._process(run)]
@@ -127,13 +146,18 @@ class _CgroupActuator(Actuator):
         super().__init__(knob, experiment)
         self._group: cgroups.Group | None = None
 
-    def check(self) -> None:
+    def _create(self) -> cgroups.Group:
         # one group per process, whatever the controller: in cgroup v2 a process is in exactly one
-        self._group = cgroups.create(f"{_safe(self.experiment)}-{_safe(self.target)}", {self.controller})
+        return cgroups.create(f"{_safe(self.experiment)}-{_safe(self.target)}", {self.controller})
+
+    def check(self) -> None:
+        # Prove the group can be made, and take it away again: `validate` checks and never
+        # restores, and left an empty group behind. The first apply makes it for the sweep.
+        self._create().remove()
 
     def apply(self, value: Any, run: RunContext) -> None:
         if self._group is None:
-            self.check()
+            self._group = self._create()
         self._set(self._group, value)
         process = self._process(run)
         for procs in self._group.procs_files:
@@ -298,6 +322,8 @@ class Hook(Actuator):
         has_command, has_entry = "command" in self.options, "entry_point" in self.options
         if has_command == has_entry:
             raise ValueError("a hook takes exactly one of command or entry_point")
+        if has_entry and not _is_entry_point(self.options["entry_point"]):
+            raise ValueError(f"entry_point: expected module.path:function, got {self.options['entry_point']!r}")
         self._function = None
         self._applied = False
 
@@ -307,8 +333,11 @@ class Hook(Actuator):
             module, _, name = entry.partition(":")
             try:
                 self._function = getattr(importlib.import_module(module), name)
-            except (ImportError, AttributeError) as exc:
-                raise UnsupportedError(f"entry point {entry!r} cannot be loaded ({exc})") from None
+            except Exception as exc:  # the user's module may raise anything while it imports
+                raise UnsupportedError(f"entry point {entry!r} cannot be loaded "
+                                       f"({type(exc).__name__}: {exc})") from None
+            if not callable(self._function):
+                raise UnsupportedError(f"entry point {entry!r} is not a function")
 
     def apply(self, value: Any, run: RunContext) -> None:
         self._applied = True
@@ -383,7 +412,10 @@ class CpuFrequency(Actuator):
     def __init__(self, knob: Knob, experiment: str):
         super().__init__(knob, experiment)
         cpus = self.options.get("cpus")
-        self.cpus = sorted(parse_cpus(cpus) if cpus is not None else os.sched_getaffinity(0))
+        try:
+            self.cpus = sorted(parse_cpus(cpus) if cpus is not None else os.sched_getaffinity(0))
+        except ValueError as exc:
+            raise ValueError(f"cpus: {exc}") from None
         self._freq = None
 
     def validate_value(self, value: Any) -> None:
@@ -403,6 +435,12 @@ class CpuFrequency(Actuator):
     def restore(self) -> None:
         if self._freq is not None:
             self._freq.restore()
+
+
+def _is_entry_point(entry: str) -> bool:
+    """``package.module:function``: absolute (a relative ".mod" has no package to be relative to)."""
+    module, sep, name = entry.partition(":")
+    return bool(sep) and name.isidentifier() and all(part.isidentifier() for part in module.split("."))
 
 
 def _safe(name: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,13 +43,17 @@ class Domain:
             if self.step is None:
                 raise ValueError("a range without a step has no finite list of values")
             return int(math.floor((self.high - self.low) / self.step + 1e-9)) + 1
-        estimate = int(math.log(self.high / self.low) / math.log(self.base)) + 1  # low * base**k
+        # a difference of logs, not the log of a ratio: 1e308 / 1e-308 overflows to inf
+        estimate = int((math.log(self.high) - math.log(self.low)) / math.log(self.base)) + 1  # low * base**k
         return estimate if estimate > 10_000 else len(self._geometric())
 
     def _geometric(self) -> list[float]:
         # low * base * base ... up to high, multiplied as always (stored points keep their digits)
         out, value = [], float(self.low)
-        while value <= self.high * (1 + 1e-12):
+        # capped at the largest float: with high near it the tolerance overflowed to inf and
+        # inf <= inf never ended the loop
+        limit = min(self.high * (1 + 1e-12), sys.float_info.max)
+        while value <= limit:
             out.append(value)
             value *= self.base
         return out

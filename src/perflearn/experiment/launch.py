@@ -22,6 +22,16 @@ def placeholders(template: str) -> set[str]:
     return names
 
 
+def env_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be an environment variable's name, or None. execve refuses it, so
+    the spec must: it passed validate and failed every run."""
+    if not name:
+        return "an environment variable needs a name"
+    if "=" in name or "\0" in name:
+        return f"{name!r} is not an environment variable name (no '=' or NUL byte)"
+    return None
+
+
 def fill(template: str, values: dict[str, Any]) -> str:
     return template.format_map(values)
 
@@ -53,6 +63,7 @@ class RunContext:
     run_dir: Path
     processes: dict[str, ProcessLaunch] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what actuators did, for the run's record
+    timeout: float | None = None  # the workload's timeout: also the budget for extracting a metric
 
 
 @dataclass

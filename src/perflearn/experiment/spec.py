@@ -24,7 +24,7 @@ from . import collectors as collectors_mod
 from .collectors import MetricSpec
 from .expr import Expression
 from .knobs import MAX_LEVELS, Domain, Knob, is_number
-from .launch import BUILTIN_PLACEHOLDERS, placeholders
+from .launch import BUILTIN_PLACEHOLDERS, env_name_problem, placeholders
 from .sampling import SamplingSpec
 from .tomlpos import Positions
 from .units import parse_duration
@@ -247,12 +247,23 @@ def _read_process(table: _Table, name: str) -> ProcessSpec:
                 command = shlex.split(command)
             except ValueError as exc:
                 raise table.error("command", f"cannot split into arguments ({exc}); quote it or set shell = true")
+    for arg in ([command] if isinstance(command, str) else command):
+        if "\0" in arg:  # execve cannot pass it: the run would fail, not the spec
+            raise table.error("command", f"{arg!r} contains a NUL byte")
     env = table.get("env", (dict,), {})
     for var, value in env.items():
+        problem = env_name_problem(var)
+        if problem:
+            raise table.error("env", problem)
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise table.error("env", f"{var}: expected a string or number, got {_describe(value)}")
+        if "\0" in str(value):
+            raise table.error("env", f"{var}: the value contains a NUL byte")
     env = {k: str(v) for k, v in env.items()}
-    process = ProcessSpec(name=name, command=command, shell=shell, cwd=table.get("cwd", (str,), None), env=env)
+    cwd = table.get("cwd", (str,), None)
+    if cwd is not None and "\0" in cwd:
+        raise table.error("cwd", "contains a NUL byte")
+    process = ProcessSpec(name=name, command=command, shell=shell, cwd=cwd, env=env)
     if name != "workload":
         ready_port = table.get("ready_port", (int, str), None)
         literal = str(ready_port).isdigit() if ready_port is not None else False
@@ -312,8 +323,10 @@ def _read_knob(name: str, table: _Table, experiment: str) -> Knob:
         values = table.get(kind, (list,))
         if not values:
             raise table.error(kind, "must list at least one value")
-        if any(isinstance(v, (dict, list)) for v in values) and kind == "values":
-            pass  # a CPU list such as [0, 2] is a valid value for affinity knobs
+        for value in values:
+            problem = value_problem(value)
+            if problem:
+                raise table.error(kind, problem)
         odd = [v for v in values if isinstance(v, float) and not math.isfinite(v)]
         if odd:
             raise table.error(kind, f"{odd[0]} is not a finite number")
@@ -329,18 +342,17 @@ def _read_knob(name: str, table: _Table, experiment: str) -> Knob:
         if low > high:
             raise table.error(kind, f"low {low} is above high {high}")
         integer = table.get("integer", (bool,), isinstance(low, int) and isinstance(high, int))
-        step = base = None
+        if integer and not (float(low).is_integer() and float(high).is_integer()):
+            # rounding would give values outside [low, high]
+            raise table.error(kind, f"an integer knob needs whole-number bounds, got {bounds!r}")
         if kind == "range":
-            step = table.get("step", (int, float), None)
-            if step is not None and not (0 < step < math.inf):
-                raise table.error("step", "must be a finite number > 0")
-            domain = Domain("range", low=low, high=high, step=step, integer=integer)
+            domain = _range_domain(table, low, high, integer)
         else:
             if low <= 0:
                 raise table.error(kind, "a log range needs low > 0")
             base = table.get("base", (int, float), 2)
-            if base <= 1:
-                raise table.error("base", "must be > 1")
+            if not (1 < base < math.inf):  # nan passed "base <= 1" and crashed counting the values
+                raise table.error("base", f"must be a finite number > 1, got {base!r}")
             domain = Domain("log_range", low=low, high=high, base=float(base), integer=integer)
     actuator = table.get("apply", (str,), "placeholder")
     if actuator not in actuators_mod.ACTUATORS:
@@ -353,17 +365,24 @@ def _read_knob(name: str, table: _Table, experiment: str) -> Knob:
     role = table.get("role", (str,), "knob")
     if role not in ("knob", "context"):
         raise table.error("role", f"expected 'knob' or 'context', got {role!r}")
-    knob = Knob(name, domain, actuator, options, role, table.get("default", (str, int, float, bool, list), None),
-                table.get("unit", (str,), ""))
+    default = table.get("default", (str, int, float, bool, list), None)
+    problem = value_problem(default) if default is not None else None
+    if problem:
+        raise table.error("default", problem)
+    knob = Knob(name, domain, actuator, options, role, default, table.get("unit", (str,), ""))
     table.done()
     try:
         built = actuators_mod.build(knob, experiment)
     except ValueError as exc:
-        key, _, message = str(exc).partition(": ")
-        raise table.error(key if key in table.data else None, message or str(exc)) from None
+        raise _option_error(table, exc) from None
     if domain.finite and domain.count() > MAX_LEVELS:
-        raise table.error(kind, f"gives {domain.count():,} values, more than {MAX_LEVELS:,} (is the step too small?)")
+        raise table.error(kind, f"gives {domain.count():,} values, more than {MAX_LEVELS:,} "
+                                f"(is the {'step' if kind == 'range' else 'base'} too small?)")
     values = domain.levels() if domain.finite else [domain.low, domain.high]
+    repeated = _repeated(values) if kind != "values" and domain.finite else None
+    if repeated is not None:  # integer rounding (or the 12 digits kept) made two levels one: points repeat
+        raise table.error(kind, f"two of its values round to {repeated!r}: use a larger "
+                                f"{'step' if kind == 'range' else 'base'}")
     for value in values + ([knob.default] if knob.default is not None else []):
         try:
             built.validate_value(value)
@@ -390,9 +409,33 @@ def _read_metric(name: str, table: _Table) -> MetricSpec:
     try:
         collector.validate(metric)
     except ValueError as exc:
-        key, _, message = str(exc).partition(": ")
-        raise table.error(key if key in table.data else None, message or str(exc)) from None
+        raise _option_error(table, exc) from None
     return metric
+
+
+def _option_error(table: _Table, exc: ValueError) -> SpecError:
+    """An actuator's or collector's ValueError("key: message") at that key's line; a message
+    that names no key of the table is kept whole (it lost its start when cut at ': ')."""
+    key, _, message = str(exc).partition(": ")
+    if key in table.data and message:
+        return table.error(key, message)
+    return table.error(None, str(exc))
+
+
+def _range_domain(table: _Table, low, high, integer: bool) -> Domain:
+    """A linear range, refused where float arithmetic on it would overflow or repeat points."""
+    if not math.isfinite(high - low):  # [-1e308, 1e308]: every sampled value became inf
+        raise table.error("range", f"[{low}, {high}] is too wide: high - low overflows a float")
+    step = table.get("step", (int, float), None)
+    if step is None:
+        return Domain("range", low=low, high=high, integer=integer)
+    if not (0 < step < math.inf):
+        raise table.error("step", "must be a finite number > 0")
+    if integer and not float(step).is_integer():  # 0.5 on an integer knob gave 1, 2, 2, 2, 3
+        raise table.error("step", f"an integer knob needs a whole-number step, got {step!r}")
+    if not math.isfinite((high - low) / step):  # an infinite count cannot even be counted
+        raise table.error("step", f"gives more than {MAX_LEVELS:,} values (is the step too small?)")
+    return Domain("range", low=low, high=high, step=step, integer=integer)
 
 
 def _read_design(table: _Table, knobs: dict[str, Knob]) -> DesignSpec:
@@ -407,6 +450,8 @@ def _read_design(table: _Table, knobs: dict[str, Knob]) -> DesignSpec:
     if design.order not in ORDERS:
         raise table.error("order", f"expected one of {', '.join(ORDERS)}, got {design.order!r}")
     design.seed = table.get("seed", (int,), 0)
+    if design.seed < 0:  # the Latin hypercube's generator takes no negative seed
+        raise table.error("seed", f"must be >= 0, got {design.seed}")
     for source in table.get("constraints", (list,), []):
         if not isinstance(source, str):
             raise table.error("constraints", f"expected expressions as strings, got {_describe(source)}")
@@ -440,6 +485,9 @@ def _read_design(table: _Table, knobs: dict[str, Knob]) -> DesignSpec:
             full = {}
             for knob in knobs.values():
                 if knob.name in point:
+                    problem = value_problem(point[knob.name])
+                    if problem:
+                        raise table.error("points", f"point {i + 1}: {knob.name}: {problem}")
                     value = _freeze(point[knob.name])
                 elif knob.default is not None:
                     value = _freeze(knob.default)
@@ -586,6 +634,35 @@ def parse_values(option: str) -> tuple[str, list]:
         except tomllib.TOMLDecodeError:
             parsed.append(item.strip('"\''))  # a bare word: a string value
     return name.strip(), parsed
+
+
+def _repeated(values: list) -> Any:
+    """The first value listed twice, or None."""
+    seen = set()
+    for value in values:
+        if value in seen:
+            return value
+        seen.add(value)
+    return None
+
+
+def value_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a knob value, or None. A value is a string, a number, true or
+    false, or a flat CPU list such as [0, 2] or ["0-3", 6]: it fills a command and is stored
+    as JSON, which a TOML date, a table or a nested list cannot be."""
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, (int, str)):
+                return (f"{_describe(item)} inside {_describe(value)}: a list value is a CPU list "
+                        "of integers or ranges such as [0, 2] or [\"0-3\"]")
+            if isinstance(item, str) and "\0" in item:
+                return f"{item!r} contains a NUL byte"
+        return None
+    if not isinstance(value, (str, int, float)):  # bool is an int
+        return f"{_describe(value)} is not a knob value (expected a string, a number, true/false or a CPU list)"
+    if isinstance(value, str) and "\0" in value:
+        return f"{value!r} contains a NUL byte"
+    return None
 
 
 def _freeze(value: Any) -> Any:

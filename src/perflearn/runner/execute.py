@@ -97,7 +97,8 @@ class RunExecutor:
                       spec_dir=self.spec.spec_dir)
         if self.uses_port:
             values["port"] = proc_mod.free_port()
-        run = RunContext(self.spec.name, planned.seq, planned.point_id, planned.rep, values, run_dir)
+        run = RunContext(self.spec.name, planned.seq, planned.point_id, planned.rep, values, run_dir,
+                         timeout=self.spec.workload.timeout)
         for pspec in self.spec.workload.processes:
             run.processes[pspec.name] = self._launch(pspec, values)
         return run

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perflearn.experiment.launch import ProcessLaunch
+from perflearn.experiment.timelimit import TimeLimit, time_limit
 
 RUNNER_VAR = "PERFLEARN_RUNNER_PID"
 STORE_VAR = "PERFLEARN_STORE"
@@ -137,7 +138,11 @@ def wait_ready(proc: Running, port: int | None, pattern: str | None, delay: floa
             except OSError:
                 ok = False
         if ok and regex is not None:
-            ok = bool(regex.search(proc.output("stdout")) or regex.search(proc.output("stderr")))
+            try:  # a backtracking pattern must not outlast the wait it is part of
+                with time_limit(max(deadline - time.monotonic(), 0.01)):
+                    ok = bool(regex.search(proc.output("stdout")) or regex.search(proc.output("stderr")))
+            except TimeLimit:
+                return f"not ready after {timeout:g} s (matching {pattern!r} on its output ran out of time)"
         if ok:
             break
         if time.monotonic() > deadline:

@@ -63,11 +63,13 @@ class Dataset:
         """
         path = Path(path)
         try:
+            header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
             raw = pd.read_csv(path)
         except FileNotFoundError:
             raise UsageError("no such file", where=str(path)) from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise UsageError(f"not a readable CSV ({str(exc).splitlines()[0]})", where=str(path)) from None
+        refuse_duplicate_columns(header, str(path))
         return cls.from_frame(raw, metrics, knobs, context, name or path.stem, where=str(path))
 
     @classmethod
@@ -181,3 +183,14 @@ class Dataset:
             units={m: "" for m in metrics},
             kinds={**self.kinds, **{c: "numeric" for c in context}},
         )
+
+
+def refuse_duplicate_columns(header: list[str], where: str) -> None:
+    """pandas renames a second column "a" to "a.1": the data would land under a name the file
+    never gave, and --metric a would read only the first of them."""
+    first: dict[str, int] = {}
+    for position, name in enumerate(header, start=1):
+        if name in first:
+            raise UsageError(f"column {name!r} appears twice in the header (columns {first[name]} and {position})",
+                             where=where)
+        first[name] = position

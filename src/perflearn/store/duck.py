@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime
 from importlib import resources
@@ -36,7 +37,8 @@ class DuckDBStore(ResultsStore):
                 raise StoreError("the store is in use by another perflearn process", where=self.path) from None
             raise StoreError(f"cannot open the store ({text.splitlines()[0]})", where=self.path) from None
         except duckdb.Error as exc:
-            raise StoreError(f"not a perflearn store ({str(exc).splitlines()[0]})", where=self.path) from None
+            what = "the store file is damaged or truncated" if _damaged(exc) else "not a perflearn store"
+            raise StoreError(f"{what} ({str(exc).splitlines()[0]})", where=self.path) from None
         self._open_schema(read_only)
 
     # -- schema -------------------------------------------------------------
@@ -286,6 +288,34 @@ class DuckDBStore(ResultsStore):
             self.db.close()
         except duckdb.Error:
             pass
+
+
+def _damaged(exc: duckdb.Error) -> bool:
+    """True for an error of the file itself (truncated, overwritten), not of a query."""
+    return isinstance(exc, duckdb.IOException) or "corrupt" in str(exc).lower()
+
+
+def _guarded(method):
+    """``method``, with a damaged file's error as one StoreError line naming the file: DuckDB reads
+    blocks lazily, so a truncated file opens and fails on whichever query first reads past its end."""
+
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except duckdb.Error as exc:
+            if not _damaged(exc):
+                raise
+            raise StoreError(f"the store file is damaged or truncated ({str(exc).splitlines()[0]}); "
+                             "restore it from a copy", where=self.path) from None
+
+    return guarded
+
+
+for _name in ("_open_schema", "create_experiment", "experiment", "require", "experiments", "add_points", "points",
+              "record_run", "_take_run_ids", "recorded", "runs", "measurements", "samples", "dataset",
+              "import_dataset"):
+    setattr(DuckDBStore, _name, _guarded(getattr(DuckDBStore, _name)))
 
 
 def _plain(value: Any) -> Any:

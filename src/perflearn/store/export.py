@@ -6,7 +6,7 @@ from pathlib import Path
 
 from perflearn.errors import UsageError
 
-from .dataset import Dataset
+from .dataset import Dataset, refuse_duplicate_columns
 
 FORMATS = ("csv", "parquet")
 
@@ -35,7 +35,12 @@ def read_frame(path: str | Path):
     if not path.exists():
         raise UsageError("no such file", where=str(path))
     try:
-        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path)
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
+        frame = pd.read_csv(path)
     except Exception as exc:  # pyarrow and pandas raise many types for a file that is not theirs
         raise UsageError(f"not a readable {path.suffix.lstrip('.') or 'CSV'} file ({str(exc).splitlines()[0]})",
                          where=str(path)) from None
+    refuse_duplicate_columns(header, str(path))
+    return frame

@@ -14,7 +14,12 @@ import jmespath
 import jmespath.exceptions
 
 from ..launch import fill
+from ..timelimit import TimeLimit, time_limit
 from .base import Collector, Missing, number
+
+# Seconds one metric may take to extract its value when the workload has no timeout (with
+# one, the timeout is the budget). Real patterns take microseconds on a run's output.
+DEFAULT_BUDGET = 60.0
 
 _SOURCE_OPTIONS = {"process": ((str,), False), "stream": ((str,), False), "file": ((str,), False), "scale": ((int, float), False)}
 
@@ -42,6 +47,24 @@ def _text(metric, run, result) -> str | Missing:
     return getattr(result.processes[process], stream)
 
 
+def _each(metrics, run, extract) -> dict:
+    """``extract(metric)`` for every metric, each failing only for its own reason: one path
+    or pattern that raises, or backtracks past the run's time budget, used to blank every
+    other metric of the source."""
+    budget = getattr(run, "timeout", None) or DEFAULT_BUDGET
+    out = {}
+    for metric in metrics:
+        try:
+            with time_limit(budget):
+                out[metric.name] = extract(metric)
+        except TimeLimit:
+            out[metric.name] = Missing(f"extracting from {_where(metric)} took more than {budget:g} s "
+                                       "(a regular expression that backtracks without end?)")
+        except Exception as exc:  # e.g. a JMESPath function given the wrong type, a sum overflowing
+            out[metric.name] = Missing(f"{type(exc).__name__}: {exc}")
+    return out
+
+
 def _where(metric) -> str:
     if "file" in metric.options:
         return metric.options["file"]
@@ -63,19 +86,20 @@ class Regex(Collector):
         except re.error as exc:
             raise ValueError(f"pattern: not a valid regular expression ({exc})") from None
         group = metric.options.get("group")
-        if isinstance(group, int) and group > pattern.groups:
-            raise ValueError(f"group: the pattern has {pattern.groups} group(s), not {group}")
+        if isinstance(group, int) and not 0 <= group <= pattern.groups:  # -1 failed at every run
+            raise ValueError(f"group: the pattern has {pattern.groups} group(s), so group is 0 to {pattern.groups}, "
+                             f"not {group}")
         if isinstance(group, str) and group not in pattern.groupindex:
             raise ValueError(f"group: the pattern has no group named {group!r}")
         if metric.options.get("match", "first") not in cls.REDUCERS:
             raise ValueError(f"match: expected one of {', '.join(cls.REDUCERS)}")
 
     def values(self, run, result):
-        out = {}
-        for metric in self.metrics:
+        def extract(metric):
             text = _text(metric, run, result)
-            out[metric.name] = text if isinstance(text, Missing) else self._extract(metric, text)
-        return out
+            return text if isinstance(text, Missing) else self._extract(metric, text)
+
+        return _each(self.metrics, run, extract)
 
     @staticmethod
     def _extract(metric, text: str):
@@ -96,8 +120,10 @@ class Regex(Collector):
                 return value
             numbers.append(value)
         scale = float(metric.options.get("scale", 1.0))
-        picked = {"first": numbers[0], "last": numbers[-1], "sum": sum(numbers), "mean": statistics.fmean(numbers)}[reduce]
-        return picked * scale
+        # only the asked-for reduction: a mean overflowing (fsum) failed match = "first" too
+        reducers = {"first": lambda: numbers[0], "last": lambda: numbers[-1], "sum": lambda: sum(numbers),
+                    "mean": lambda: statistics.fmean(numbers)}
+        return reducers[reduce]() * scale
 
 
 def parse_json_document(text: str):
@@ -127,13 +153,12 @@ class JsonPath(Collector):
             raise ValueError(f"path: not a valid JMESPath expression ({str(exc).splitlines()[0]})") from None
 
     def values(self, run, result):
-        out = {}
-        documents: dict[str, object] = {}
-        for metric in self.metrics:
+        documents: dict[str, object] = {}  # one parse per file or stream, whatever the metrics
+
+        def extract(metric):
             text = _text(metric, run, result)
             if isinstance(text, Missing):
-                out[metric.name] = text
-                continue
+                return text
             where = _where(metric)
             if where not in documents:
                 try:
@@ -142,12 +167,11 @@ class JsonPath(Collector):
                     documents[where] = Missing(f"{where} holds no JSON document")
             document = documents[where]
             if isinstance(document, Missing):
-                out[metric.name] = document
-                continue
+                return document
             found = jmespath.search(metric.options["path"], document)
             if found is None:
-                out[metric.name] = Missing(f"path {metric.options['path']!r} not found in {where}")
-                continue
+                return Missing(f"path {metric.options['path']!r} not found in {where}")
             value = number(found, f"path {metric.options['path']!r}")
-            out[metric.name] = value if isinstance(value, Missing) else value * float(metric.options.get("scale", 1.0))
-        return out
+            return value if isinstance(value, Missing) else value * float(metric.options.get("scale", 1.0))
+
+        return _each(self.metrics, run, extract)
