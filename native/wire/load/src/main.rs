@@ -110,6 +110,9 @@ fn run_main(a: Args) -> Result<(), WireError> {
     // Checked whatever the profile: a bad value is a mistake even where it is unused.
     positive_secs(a.duration, "--duration")?;
     positive_secs(a.step_seconds, "--step-seconds")?;
+    if !(a.interval.is_finite() && a.interval >= 0.001) {  // one line per interval: 1e-9 floods the output
+        return Err(WireError::new("--interval", format!("must be at least 0.001 s, got {}", a.interval)));
+    }
     if !(a.step_pct > 0.0 && a.step_pct <= 100.0) {
         return Err(WireError::new("--step-pct", format!("must be in (0, 100], got {}", a.step_pct)));
     }
@@ -256,6 +259,8 @@ mod tests {
     #[test]
     fn values_that_run_nothing_or_make_no_sense_are_refused() {
         assert!(refused(&["--set-ratio", "2"]).starts_with("--set-ratio: must be between 0 and 1"));
+        assert!(refused(&["--interval", "1e-9"]).starts_with("--interval: must be at least 0.001 s"));
+        assert!(refused(&["--interval", "nan"]).starts_with("--interval: must be at least 0.001 s"));
         assert!(refused(&["--set-ratio", "-0.5"]).starts_with("--set-ratio:"));
         assert!(refused(&["--set-ratio", "nan"]).starts_with("--set-ratio:"));
         assert!(refused(&["-d", "0"]).starts_with("--duration:"));

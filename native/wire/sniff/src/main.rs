@@ -112,12 +112,23 @@ fn secs_ns(s: f64, what: &str) -> Result<u64, WireError> {
     Ok((s * 1e9) as u64)
 }
 
+/// A reporting period (--interval, --tick): at least MIN_REPORT_S, or one line per
+/// nanosecond of capture floods the output (1e-9 was accepted).
+const MIN_REPORT_S: f64 = 0.001;
+
+fn report_ns(s: f64, what: &str) -> Result<u64, WireError> {
+    if s.is_finite() && s > 0.0 && s < MIN_REPORT_S {
+        return Err(WireError::new(what, format!("must be at least {MIN_REPORT_S} s, got {s}")));
+    }
+    secs_ns(s, what)
+}
+
 fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
 fn run(args: Args) -> Result<(), WireError> {
-    let interval_ns = secs_ns(args.interval, "--interval")?;
+    let interval_ns = report_ns(args.interval, "--interval")?;
     if args.snaplen <= 0 {
         return Err(WireError::new("--snaplen", format!("must be a positive number of bytes, got {}", args.snaplen)));
     }
@@ -155,7 +166,7 @@ fn run(args: Args) -> Result<(), WireError> {
     // The summary line always goes to stdout, last.
     let summary: Option<Box<dyn Write>> = Some(Box::new(stdout()));
     let mut reporter = Reporter::new(records, intervals, summary, interval_ns).map_err(|e| WireError::new("output", e.to_string()))?;
-    let tick_ns = args.tick.map(|t| secs_ns(t, "--tick")).transpose()?;
+    let tick_ns = args.tick.map(|t| report_ns(t, "--tick")).transpose()?;
     if let Some(t) = tick_ns {
         reporter = reporter.with_ticks(t);
     }
@@ -326,6 +337,8 @@ mod tests {
     #[test]
     fn out_of_range_numbers_are_one_line_naming_the_option() {
         assert!(refused(&["--interval", "-1"]).starts_with("--interval: must be a positive number of seconds"));
+        assert!(refused(&["--interval", "1e-9"]).starts_with("--interval: must be at least 0.001 s"));
+        assert!(refused(&["--tick", "0.0001"]).starts_with("--tick: must be at least 0.001 s"));
         assert!(refused(&["--timeout", "-1"]).starts_with("--timeout: must be a positive number of seconds"));
         assert!(refused(&["--snaplen", "-5"]).starts_with("--snaplen: must be a positive number of bytes"));
         assert!(refused(&["--buffer-mb", "0"]).starts_with("--buffer-mb:"));
