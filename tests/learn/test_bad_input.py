@@ -205,3 +205,150 @@ def test_mape_undefined_with_a_zero_target():
     splits = pd.DataFrame({"mre": [1.0, 2.0], "mape": [1.0, np.nan], "rmse": [1.0, 1.0], "r2": [0.9, 0.9]})
     res = EvalResult("cart", "kfold", splits, np.zeros(2), np.zeros(2))
     assert np.isnan(res.summary()["mape"]["mean"])
+
+
+# -- third fuzzing pass ----------------------------------------------------------------------
+
+
+def test_feature_beyond_float32_at_predict(step_ds, tmp_path):
+    """1e39 overflowed the trees' float32 cast: an internal error (cart, gbm) or a silent clip (rf)."""
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    for family in ("cart", "rf", "linear"):
+        model = fit(step_ds, "T", family=family)
+        for bad, shown in ((1e39, r"1e\+39"), (-1e39, r"-1e\+39"), ("1e39", "1e39")):
+            with pytest.raises(UsageError, match=rf"feature 'a' needs a number within ±3.4e\+38 \(the float32 range "
+                                                 rf"the tree models compute in\), got {shown} \(row 1\)$") as exc:
+                model.predict({"a": bad, "b": "x", "c": 1})
+            _one_line(exc)
+        assert np.isfinite(model.predict({"a": 3e38, "b": "x", "c": 1})).all()  # inside the range: predicted
+    model.save(tmp_path / "m")
+    res = CliRunner().invoke(app, ["predict", str(tmp_path / "m"), "--set", "a=1e39,b=x,c=1"])
+    assert res.exit_code == 2, res.output
+    assert "--set: feature 'a' needs a number within ±3.4e+38" in res.output
+    pts = tmp_path / "pts.csv"
+    pd.DataFrame({"a": [1.0, 2e40], "b": ["x", "y"], "c": [1, 2]}).to_csv(pts, index=False)
+    res = CliRunner().invoke(app, ["predict", str(tmp_path / "m"), "--points", str(pts)])
+    assert res.exit_code == 2 and f"{pts}: feature 'a' needs a number within" in res.output and "(row 2)" in res.output
+
+
+def test_feature_beyond_float32_in_training_or_context(step_ds):
+    from perflearn.learn.recommend import recommend, search_space
+    from perflearn.learn.rules import tree_rules
+
+    ds = Dataset.from_frame(step_frame(30), metrics=["T"])
+    ds.frame.loc[3, "a"] = 1e39
+    with pytest.raises(UsageError, match=r"values beyond ±3.4e\+38 \(the float32 range the tree models compute in\) "
+                                         r"in 'a' \(1 run\(s\)\); rescale or cap them") as exc:
+        tree_rules(training_data(ds, "T"))  # was an internal error (ValueError from the tree)
+    _one_line(exc)
+    model = fit(step_ds, "T", family="cart")
+    with pytest.raises(UsageError, match="needs a number within") as exc:
+        recommend({"T": model}, "T", "min", search_space(step_ds, ["b", "c"]), {"a": 1e39})
+    assert exc.value.where == "--context"  # not "search"
+
+
+def test_target_beyond_what_the_error_measures_hold():
+    """1e-300..1e300 gave MRE 1e33 % (or nan) and RMSE/R² nan, with numpy overflow warnings."""
+    import warnings
+
+    df = step_frame(40)
+    df["T"] = 10.0 ** np.linspace(-300, 300, 40)
+    with pytest.raises(UsageError, match=r"target 'T' has values of magnitude 1e-300 to 1e\+300; the error measures "
+                                         r"need 0 or 1e-75 to 1e\+75 .*: rescale it \(another unit\)") as exc:
+        fit(Dataset.from_frame(df, metrics=["T"]), "T", family="rf")
+    _one_line(exc)
+    for extreme in (1e-80, -1e80):
+        df["T"] = np.linspace(1, 2, 40)
+        df.loc[5, "T"] = extreme
+        with pytest.raises(UsageError, match="target 'T' has values of magnitude"):
+            training_data(Dataset.from_frame(df, metrics=["T"]), "T")
+    # the edges of the range, and zeros, are fine: every measure is finite, without a warning
+    df["T"] = np.where(np.arange(40) % 2, 1e75, -1e-75)
+    df.loc[0, "T"] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = evaluate(training_data(Dataset.from_frame(df, metrics=["T"]), "T"), "cart", folds=4)
+    summary = res.summary()
+    assert all(np.isfinite(summary[m]["mean"]) for m in ("mre", "rmse", "r2"))
+
+
+def test_rules_class_thresholds_refused():
+    """nan, inf, repeated or out-of-range thresholds were accepted ("y is <=nan", accuracy 1.000)."""
+    from perflearn.learn.rules import tree_rules
+
+    data = training_data(Dataset.from_frame(step_frame(60), metrics=["T"]), "T")  # T from about 10 to 23
+    for classes, message in (([float("nan")], "class thresholds must be finite numbers, got nan"),
+                             ([15.0, float("inf")], "class thresholds must be finite numbers, got inf"),
+                             ([float("-inf")], "class thresholds must be finite numbers, got -inf"),
+                             ([15.0, 15.0], "threshold 15 is given twice"),
+                             ([0.0], r"every run of 'T' \(.* to .*\) falls in one class \(>0\)"),
+                             ([-5.0, 1e9], r"falls in one class \(\(-5,1e\+09\]\)"),
+                             ([], "no class thresholds")):
+        with pytest.raises(UsageError, match=message) as exc:
+            tree_rules(data, classes=classes)
+        assert _one_line(exc).startswith("--classes: ")
+    assert {r.label for r in tree_rules(data, classes=[15.0]).rules} == {"<=15", ">15"}
+
+
+def test_rules_cli_class_thresholds(tmp_path):
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    csv = tmp_path / "runs.csv"
+    step_frame(60).to_csv(csv, index=False)
+    for classes in ("nan", "1e400", ",", "", "0"):
+        res = CliRunner().invoke(app, ["rules", "--csv", str(csv), "-t", "T", "--classes", classes])
+        assert res.exit_code == 2, (classes, res.output)
+        assert res.output.startswith("error: --classes: ") and res.output.count("\n") == 1, res.output
+    res = CliRunner().invoke(app, ["rules", "--csv", str(csv), "-t", "T", "--classes", "15"])
+    assert res.exit_code == 0 and "in-sample accuracy" in res.output
+
+
+def test_auto_leaves_out_the_candidates_that_grow_faster_than_the_width():
+    """A knob of ~1000 categories (as many one-hot columns) made auto's GP (a length scale per column)
+    and pairwise-interaction ridge (width^2 / 2 columns) take many minutes and GBs."""
+    from perflearn.learn.models import AUTO_MAX_WIDTH, AutoRegressor
+
+    auto = AutoRegressor(small_ratio=2.0)
+    narrow = {c.label() for c in auto.candidates(500, AUTO_MAX_WIDTH, True)}
+    wide = {c.label() for c in auto.candidates(500, AUTO_MAX_WIDTH + 1, True)}
+    assert {"gp()", "gp() log", "linear(degree=2)", "linear(degree=2) log"} <= narrow
+    assert narrow - wide == {"gp()", "gp() log", "linear(degree=2)", "linear(degree=2) log"}
+    assert not any(label.startswith("gp") or "degree=2" in label for label in wide)
+    # small data (at most 2 runs per column): gp left out too, the rest of the small families kept
+    small = {c.label() for c in auto.candidates(150, 150, True)}
+    assert small == {"linear(degree=1) log", "bayes(prior=ard) log", "bayes(prior=ridge) log",
+                     "rf(max_features=1.0) log"}
+    # end to end: a categorical knob of 120 categories; what was left out is said (model.cv, and fit's output)
+    rng = np.random.default_rng(0)
+    n = 480
+    df = pd.DataFrame({"a": rng.uniform(0, 10, n), "k": [f"k{i % 120}" for i in range(n)]})
+    df["T"] = 5 + df["a"] + (np.arange(n) % 120) % 7 + rng.normal(0, 0.1, n)
+    model = fit(Dataset.from_frame(df, metrics=["T"]), "T", family="auto", families=("linear", "gp"), cv=3)
+    assert model.cv["left_out"] == {"candidates": ["linear(degree=2)", "linear(degree=2) log", "gp()", "gp() log"],
+                                    "width": 121, "max_width": AUTO_MAX_WIDTH}
+    assert {c["family"] for c in model.cv["candidates"]} == {"linear"}
+    with pytest.raises(UsageError, match=r"no candidate models for this data \(gp\(\), gp\(\) log left out: "
+                                         r"the input is 121 columns wide, above 100\)"):
+        fit(Dataset.from_frame(df, metrics=["T"]), "T", family="auto", families=("gp",), cv=3)
+
+
+def test_points_and_training_csv_with_a_column_named_twice(step_ds, tmp_path):
+    """pandas reads a second "a" as "a.1": the value would land under a name the file never gave."""
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    fit(step_ds, "T", family="cart").save(tmp_path / "m")
+    pts = tmp_path / "pts.csv"
+    pts.write_text("a,b,c,a\n1,x,1,2\n")
+    res = CliRunner().invoke(app, ["predict", str(tmp_path / "m"), "--points", str(pts)])
+    assert res.exit_code == 2 and "column 'a' appears twice in the header (columns 1 and 4)" in res.output, res.output
+    train = tmp_path / "train.csv"
+    train.write_text("a,T,a\n1,2,3\n2,3,4\n3,4,5\n")
+    res = CliRunner().invoke(app, ["fit", "--csv", str(train), "-t", "T", "-o", str(tmp_path / "m2")])
+    assert res.exit_code == 2 and "column 'a' appears twice" in res.output, res.output

@@ -242,12 +242,16 @@ def test_predict_points_file_non_finite_or_empty(lat_model, tmp_path):
 
 
 def test_predict_huge_value_warns_nothing(lat_model):
-    """1e308 overflows float32 in the forest's cast: a numpy warning, not for the terminal."""
+    """1e308 overflows float32 in the trees' cast: refused in one line (it was predicted as the largest
+    value, or an internal error for cart and gbm); within float32, no numpy warning for the terminal."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a warning escaping would end the command
         r = run("predict", lat_model, "--set", "a=1e308,b=x,c=1,T=1")
+        _one_error_line(r, "--set: feature 'a' needs a number within ±3.4e+38 (the float32 range the tree models "
+                           "compute in), got 1e+308 (row 1)")
+        r = run("predict", lat_model, "--set", "a=3e38,b=x,c=1,T=1")
     assert r.exit_code == 0, r.output
     assert "Warning" not in r.output and "overflow" not in r.output
 

@@ -101,12 +101,16 @@ def load_dataset(
 def _csv_columns(path: Path) -> list[str]:
     import pandas as pd
 
+    from perflearn.store.dataset import refuse_duplicate_columns
+
     try:
-        return list(pd.read_csv(path, nrows=0).columns)
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
     except FileNotFoundError:
         raise UsageError("no such file", where=str(path)) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise UsageError(f"not a readable CSV ({str(exc).splitlines()[0]})", where=str(path)) from None
+    refuse_duplicate_columns(header, str(path))  # pandas would read the second "a" as "a.1"
+    return header
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -223,6 +227,11 @@ def fit(
     model.save(out)
     if model.n_excluded:
         terminal.warn(f"{model.n_excluded} run(s) left out (failed, or NULL {target} or feature)")
+    wide = model.cv.get("left_out")
+    if wide:  # see learn.models.AUTO_MAX_WIDTH
+        terminal.info(f"auto did not try {', '.join(wide['candidates'])}: the model input is {wide['width']} columns "
+                      f"wide (one per numeric feature and category), above {wide['max_width']}, where their cost "
+                      "grows faster than the width; ask for one with --family")
     _print_model(model, out)
 
 
@@ -492,13 +501,13 @@ def rules(
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
     data = training_data(ds, target, _split(features))
     thresholds = None
-    if classes:
+    if classes is not None:  # "" and "," are no thresholds: refused by tree_rules, not a silent regression tree
         try:
             thresholds = [float(v) for v in _split(classes) or []]
         except ValueError:
             raise UsageError(f"class thresholds must be numbers, got {classes!r}", where="--classes") from None
     r = tree_rules(data, max_depth=depth, classes=thresholds, min_samples_leaf=min_leaf)
-    kind = "accuracy" if thresholds else "R²"
+    kind = "accuracy" if thresholds is not None else "R²"
     terminal.out.print(f"rules for {target} from a depth-{depth} tree over {len(data.y)} runs (in-sample {kind} {r.r2_or_accuracy:.3f}):")
     terminal.out.print(r.text(data.schema.unit))
     if png is not None:

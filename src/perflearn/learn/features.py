@@ -18,6 +18,15 @@ import pandas as pd
 from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
+# scikit-learn's trees (cart, rf, gbm, and `rules`) cast their input to float32: a value beyond
+# this overflows to inf there ("Input X contains infinity", an internal error); every family refuses it
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4e+38
+# a target is squared (RMSE, R², tree impurity) and divided by (MRE, whose spread over splits squares
+# it again); within 1e-75..1e75 in magnitude (or 0), a ratio of two values is at most 1e150 and every
+# such square a finite float64 (1e-300..1e300 gave MRE 1e33 % or nan, RMSE and R² nan, with warnings)
+TARGET_MAX = 1e75
+TARGET_MIN = 1e-75
+
 
 @dataclass
 class FeatureSchema:
@@ -63,8 +72,8 @@ class FeatureSchema:
         """The feature columns of ``points`` in training order, checked against the schema.
 
         Extra columns are ignored; no rows, a missing feature, a non-numeric or
-        non-finite (nan, inf) value in a numeric feature or a category not seen in
-        training is a UsageError.
+        non-finite (nan, inf) value in a numeric feature, one beyond the float32 range
+        (``FLOAT32_MAX``) or a category not seen in training is a UsageError.
         """
         if len(points) == 0:  # scikit-learn's own message ("0 sample(s)") names neither
             raise UsageError("no rows (no points to predict)", where=where)
@@ -84,6 +93,12 @@ class FeatureSchema:
                 if bad.any():
                     row = int(np.flatnonzero(bad)[0])
                     raise UsageError(f"feature {f!r} needs a {_bad_number(col.iloc[row])} (row {row + 1})", where=where)
+                huge = np.abs(values.to_numpy()) > FLOAT32_MAX
+                if huge.any():
+                    row = int(np.flatnonzero(huge)[0])
+                    raise UsageError(f"feature {f!r} needs a number within ±{FLOAT32_MAX:.2g} (the float32 range "
+                                     f"the tree models compute in), got {_shown(col.iloc[row])} (row {row + 1})",
+                                     where=where)
                 out[f] = values
             else:
                 values = _categories(col)
@@ -99,9 +114,14 @@ class FeatureSchema:
         return out
 
 
+def _shown(value: Any) -> str:
+    """A value as the user wrote it (``nan``, not ``np.float64(nan)``)."""
+    return value if isinstance(value, str) else str(value)
+
+
 def _bad_number(value: Any) -> str:
     """What is wrong with a numeric feature's value, shown as the user wrote it (``nan``, not ``np.float64(nan)``)."""
-    text = value if isinstance(value, str) else str(value)
+    text = _shown(value)
     try:
         float(text)
     except ValueError:
@@ -217,6 +237,19 @@ def training_data(
     if infinite:
         raise UsageError("infinite values in " + ", ".join(f"{c!r} ({k} run(s))" for c, k in infinite.items())
                          + "; remove or cap them", where=where)
+    huge = {f: int((np.abs(X[f].to_numpy()) > FLOAT32_MAX).sum()) for f in ranges}
+    huge = {f: k for f, k in huge.items() if k}
+    if huge:  # the trees' float32 cast made them inf: "cannot fit", or an internal error in `rules`
+        raise UsageError(f"values beyond ±{FLOAT32_MAX:.2g} (the float32 range the tree models compute in) in "
+                         + ", ".join(f"{c!r} ({k} run(s))" for c, k in huge.items()) + "; rescale or cap them",
+                         where=where)
+    size = np.abs(y)
+    if size.max() > TARGET_MAX or ((size > 0) & (size < TARGET_MIN)).any():
+        # squares and ratios overflowed: MRE 1e33 %, RMSE and R² nan, with numpy warnings
+        lo, hi = size[size > 0].min(), size.max()
+        raise UsageError(f"target {target!r} has values of magnitude {lo:.3g} to {hi:.3g}; the error measures "
+                         f"need 0 or {TARGET_MIN:g} to {TARGET_MAX:g} (their squares and ratios overflow "
+                         "otherwise): rescale it (another unit)", where=where)
     schema = FeatureSchema(
         target=target,
         features=list(features),

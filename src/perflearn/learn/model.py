@@ -31,8 +31,8 @@ from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
 from .features import FeatureSchema, TrainingData, training_data
-from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_POINT, AUTO_SMALL_RATIO, AUTO_WEIGHTS, FAMILIES, POINTS,
-                     WEIGHTS, AutoRegressor, check_params, make_pipeline, model_for)
+from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_MAX_WIDTH, AUTO_POINT, AUTO_SMALL_RATIO, AUTO_WEIGHTS,
+                     FAMILIES, POINTS, WEIGHTS, AutoRegressor, check_params, make_pipeline, model_for)
 
 FORMAT = "perflearn-model/1"
 
@@ -277,8 +277,8 @@ def _lacking(meta: dict[str, Any]) -> str | None:
 
 @contextmanager
 def _quiet():
-    """No numpy or scikit-learn warning reaches the terminal while predicting (e.g. 1e308,
-    beyond float32, overflowing in a forest's cast: the prediction is still defined)."""
+    """No numpy or scikit-learn warning reaches the terminal while predicting (a value beyond
+    float32, which overflowed in the trees' cast, is refused before: FeatureSchema.frame)."""
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         yield
@@ -428,6 +428,9 @@ def fit_data(
         cvinfo = {"folds": est.n_splits_, **all_metrics(y, est.oof_predictions_),
                   "selected_by": est.scoring_, "members": est.members_, "candidates": est.cv_results_,
                   "point": est.point_, "weights": est.weights_, "combine": est.combine_}
+        if getattr(est, "left_out_", None):
+            cvinfo["left_out"] = {"candidates": est.left_out_, "width": int(est.n_features_in_),
+                                  "max_width": AUTO_MAX_WIDTH}
         if groups is not None:
             cvinfo.update(folds_by="run", runs=runs)
     else:

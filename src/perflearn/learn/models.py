@@ -53,6 +53,13 @@ POINTS = ("auto", "median", "relative")
 AUTO_WEIGHTS = "auto"  # averaging of candidates: "inverse" (every candidate, weight 1/CV error^2) on small data, else "near-ties"
 WEIGHTS = ("auto", "near-ties", "inverse")
 COMBINES = ("auto", "arithmetic")  # how near-ties are averaged: auto = geometrically when scored by MRE
+# Above this many model-input columns (numeric features + one column per category of each
+# categorical one), `auto` leaves out the two candidates whose cost grows faster than the width:
+# the GP (one length scale per column, every optimizer step O(runs^2 x width)) and ridge with
+# pairwise interactions (width^2 / 2 columns: 450k, GBs, for a knob of 950 categories). A
+# knob of ~1000 categories took many minutes per fold in those two alone; the rest grow linearly.
+# Within it: every DeepPerf system of bench/learn.md (at most 60 columns), so no choice there changes.
+AUTO_MAX_WIDTH = 100
 KNN_NEIGHBORS = 5  # knn's default n_neighbors (at most the training runs: see evaluate.check_neighbors)
 
 
@@ -214,9 +221,11 @@ class _ArdGaussianProcess(GaussianProcessRegressor):
             self.kernel = original
 
 
-def grid(family: str, n_samples: int, n_features: int, small: bool = False) -> list[dict[str, Any]]:
+def grid(family: str, n_samples: int, n_features: int, small: bool = False,
+         max_width: float = AUTO_MAX_WIDTH) -> list[dict[str, Any]]:
     """Hyperparameter settings ``auto`` tries for ``family`` on a training set of this shape
-    (``small``: under the small-data rule, where nothing is chosen among settings of a forest)."""
+    (``small``: under the small-data rule, where nothing is chosen among settings of a forest;
+    wider than ``max_width`` columns: no GP, no pairwise interactions)."""
     if family == "cart":
         return [{"min_samples_leaf": m} for m in (1, 3)] + [{"max_depth": 4}]
     if family == "rf":
@@ -230,15 +239,15 @@ def grid(family: str, n_samples: int, n_features: int, small: bool = False) -> l
         return [{"hidden_layer_sizes": (64, 64), "alpha": a, "early_stopping": early} for a in (1e-3, 1e-1)]
     if family == "linear":
         out = [{"degree": 1}]
-        if n_features >= 2:
+        if 2 <= n_features <= max_width:  # interactions: n_features^2 / 2 columns
             out.append({"degree": 2})
         return out
     if family == "bayes":
         return [{"prior": "ard"}, {"prior": "ridge"}]
     if family == "knn":
         return [{"n_neighbors": k} for k in (1, 3, 7) if k < n_samples]
-    if family == "gp":
-        return [{}] if n_samples <= 2000 else []  # exact GP is cubic in the samples
+    if family == "gp":  # exact GP is cubic in the samples; its ARD kernel has a length scale per column
+        return [{}] if n_samples <= 2000 and n_features <= max_width else []
     raise ValueError(f"unknown model family {family!r}")
 
 
@@ -380,6 +389,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
     ----------
     best_estimator_, best_family_, best_params_, best_log_target_, best_score_,
     cv_results_ (list of dicts: candidate, family, params, log_target, score),
+    left_out_ (candidates not tried because the input is wider than ``AUTO_MAX_WIDTH``),
     scoring_, n_features_in_.
     """
 
@@ -401,7 +411,8 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
-    def candidates(self, n_samples: int, n_features: int, positive: bool) -> list[Candidate]:
+    def candidates(self, n_samples: int, n_features: int, positive: bool,
+                   max_width: float = AUTO_MAX_WIDTH) -> list[Candidate]:
         families = tuple(self.families) if self.families is not None else AUTO_FAMILIES
         for f in families:
             if f not in FAMILIES:
@@ -419,7 +430,8 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
             logs = (True,)
         else:
             logs = (False,)
-        return [Candidate(f, params, lg) for f in families for params in grid(f, n_samples, n_features, small) for lg in logs]
+        return [Candidate(f, params, lg) for f in families for params in grid(f, n_samples, n_features, small, max_width)
+                for lg in logs]
 
     def small_data(self, n_samples: int, n_features: int) -> bool:
         """True when the small-data rule applies: at most ``small_ratio`` runs per feature."""
@@ -445,8 +457,14 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         self.scoring_ = ("mre" if positive else "rmse") if self.scoring == "auto" else self.scoring
         units = n if groups is None else n_groups(groups)  # independent units: rows, or groups (runs)
         cands = self.candidates(units, X.shape[1], positive)
+        # said, not silent: the candidates left out because the input is wider than AUTO_MAX_WIDTH
+        tried = {c.label() for c in cands}
+        self.left_out_ = [c.label() for c in self.candidates(units, X.shape[1], positive, max_width=np.inf)
+                          if c.label() not in tried]
         if not cands:
-            raise ValueError("no candidate models for this data")
+            why = (f" ({', '.join(self.left_out_)} left out: the input is {X.shape[1]} columns wide, above "
+                   f"{AUTO_MAX_WIDTH})") if self.left_out_ else ""
+            raise ValueError(f"no candidate models for this data{why}")
         splits = cv_splits(X, self.cv, groups=groups, loo_below=self.loo_below, random_state=self.random_state)
         self.n_splits_ = len(splits)
         self.grouped_ = groups is not None

@@ -147,6 +147,10 @@ def recommend(
             df[k] = v
         return df
 
+    if context:  # a bad context value (a word, 1e39) is the user's --context, not a point of the search
+        probe = frame_of([tuple(space[k][0] for k in knobs)])
+        for model in models.values():
+            model.schema.frame(probe, where="--context")
     size = int(np.prod([len(space[k]) for k in knobs], dtype=float))
     if size <= max_exhaustive:
         scored = _rank(_score_frame(frame_of(list(itertools.product(*(space[k] for k in knobs)))), models,

@@ -76,6 +76,34 @@ def class_labels(thresholds: list[float]) -> list[str]:
     return out
 
 
+def check_classes(classes: list[float], y: np.ndarray, target: str) -> list[float]:
+    """The class thresholds, sorted; one line (UsageError, ``--classes``) when there are none,
+    when one is not a finite number (nan made every run one class, ``<=nan``), when one is
+    given twice (an empty class) or when every run falls in one class (nothing to tell apart,
+    in-sample accuracy 1.000)."""
+    if not classes:
+        raise UsageError("no class thresholds (give numbers, e.g. 25,75)", where="--classes")
+    thresholds = []
+    for t in classes:
+        try:
+            value = float(t)
+        except (TypeError, ValueError):
+            raise UsageError(f"class thresholds must be numbers, got {t!r}", where="--classes") from None
+        if not np.isfinite(value):
+            raise UsageError(f"class thresholds must be finite numbers, got {value:g}", where="--classes")
+        thresholds.append(value)
+    thresholds.sort()
+    twice = [a for a, b in zip(thresholds, thresholds[1:]) if a == b]
+    if twice:
+        raise UsageError(f"threshold {twice[0]:g} is given twice (its class would be empty)", where="--classes")
+    cls = np.searchsorted(thresholds, y, side="left")
+    if len(np.unique(cls)) < 2:
+        raise UsageError(f"every run of {target!r} ({np.min(y):.4g} to {np.max(y):.4g}) falls in one class "
+                         f"({class_labels(thresholds)[int(cls[0])]}); give thresholds within that range",
+                         where="--classes")
+    return thresholds
+
+
 def tree_rules(data: TrainingData, max_depth: int = 3, classes: list[float] | None = None,
                min_samples_leaf: int = 1, random_state: int = 0) -> Rules:
     """Fit a tree of depth ``max_depth`` and return its leaves as rules."""
@@ -85,8 +113,8 @@ def tree_rules(data: TrainingData, max_depth: int = 3, classes: list[float] | No
         raise UsageError(f"a leaf needs at least 1 run, got {min_samples_leaf}", where="--min-leaf")
     class_names = None
     y = data.y
-    if classes:
-        thresholds = sorted(float(t) for t in classes)
+    if classes is not None:
+        thresholds = check_classes(classes, data.y, data.schema.target)
         class_names = class_labels(thresholds)
         y = np.array([class_names[i] for i in np.searchsorted(thresholds, data.y, side="left")])
         tree = DecisionTreeClassifier(max_depth=max_depth, min_samples_leaf=min_samples_leaf, random_state=random_state)
@@ -98,7 +126,7 @@ def tree_rules(data: TrainingData, max_depth: int = 3, classes: list[float] | No
         pipe.fit(data.X, y)
     names = list(pipe.named_steps["prep"].get_feature_names_out())
     fitted = pipe.named_steps["model"]
-    if classes:
+    if classes is not None:
         class_names = [str(c) for c in fitted.classes_]
     onehot = _onehot_map(data)
     rules = _leaves(fitted, names, onehot, class_names)
