@@ -284,3 +284,70 @@ def test_regression_polling_thread_writes_its_own_delayed_messages(table, sock_l
         assert own >= 0.9 * sent, line
     half_rtt = table(proc.stdout)[8][1]
     assert half_rtt < 500, f"{half_rtt:.0f} us half round trip for 10 us of latency (was 2000 with the bug)"
+
+
+_CLOSE_CLIENT = r'''
+import os, socket, sys, time
+a = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+fd = a.fileno()
+a.sendall(b"x" * 1_000_000)  # queued: paced, so the delay-line thread writes most of it
+time.sleep(0.02)  # mid-burst (a sleep the shim does not see): the helper is writing
+def link(path):
+    try:
+        return os.readlink(path)
+    except OSError:  # the listing's own descriptor, gone
+        return ""
+tables = 0
+for task in os.listdir("/proc/self/task"):
+    fds = f"/proc/self/task/{task}/fd"
+    tables += any("pidfd" in link(f"{fds}/{f}") for f in os.listdir(fds))
+a.close()  # the queue drains first (no byte lost), and the helper lets go of its duplicate
+b = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+b.sendall(b"second")
+b.close()
+print(tables)
+'''
+
+
+@pytest.mark.parametrize("table_kind", ["own", "shared"])
+def test_helper_writes_through_its_own_descriptors_and_lets_go_on_close(sock_lib, tmp_path, table_kind):
+    """The delay-line thread has a descriptor table of its own (a second thread would make
+    the program's every socket call slower: BENCHMARKS.md, session 20) and writes through
+    duplicates it takes with pidfd_getfd. Closing a socket must still close it at once (the
+    peer sees EOF, having got every byte), and the number the next socket reuses must
+    reach the new socket, not the old one."""
+    import sys
+    import threading
+
+    got: dict[int, bytearray] = {}
+    listeners = []
+    for i in range(2):
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        listeners.append(srv)
+        got[i] = bytearray()
+
+    def drain(i):
+        conn, _ = listeners[i].accept()
+        with conn:
+            while data := conn.recv(65536):
+                got[i].extend(data)
+
+    threads = [threading.Thread(target=drain, args=(i,), daemon=True) for i in range(2)]
+    for t in threads:
+        t.start()
+    script = tmp_path / "client.py"
+    script.write_text(_CLOSE_CLIENT)
+    ports = [s.getsockname()[1] for s in listeners]
+    proc = run([sys.executable, script, *ports], sock_lib, timeout=60, latency="200us", bandwidth="100Mbit",
+               helper_table=table_kind)
+    for t in threads:
+        t.join(timeout=10)  # EOF: a duplicate left open would keep the first socket open for ever
+        assert not t.is_alive(), "no EOF after close"
+    for s in listeners:
+        s.close()
+    assert bytes(got[0]) == b"x" * 1_000_000 and bytes(got[1]) == b"second"
+    release = tuple(int(v) for v in os.uname().release.split(".")[:2])
+    own = table_kind == "own" and release >= (5, 9)  # pidfd_getfd, close_range; "shared": the table of old
+    assert int(proc.stdout.split()[0]) == (1 if own else 0), proc.stdout

@@ -35,6 +35,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -386,6 +387,116 @@ static void drop_fd_locked(int fd)
     }
 }
 
+/* The helper's own descriptor table.  A second thread makes a single-threaded
+ * program multithreaded, and Linux then takes a reference on a socket's file at
+ * every socket call of every thread (fdget loses its one-table fast path): 50-70 ns
+ * more per hop of a TCP ping-pong here, measured with one idle thread and no
+ * emulator (BENCHMARKS.md, session 20); most of the emulator's own error at 2 us.
+ * So the helper moves to a table of its own (unshare(CLONE_FILES)) and writes its
+ * chunks through its own duplicates of the sockets (pidfd_getfd), held only while it
+ * writes for them; close, dup2 and dup3 over a descriptor wait until the helper has
+ * let go of it, so its socket closes on time and a reused number never reaches the
+ * old socket.  Where the kernel lacks either call (or PERFLEARN_EMU_HELPER_TABLE=shared)
+ * the helper shares the table. */
+static int want_own_files = 1; /* PERFLEARN_EMU_HELPER_TABLE=shared: never (a seccomp filter that kills on
+                                 * pidfd_open, or to measure the difference) */
+static int own_files;         /* the helper has its own table */
+static int own_pidfd = -1;    /* helper's table: this process */
+static int hfd[FDMAX];        /* q_mu: the helper's descriptor for fd, plus one (0: none) */
+static unsigned char hfd_want[FDMAX]; /* q_mu: an application thread waits for the helper to let go of fd */
+static int hfd_asked;         /* q_mu, read lock-free by the helper: some hfd_want is set */
+static int *held, held_n, held_cap; /* q_mu: the fds with an hfd, for letting go */
+
+/* In the helper, at its start: its own table, or nothing changed. */
+static void helper_own_table(void)
+{
+    if (!want_own_files)
+        return;
+    /* try both calls in the shared table first: after unshare there is no way back */
+    int probe_pid = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    if (probe_pid < 0)
+        return;
+    int probe = (int)syscall(SYS_pidfd_getfd, probe_pid, probe_pid, 0);
+    if (probe >= 0)
+        real_close(probe);
+    real_close(probe_pid);
+    if (probe < 0 || unshare(CLONE_FILES) != 0)
+        return;
+    /* our copy of every descriptor would keep pipes and sockets open: none kept */
+    if (syscall(SYS_close_range, 0U, ~0U, 0) != 0)
+        for (int fd = 0; fd < FDMAX; fd++)
+            real_close(fd);
+    own_pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0); /* fd 0 here; if it failed, writes fail (EBADF) */
+    while (open("/dev/null", O_RDWR | O_CLOEXEC) >= 0 && open("/dev/null", O_RDWR | O_CLOEXEC) < 2)
+        ; /* 1 and 2, so no duplicate becomes our stdout or stderr */
+    own_files = 1;
+}
+
+/* The descriptor the helper writes fd's chunks through (q_mu held), or -1. */
+static int helper_fd_locked(int fd)
+{
+    if (!own_files)
+        return fd;
+    if (fd < 0 || fd >= FDMAX || own_pidfd < 0)
+        return -1;
+    if (!hfd[fd]) {
+        int dup = (int)syscall(SYS_pidfd_getfd, own_pidfd, fd, 0);
+        if (dup < 0)
+            return -1;
+        if (held_n == held_cap) {
+            int cap = held_cap ? 2 * held_cap : 16, *more = realloc(held, sizeof *held * (size_t)cap);
+            if (!more) {
+                real_close(dup);
+                return -1;
+            }
+            held = more;
+            held_cap = cap;
+        }
+        held[held_n++] = fd;
+        hfd[fd] = dup + 1;
+    }
+    return hfd[fd] - 1;
+}
+
+/* In the helper (q_mu held): close the duplicates no chunk needs (all: every one not
+ * asked for and still pending is kept). */
+static void helper_let_go_locked(int all)
+{
+    int kept = 0, freed = 0;
+    for (int i = 0; i < held_n; i++) {
+        int fd = held[i];
+        if (hfd_want[fd] || (all && !q_pending[fd])) {
+            real_close(hfd[fd] - 1);
+            hfd[fd] = 0;
+            hfd_want[fd] = 0;
+            freed = 1;
+        } else
+            held[kept++] = fd;
+    }
+    held_n = kept;
+    __atomic_store_n(&hfd_asked, 0, __ATOMIC_RELEASE);
+    if (freed)
+        pthread_cond_broadcast(&q_done);
+}
+
+/* An application thread is about to close or replace fd: wait until the helper holds
+ * no duplicate of it. */
+static void helper_let_go(int fd)
+{
+    if (!own_files || fd < 0 || fd >= FDMAX)
+        return;
+    pthread_mutex_lock(&q_mu);
+    if (hfd[fd] && helper_running) {
+        hfd_want[fd] = 1;
+        __atomic_store_n(&hfd_asked, 1, __ATOMIC_RELEASE);
+        if (helper_sleeping)
+            pthread_cond_signal(&q_work);
+        while (hfd[fd] && helper_running)
+            pthread_cond_wait(&q_done, &q_mu);
+    }
+    pthread_mutex_unlock(&q_mu);
+}
+
 /* The writer token: one thread at a time (the helper, or an application thread
  * about to block) waits for the head chunk's time and writes it, so a chunk is
  * never written twice and the line stays in order.  Only the token holder
@@ -407,7 +518,7 @@ enum { D_DONE, D_AGAIN, D_ERR, D_STOPPED };
 
 /* Wait for c's time (giving up when stop says so) and write it.  The caller
  * holds the token, not q_mu.  *err: errno of a failed write. */
-static int deliver(struct chunk *c, int (*stop)(void *, int64_t), void *arg, int *err)
+static int deliver(struct chunk *c, int fd, int (*stop)(void *, int64_t), void *arg, int *err)
 {
     size_t want = c->len - c->off;
     /* nothing between the wait and the write: every step there adds to L (the lateness
@@ -416,7 +527,7 @@ static int deliver(struct chunk *c, int (*stop)(void *, int64_t), void *arg, int
     if (late < 0)
         return D_STOPPED;
     int first = c->off == 0;
-    ssize_t r = real_sendto(c->fd, c->data + c->off, want, c->flags | MSG_DONTWAIT | MSG_NOSIGNAL,
+    ssize_t r = real_sendto(fd, c->data + c->off, want, c->flags | MSG_DONTWAIT | MSG_NOSIGNAL,
                             c->alen ? (struct sockaddr *)&c->addr : NULL, c->alen);
     int e = errno;
     if (first) {
@@ -462,9 +573,9 @@ static void delivered_locked(struct chunk *c, int st, int err)
 
 static int helper_stop(void *arg, int64_t now)
 {
-    (void)arg; /* an application thread wants the line: let it write its own */
+    (void)arg; /* an application thread wants the line (to write its own, or a descriptor let go) */
     (void)now;
-    return __atomic_load_n(&q_flushers, __ATOMIC_ACQUIRE) > 0;
+    return __atomic_load_n(&q_flushers, __ATOMIC_ACQUIRE) > 0 || __atomic_load_n(&hfd_asked, __ATOMIC_ACQUIRE);
 }
 
 /* Work for the helper: a head chunk, the token free, and no application
@@ -480,19 +591,23 @@ static void *helper_main(void *arg)
     (void)arg;
     in_shim = 1;
     const int64_t hot = hot_ns;
+    helper_own_table();
     pthread_mutex_lock(&q_mu);
     for (;;) {
         if (!helper_work() && hot > 0 && !q_flushers) {
             /* stay hot for a while: the next message usually follows soon */
             pthread_mutex_unlock(&q_mu);
             int64_t until = emu_now_ns() + hot;
-            while (!helper_work() && !__atomic_load_n(&q_flushers, __ATOMIC_ACQUIRE) && emu_now_ns() < until)
+            while (!helper_work() && !__atomic_load_n(&q_flushers, __ATOMIC_ACQUIRE) &&
+                   !__atomic_load_n(&hfd_asked, __ATOMIC_ACQUIRE) && emu_now_ns() < until)
                 sched_yield(); /* let the application's threads have the CPU */
             pthread_mutex_lock(&q_mu);
         }
         /* while an application thread flushes, sleep: it is about to block, and
          * its peer may need this CPU; it wakes us if it leaves chunks behind */
         while (!helper_work()) {
+            if (held_n)
+                helper_let_go_locked(1); /* idle: no duplicate kept (and any asked for let go) */
             int64_t now = emu_now_ns();
             helper_sleeping = 1;
             helper_timed = now - __atomic_load_n(&q_last_flush, __ATOMIC_RELAXED) < LAZY_RECENT_NS;
@@ -505,11 +620,14 @@ static void *helper_main(void *arg)
             helper_sleeping = 0;
             helper_timed = 0;
         }
+        if (hfd_asked)
+            helper_let_go_locked(0);
         struct chunk *c = q_head;
+        int fd = c->fd, wfd = helper_fd_locked(fd); /* -1: gone (EBADF, as a write to it) */
         __atomic_store_n(&q_writer, 1, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&q_mu);
         int err = 0;
-        int st = deliver(c, helper_stop, NULL, &err);
+        int st = deliver(c, wfd, helper_stop, NULL, &err);
         pthread_mutex_lock(&q_mu);
         __atomic_store_n(&q_writer, 0, __ATOMIC_RELEASE);
         if (st != D_STOPPED && c->lazy && emu_now_ns() - c->release > LAZY_MISS_NS)
@@ -520,9 +638,13 @@ static void *helper_main(void *arg)
             st_miss++;
         }
         delivered_locked(c, st, err);
+        if (own_files && fd < FDMAX && hfd[fd] && !q_pending[fd]) {
+            hfd_want[fd] = 1; /* its last chunk: let go at once */
+            helper_let_go_locked(0);
+        }
         if (st == D_AGAIN) {
             pthread_mutex_unlock(&q_mu);
-            struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+            struct pollfd p = {.fd = wfd, .events = POLLOUT};
             poll(&p, 1, 1);
             pthread_mutex_lock(&q_mu);
         }
@@ -643,7 +765,7 @@ static void flush_before_block(struct waitfor *w, int64_t timeout_ns)
         pthread_mutex_unlock(&q_mu);
         int err = 0;
         w->due = c->release;
-        int st = deliver(c, flush_stop, w, &err);
+        int st = deliver(c, c->fd, flush_stop, w, &err);
         pthread_mutex_lock(&q_mu);
         __atomic_store_n(&q_writer, 0, __ATOMIC_RELEASE);
         delivered_locked(c, st, err);
@@ -1229,6 +1351,7 @@ EXPORT int close(int fd)
     if (enabled && !in_shim && fd >= 0 && fd < FDMAX) {
         if (q_pending[fd] > 0)
             drain_fd(fd);
+        helper_let_go(fd);
         forget(fd);
         q_err[fd] = 0;
     }
@@ -1280,6 +1403,7 @@ EXPORT int dup2(int o, int n)
     if (enabled && n >= 0 && n < FDMAX && n != o) {
         if (q_pending[n] > 0)
             drain_fd(n);
+        helper_let_go(n);
         forget(n);
     }
     return real_dup2(o, n);
@@ -1291,6 +1415,7 @@ EXPORT int dup3(int o, int n, int f)
     if (enabled && n >= 0 && n < FDMAX && n != o) {
         if (q_pending[n] > 0)
             drain_fd(n);
+        helper_let_go(n);
         forget(n);
     }
     return real_dup3(o, n, f);
@@ -1444,6 +1569,12 @@ static void atfork_child(void)
     q_flushers = 0;
     helper_timed = 0;
     my_streak = 0;
+    for (int i = 0; i < held_n; i++) /* the parent helper's, in a table the child does not have */
+        hfd[held[i]] = 0, hfd_want[held[i]] = 0;
+    held_n = 0;
+    own_files = 0;
+    own_pidfd = -1;
+    hfd_asked = 0;
 }
 
 static const char *env_get(const char *n)
@@ -1472,6 +1603,14 @@ __attribute__((constructor)) static void emu_init(void)
     }
     if (hot_ns < 0)
         hot_ns = 50000 + 2 * (cfg.latency_ns + cfg.overhead_ns);
+    const char *table = getenv("PERFLEARN_EMU_HELPER_TABLE");
+    if (table && *table && strcmp(table, "own") && strcmp(table, "shared")) {
+        snprintf(err, sizeof err, "PERFLEARN_EMU_HELPER_TABLE=%.40s is not own or shared; emulation disabled", table);
+        say(err);
+        enabled = 0;
+        return;
+    }
+    want_own_files = !(table && !strcmp(table, "shared"));
     int64_t early = enabled && (cfg.latency_ns > 0 || cfg.overhead_ns > 0) ? emu_calibrate() : 0;
     if (cfg.verbose) {
         char d[256], line[340];
