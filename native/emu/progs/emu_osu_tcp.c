@@ -21,6 +21,11 @@
  *          every message arrives N later (with --busy 1 it polls meanwhile).
  *          The native reference for an added latency of N: what this machine
  *          itself does when messages come later.
+ *          --idle-thread shared|own: one idle thread more in each end, sharing the
+ *          descriptor table or with one of its own (unshare), as the socket shim's
+ *          delay-line thread has: what a second thread costs a single-threaded
+ *          program's socket calls (with a shared table Linux takes a reference on
+ *          the socket's file at every call).
  * Output (stdout): "# ..." header, then "size value p50" lines; latency in us
  * (mean, median), bandwidth in MB/s (10^6 bytes/s; mean over iterations, median).
  */
@@ -32,12 +37,14 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -398,6 +405,26 @@ static int udp_check(void)
 
 /* ---------------------------------------------------------------- main */
 
+static const char *idle_thread; /* --idle-thread shared|own */
+
+static void *idle_main(void *arg)
+{
+    (void)arg;
+    if (!strcmp(idle_thread, "own") && unshare(CLONE_FILES) == 0)
+        syscall(SYS_close_range, 0U, ~0U, 0); /* its copies would keep pipes open */
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* One end, pinned, starts its idle thread (it inherits the CPU). */
+static void start_idle_thread(void)
+{
+    pthread_t t;
+    if (idle_thread && pthread_create(&t, NULL, idle_main, NULL) != 0)
+        die("pthread_create");
+}
+
 static void pin(int cpu)
 {
     if (cpu < 0)
@@ -413,7 +440,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: emu_osu_tcp latency|bw|check [--min B] [--max B] [--iters N] [--warmup N]"
-                        " [--window W] [--large-iters N] [--bytes N] [--busy 1] [--cpus A,B] [--delay-ns N]"
+                        " [--window W] [--large-iters N] [--bytes N] [--busy 1] [--cpus A,B] [--delay-ns N] [--idle-thread shared|own]"
                         " [--serve PORT | --connect HOST:PORT]\n");
         return 2;
     }
@@ -441,7 +468,13 @@ int main(int argc, char **argv)
             window = atol(v);
         else if (!strcmp(o, "--large-iters"))
             large_iters = atol(v);
-        else if (!strcmp(o, "--busy"))
+        else if (!strcmp(o, "--idle-thread")) {
+            if (strcmp(v, "shared") && strcmp(v, "own")) {
+                fprintf(stderr, "emu_osu_tcp: --idle-thread shared|own\n");
+                return 2;
+            }
+            idle_thread = v;
+        } else if (!strcmp(o, "--busy"))
             busy = atoi(v);
         else if (!strcmp(o, "--delay-ns")) {
             char *e;
@@ -522,6 +555,7 @@ int main(int argc, char **argv)
         die("fork");
     if (pid == 0) {
         pin(cpu_peer);
+        start_idle_thread();
         int c = accept(l, NULL, NULL);
         nodelay(c);
         close(l);
@@ -537,6 +571,7 @@ int main(int argc, char **argv)
     }
     close(l);
     pin(cpu_self);
+    start_idle_thread();
     int c = connect_to("127.0.0.1", port);
     int rc = 0;
     if (is_check) {
