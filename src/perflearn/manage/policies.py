@@ -297,9 +297,6 @@ class Heimdall(Policy):
         self.learned = np.zeros(self.buckets + 1, dtype=int)  # intervals folded into each bucket's correction
         self.costs = [deque(maxlen=3) for _ in range(self.buckets + 1)]  # CPU s per request, recent intervals per bucket
         self.distrust_s = distrust_intervals * self.interval if self.cheapest else 0.0
-        self.headroom = 1 - slack  # the share of a configuration's capacity the demand may fill (cheapest rules)
-        self.steady_n = np.zeros(HEADROOM_BINS, dtype=int)  # steady intervals per utilisation bin
-        self.steady_missed = np.zeros(HEADROOM_BINS, dtype=int)
         self.distrusted = np.full((self.buckets + 1, len(self.configs)), -np.inf)  # until when, per load and configuration
         self.misses = np.zeros((self.buckets + 1, len(self.configs)), dtype=int)  # steady misses there so far
         self.switched = False  # a reaction changed the configuration inside this interval
@@ -357,8 +354,8 @@ class Heimdall(Policy):
         ok &= ~(self.no_faster & missed[None, :]).any(axis=1)
         if not ok.any():  # nothing predicted to meet the target: the lowest latency
             return self.fastest
-        if self.cheapest:  # the slack is headroom in CPU too (see the class docstring), lowered by misses
-            roomy = demand <= self.headroom * self.capacity
+        if self.cheapest:  # the slack is headroom in CPU too (see the class docstring)
+            roomy = demand <= (1 - self.slack) * self.capacity
             if (ok & roomy).any():
                 ok &= roomy
         watts = np.array([self.power.watts(c, min(1.0, demand / cap)) for c, cap in zip(self.configs, self.capacity)])
@@ -376,7 +373,6 @@ class Heimdall(Policy):
             self._learn(obs, mean if load == obs.rps else self._forecast(obs.rps)[0])
         mean, spread = self._corrected(mean, spread, load)
         demand = self._demand(obs, load)
-        self._learn_headroom(obs)
         self._distrust(obs)
         self.recovering = self.recover and obs.p95 > self.target
         best = self.fastest if self.recovering else self._choose(mean, spread, demand, load, obs.t)
@@ -434,55 +430,19 @@ class Heimdall(Policy):
         recent = self.costs[self._bucket(load)]
         return float(np.median(recent) if recent else cost) * load
 
-    def _steady(self, obs) -> bool:
-        """An interval of the configuration chosen for the load it carried: not one in
-        recovery, after a reaction, or at a load it was not sized for (a backlog's or a step's)."""
-        return (not (self.recovering or self.switched) and self._bucket(self.sized_for) == self._bucket(obs.rps)
-                and obs.config in self.configs)
-
-    def _learn_headroom(self, obs) -> None:
-        """The cheapest rules' headroom, learned online from the service's own misses: the
-        steady intervals are counted by the utilisation of their configuration's capacity
-        (bins of 0.05 from HEADROOM_FLOOR up), and the headroom is the lower edge of the
-        lowest bin whose misses exceed what the QoS goal allows (1 - QOS_GOAL) beyond
-        chance (at least 2 misses, and a one-sided binomial test at HEADROOM_ALPHA: 2 in up
-        to 15 intervals, 3 in up to 36); 1 - slack while no bin does. Why: live on CFS quota the
-        misses of steady intervals rose with utilisation (1-2 % up to 0.8, 5 % at 0.85-0.9,
-        17 % at 0.9-0.95, sessions 17-18), which a forest trained on 1-s intervals at a few
-        loads per configuration cannot see; the simulator's M/M/c server has no such rise,
-        so there the headroom stays 1 - slack. Misses under the floor are not the
-        headroom's (a load step, a burst): the distrust handles them."""
-        if not (self.cheapest and self._steady(obs) and np.isfinite(obs.p95)) or obs.utilisation < HEADROOM_FLOOR:
-            return
-        from scipy.stats import binom
-
-        b = min(HEADROOM_BINS - 1, int(obs.utilisation / HEADROOM_BIN))
-        self.steady_n[b] += 1
-        self.steady_missed[b] += obs.p95 > self.target
-        # more misses than the goal allows, beyond chance: P(at least that many | n, 1 - goal) < 5 %
-        chance = binom.sf(self.steady_missed - 1, self.steady_n, 1 - QOS_GOAL)
-        over = np.flatnonzero((self.steady_missed >= 2) & (chance < HEADROOM_ALPHA)  # one miss is not a rate
-                              & (np.arange(HEADROOM_BINS) * HEADROOM_BIN >= HEADROOM_FLOOR - 1e-9))
-        headroom = min(1 - self.slack, over[0] * HEADROOM_BIN) if over.size else 1 - self.slack
-        if headroom < self.headroom:
-            self.remark = (f"{int(self.steady_missed[over[0]])} of {int(self.steady_n[over[0]])} steady intervals at "
-                           f"{over[0] * HEADROOM_BIN:.2f}-{(over[0] + 1) * HEADROOM_BIN:.2f} of their capacity missed: "
-                           f"headroom {headroom:.2f}")
-        self.headroom = headroom
-
     def _distrust(self, obs) -> None:
         """A miss by the configuration chosen for the load the interval carried (not one
         in recovery, after a reaction, or at a load it was not sized for: those are a
         backlog's or a step's) distrusts it at that load for ``distrust_s``, twice as long
         with each further miss there (at most 8 times)."""
-        if not (self.distrust_s and self._steady(obs) and obs.p95 > self.target):
+        steady = not (self.recovering or self.switched) and self._bucket(self.sized_for) == self._bucket(obs.rps)
+        if not (self.distrust_s and steady and obs.p95 > self.target and obs.config in self.configs):
             return
         b, i = self._bucket(obs.rps), self.configs.index(obs.config)
         hold = self.distrust_s * 2 ** min(self.misses[b, i], 3)
         self.distrusted[b, i] = obs.t + hold
         self.misses[b, i] += 1
-        distrust = f"{obs.config} missed at {obs.rps:.0f} req/s: not trusted at this load for {hold:.0f} s"
-        self.remark = f"{self.remark}; {distrust}" if self.remark else distrust
+        self.remark = f"{obs.config} missed at {obs.rps:.0f} req/s: not trusted at this load for {hold:.0f} s"
 
     def _learn(self, obs, mean) -> None:
         """``mean``: the uncorrected forecast for the load the interval carried."""
@@ -494,13 +454,6 @@ class Heimdall(Policy):
             self.learned[b] += 1
             weight = max(self.online, 1.0 / self.learned[b])
             self.correction[b] += weight * (np.log(obs.p95 / mean[i]) - self.correction[b])
-
-
-QOS_GOAL = 0.977  # the share of intervals the seed's Heimdall met (its Table 4.1): the goal a headroom is learned for
-HEADROOM_BIN = 0.05  # utilisation bins of the learned headroom
-HEADROOM_BINS = 20
-HEADROOM_FLOOR = 0.6  # the learned headroom never goes below this
-HEADROOM_ALPHA = 0.05  # a bin's misses must be this unlikely under the goal's rate to lower the headroom
 
 
 def monotone_fit(values: np.ndarray, shape: tuple[int, int], tolerance: float = 1e-10) -> np.ndarray:
