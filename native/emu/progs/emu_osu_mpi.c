@@ -3,6 +3,8 @@
  *   emu_osu_mpi latency [opts]  MPI_Send/MPI_Recv ping-pong, half round trip
  *   emu_osu_mpi bw [opts]       window of W MPI_Isend (receiver W MPI_Irecv + Waitall), then an ack
  *   emu_osu_mpi check [opts]    checksummed messages through Send/Isend/Sendrecv/Put/Allreduce
+ *   emu_osu_mpi threads         MPI_THREAD_MULTIPLE: 4 threads a rank ping-pong at once (Send/Recv
+ *                               one way, Isend/Irecv + Wait back), each message checksummed
  *
  * Options: --min --max --iters --warmup --window --large-iters --delay-ns (as emu_osu_tcp:
  * with --delay-ns N each rank waits N ns before each latency-mode send, the native
@@ -10,6 +12,7 @@
  * Output on rank 0: "size mean median" lines (latency us; bandwidth MB/s = 10^6 B/s).
  */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,15 +171,79 @@ static int check(int rank)
     return all;
 }
 
+/* MPI_THREAD_MULTIPLE: THREADS threads a rank, each its own tag, ping-pong at once. */
+#define THREADS 4
+#define ROUNDS 200
+static int thread_rank;
+static int thread_bad[THREADS];
+
+static void pattern(unsigned char *b, size_t n, int t, int i)
+{
+    for (size_t k = 0; k < n; k++)
+        b[k] = (unsigned char)(k * 31 + (size_t)t * 7 + (size_t)i * 13);
+}
+
+static void *pingpong(void *arg)
+{
+    int t = (int)(intptr_t)arg, peer = 1 - thread_rank, tag = 100 + t;
+    unsigned char *a = malloc(70000), *b = malloc(70000);
+    for (int i = 0; i < ROUNDS; i++) {
+        size_t n = ((size_t)1 << (i % 16)) + (size_t)t; /* 2 B .. 32 KiB */
+        pattern(a, n, t, i);
+        memset(b, 0, n);
+        if (thread_rank == 0) {
+            MPI_Send(a, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+            MPI_Request r;
+            MPI_Irecv(b, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &r);
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(b, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Request r;
+            MPI_Isend(b, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &r);
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+        }
+        thread_bad[t] |= fnv(b, n) != fnv(a, n);
+    }
+    free(a);
+    free(b);
+    return NULL;
+}
+
+static int threads(int rank, int provided)
+{
+    if (provided < MPI_THREAD_MULTIPLE) {
+        if (rank == 0)
+            printf("threads unsupported (provided %d)\n", provided);
+        return 0;
+    }
+    thread_rank = rank;
+    pthread_t th[THREADS];
+    for (int t = 0; t < THREADS; t++)
+        pthread_create(&th[t], NULL, pingpong, (void *)(intptr_t)t);
+    int bad = 0, all = 0;
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+        bad |= thread_bad[t];
+    }
+    MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("threads %s\n", all ? "CORRUPT" : "ok");
+    return all;
+}
+
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    int provided = MPI_THREAD_SINGLE;
+    if (argc >= 2 && !strcmp(argv[1], "threads"))
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else
+        MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 2 || size != 2) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpirun -n 2 emu_osu_mpi latency|bw|check [--min B] [--max B] [--iters N]"
+            fprintf(stderr, "usage: mpirun -n 2 emu_osu_mpi latency|bw|check|threads [--min B] [--max B] [--iters N]"
                             " [--warmup N] [--window W] [--large-iters N] [--delay-ns N]\n");
         MPI_Finalize();
         return 2;
@@ -203,6 +270,8 @@ int main(int argc, char **argv)
     int rc = 0;
     if (!strcmp(argv[1], "check"))
         rc = check(rank);
+    else if (!strcmp(argv[1], "threads"))
+        rc = threads(rank, provided);
     else {
         char *buf = malloc((size_t)max_size);
         memset(buf, 'a', (size_t)max_size);
