@@ -389,9 +389,9 @@ static void drop_fd_locked(int fd)
 
 /* The helper's own descriptor table.  A second thread makes a single-threaded
  * program multithreaded, and Linux then takes a reference on a socket's file at
- * every socket call of every thread (fdget loses its one-table fast path): 50-70 ns
+ * every socket call of every thread (fdget loses its one-table fast path): 45-70 ns
  * more per hop of a TCP ping-pong here, measured with one idle thread and no
- * emulator (BENCHMARKS.md, session 20); most of the emulator's own error at 2 us.
+ * emulator (BENCHMARKS.md, session 20).
  * So the helper moves to a table of its own (unshare(CLONE_FILES)) and writes its
  * chunks through its own duplicates of the sockets (pidfd_getfd), held only while it
  * writes for them; close, dup2 and dup3 over a descriptor wait until the helper has
