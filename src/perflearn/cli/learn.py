@@ -101,16 +101,14 @@ def load_dataset(
 def _csv_columns(path: Path) -> list[str]:
     import pandas as pd
 
-    from perflearn.store.dataset import refuse_duplicate_columns
+    from perflearn.store.dataset import csv_header
 
     try:
-        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
+        return csv_header(path)  # a column named twice is refused: pandas would read the second "a" as "a.1"
     except FileNotFoundError:
         raise UsageError("no such file", where=str(path)) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise UsageError(f"not a readable CSV ({str(exc).splitlines()[0]})", where=str(path)) from None
-    refuse_duplicate_columns(header, str(path))  # pandas would read the second "a" as "a.1"
-    return header
 
 
 def _fmt(v, digits: int = 4) -> str:

@@ -63,13 +63,12 @@ class Dataset:
         """
         path = Path(path)
         try:
-            header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
+            csv_header(path)  # a column named twice is refused
             raw = pd.read_csv(path)
         except FileNotFoundError:
             raise UsageError("no such file", where=str(path)) from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise UsageError(f"not a readable CSV ({str(exc).splitlines()[0]})", where=str(path)) from None
-        refuse_duplicate_columns(header, str(path))
         return cls.from_frame(raw, metrics, knobs, context, name or path.stem, where=str(path))
 
     @classmethod
@@ -185,12 +184,16 @@ class Dataset:
         )
 
 
-def refuse_duplicate_columns(header: list[str], where: str) -> None:
-    """pandas renames a second column "a" to "a.1": the data would land under a name the file
-    never gave, and --metric a would read only the first of them."""
+def csv_header(path: str | Path) -> list[str]:
+    """The column names of a CSV file as written; a UsageError for a column named twice (pandas
+    renames a second "a" to "a.1": the data would land under a name the file never gave, and
+    --metric a would read only the first of them). pandas' own errors pass through."""
+    header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
+    where = str(path)
     first: dict[str, int] = {}
     for position, name in enumerate(header, start=1):
         if name in first:
             raise UsageError(f"column {name!r} appears twice in the header (columns {first[name]} and {position})",
                              where=where)
         first[name] = position
+    return header

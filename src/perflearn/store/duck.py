@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from datetime import datetime
 from importlib import resources
@@ -312,10 +313,10 @@ def _guarded(method):
     return guarded
 
 
-for _name in ("_open_schema", "create_experiment", "experiment", "require", "experiments", "add_points", "points",
-              "record_run", "_take_run_ids", "recorded", "runs", "measurements", "samples", "dataset",
-              "import_dataset"):
-    setattr(DuckDBStore, _name, _guarded(getattr(DuckDBStore, _name)))
+# every method, one added later too (__init__ words an unreadable file itself)
+for _name, _member in list(vars(DuckDBStore).items()):
+    if inspect.isfunction(_member) and not _name.startswith("__"):
+        setattr(DuckDBStore, _name, _guarded(_member))
 
 
 def _plain(value: Any) -> Any:

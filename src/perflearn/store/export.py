@@ -6,7 +6,7 @@ from pathlib import Path
 
 from perflearn.errors import UsageError
 
-from .dataset import Dataset, refuse_duplicate_columns
+from .dataset import Dataset, csv_header
 
 FORMATS = ("csv", "parquet")
 
@@ -37,10 +37,10 @@ def read_frame(path: str | Path):
     try:
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
-        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
-        frame = pd.read_csv(path)
+        csv_header(path)  # a column named twice is refused
+        return pd.read_csv(path)
+    except UsageError:
+        raise
     except Exception as exc:  # pyarrow and pandas raise many types for a file that is not theirs
         raise UsageError(f"not a readable {path.suffix.lstrip('.') or 'CSV'} file ({str(exc).splitlines()[0]})",
                          where=str(path)) from None
-    refuse_duplicate_columns(header, str(path))
-    return frame
