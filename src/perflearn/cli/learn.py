@@ -99,16 +99,10 @@ def load_dataset(
 
 
 def _csv_columns(path: Path) -> list[str]:
-    import pandas as pd
+    from perflearn.store.dataset import csv_errors, csv_header
 
-    from perflearn.store.dataset import csv_header
-
-    try:
+    with csv_errors(path):
         return csv_header(path)  # a column named twice is refused: pandas would read the second "a" as "a.1"
-    except FileNotFoundError:
-        raise UsageError("no such file", where=str(path)) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise UsageError(f"not a readable CSV ({str(exc).splitlines()[0]})", where=str(path)) from None
 
 
 def _fmt(v, digits: int = 4) -> str:

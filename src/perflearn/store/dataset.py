@@ -6,6 +6,7 @@ perflearn's runner or imported from a CSV measured elsewhere.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,13 +63,9 @@ class Dataset:
         A ``status`` column is kept if present (else every row is ``ok``).
         """
         path = Path(path)
-        try:
+        with csv_errors(path):
             csv_header(path)  # a column named twice is refused
             raw = pd.read_csv(path)
-        except FileNotFoundError:
-            raise UsageError("no such file", where=str(path)) from None
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise UsageError(f"not a readable CSV ({str(exc).splitlines()[0]})", where=str(path)) from None
         return cls.from_frame(raw, metrics, knobs, context, name or path.stem, where=str(path))
 
     @classmethod
@@ -182,6 +179,17 @@ class Dataset:
             units={m: "" for m in metrics},
             kinds={**self.kinds, **{c: "numeric" for c in context}},
         )
+
+
+@contextmanager
+def csv_errors(path: str | Path):
+    """A missing or unparseable CSV file as one UsageError naming it."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise UsageError("no such file", where=str(path)) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise UsageError(f"not a readable CSV ({str(exc).splitlines()[0]})", where=str(path)) from None
 
 
 def csv_header(path: str | Path) -> list[str]:
