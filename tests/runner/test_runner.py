@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -294,3 +295,67 @@ def test_a_metric_that_is_not_finite_is_missing_not_stored(write_spec):
     m = store.measurements("spec").set_index("metric")
     assert m["value"].isna().all()
     assert m.loc["v", "missing_reason"] == "not a finite number (inf)"
+
+
+def test_a_companions_cpu_time_over_the_workload(write_spec):
+    """proc file = "process": the CPU seconds a companion used while the workload ran,
+    over its threads and what it started; an idle one used none; one that exited is missing."""
+    path = write_spec("""
+        [workload]
+        command = "sleep 0.6"
+        [workload.companions.busy]
+        command = "echo ready; sh -c 'while :; do :; done'"
+        shell = true
+        ready_pattern = "ready"
+        [workload.companions.idle]
+        command = "echo ready; exec sleep 60"
+        shell = true
+        ready_pattern = "ready"
+        [workload.companions.gone]
+        command = "echo ready; sleep 0.2"
+        shell = true
+        ready_pattern = "ready"
+        [metrics.busy_cpu]
+        source = "proc"
+        file = "process"
+        process = "busy"
+        key = "cpu"
+        [metrics.idle_cpu]
+        source = "proc"
+        file = "process"
+        process = "idle"
+        key = "cpu"
+        [metrics.gone_cpu]
+        source = "proc"
+        file = "process"
+        process = "gone"
+        key = "cpu"
+    """)
+    outcome, store = run(path)
+    assert outcome.by_status == {"ok": 1}
+    m = store.measurements("spec").set_index("metric")
+    assert 0.2 < m.loc["busy_cpu", "value"] < 1.0  # its child spun for the 0.6 s (one CPU at most)
+    assert m.loc["idle_cpu", "value"] < 0.05
+    assert m.loc["gone_cpu", "value"] != m.loc["gone_cpu", "value"]
+    assert "had exited when the workload ended" in m.loc["gone_cpu", "missing_reason"]
+
+
+@pytest.mark.parametrize("metric, shown", [
+    ('file = "process"\nprocess = "workload"\nkey = "cpu"', "its own CPU time is source = \"rusage\""),
+    ('file = "process"\nprocess = "server"\nkey = "ctxt"', "a process has cpu, cpu.user"),
+    ('file = "stat"\nprocess = "server"\nkey = "ctxt"', "only with it"),
+    ('file = "process"\nprocess = "nobody"\nkey = "cpu"', "no process 'nobody'"),
+])
+def test_process_counters_are_refused_where_they_cannot_work(write_spec, metric, shown):
+    body = "\n        ".join(metric.splitlines())
+    path = write_spec(f"""
+        [workload]
+        command = "true"
+        [workload.companions.server]
+        command = "sleep 5"
+        [metrics.c]
+        source = "proc"
+        {body}
+    """)
+    with pytest.raises(SpecError, match=re.escape(shown)):
+        load_spec(path)

@@ -35,6 +35,12 @@ def manage(
     max_rps: Annotated[Optional[float], typer.Option("--max-rps", help="Live: the trace's peak load (95 % of the knee's load).")] = None,
     model: Annotated[Optional[Path], typer.Option(help="Live: a perflearn model of tail latency (perflearn fit) for heimdall.")] = None,
     model_unit: Annotated[str, typer.Option(help="Unit of the model's target: us, ms or s.")] = "us",
+    cost_model: Annotated[Optional[Path], typer.Option("--cost-model", help="Live: a perflearn model of the service's "
+                          "CPU µs per request when profiled (cpu_us_per_request of examples/memcached-profile), "
+                          "from cores, level or quota, and the load: heimdall then forecasts the service as it is now, "
+                          "k times slower or faster.")] = None,
+    follow_cost: Annotated[bool, typer.Option("--follow-cost/--no-follow-cost", help="Simulator: heimdall also gets "
+                           "its profile's CPU time per request and follows the service's.")] = True,
     cores: Annotated[int, typer.Option(help="Cores the service may use.")] = 3,
     levels: Annotated[int, typer.Option(help="Speed levels (frequencies, or CFS quota steps).")] = 17,
     mu: Annotated[float, typer.Option(help="Requests/s one core serves at full speed (simulator).")] = 12000.0,
@@ -113,7 +119,7 @@ def manage(
         _check_simulation_size(space, trace, step_seconds, interval, mu)
         with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
-                      csv, record, power_, tick, profiled_speed)
+                      csv, record, power_, tick, profiled_speed, follow_cost)
         return
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
@@ -124,7 +130,7 @@ def manage(
     with recording as record:
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, model,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
-              shlex.split(load_args), power_, tick)
+              shlex.split(load_args), power_, tick, cost_model)
 
 
 # The simulator's bounds: a trace of at most this many intervals, and a note above this many
@@ -163,7 +169,7 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 
 
 def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,
-          figure, csv, record, load_args, power, tick) -> None:
+          figure, csv, record, load_args, power, tick, cost_dir=None) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import figure as draw, model_predictor
@@ -174,11 +180,11 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     from perflearn.manage.simulator import diurnal_profile
     from perflearn.runner.process import free_port
 
-    predictor = None
-    if model_dir is not None:
-        from perflearn.learn import load
+    from perflearn.learn import load
 
-        predictor = model_predictor(load(model_dir), scale)
+    predictor = model_predictor(load(model_dir), scale) if model_dir is not None else None
+    # the CPU µs per request the service took when profiled
+    cost = model_predictor(load(cost_dir), 1e-6, what="--cost-model") if cost_dir is not None else None
     if rapl_or_none() is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
     workdir = tempfile.TemporaryDirectory(prefix="perflearn-manage-")
@@ -204,7 +210,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     with workdir:
         for name in ["static", *[n for n in names if n != "static"]]:
             policy = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
-                                 model=predictor)
+                                 model=predictor, cost_model=cost)
             started = time.monotonic()
             for label, frame in passes(policy, name, service, intervals, interval, power):  # learning, if any, first
                 frames[label] = frame
@@ -226,7 +232,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
 
 
 def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, seeds, figure, csv, record,
-              power, tick, profiled_speed) -> None:
+              power, tick, profiled_speed, follow_cost) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import across_seeds, figure as draw, simulate
@@ -235,7 +241,7 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     runs = []
     for s in range(seed, seed + seeds):
         run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s), space, names, trace, step_seconds, interval, power,
-                       target_ms / 1e3 if target_ms else None, tick, profiled_speed)
+                       target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost)
         terminal.info(f"seed {s}: simulated service {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s "
                       f"per core; knee p95 {run.knee_target_s * 1e3:.3f} ms; QoS target {run.target_s * 1e3:.3f} ms; "
                       f"max load {run.max_rps:.0f} req/s"

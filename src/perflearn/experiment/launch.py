@@ -49,6 +49,7 @@ class ProcessLaunch:
     stop_signal: int = 15  # how a companion is asked to stop (SIGTERM), then SIGKILL after stop_grace
     stop_grace: float = 5.0
     emulation: dict[str, Any] = field(default_factory=dict)  # interconnect knobs applied so far (emulate actuator)
+    pid: int | None = None  # once started: its process group's id too (each process leads its own)
 
 
 @dataclass

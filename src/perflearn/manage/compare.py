@@ -55,19 +55,23 @@ def profile(server: ServerModel, space: ConfigSpace, max_rps: float, fractions=N
             sim = replace(server, seed=seed + len(rows))
             for _ in range(intervals):
                 out = sim.step(config, fraction * max_rps, 1.0)
+                busy = out["utilisation"] * config.cores * config.level  # full-speed cores
                 rows.append({"cores": config.cores, "level": config.level, "rps": fraction * max_rps,
-                             "p95": min(out["p95"], 10.0)})  # an overloaded interval: capped, not infinite
+                             "p95": min(out["p95"], 10.0),  # an overloaded interval: capped, not infinite
+                             # CPU seconds per request; a saturated interval's CPU time is capped: not known
+                             "cost": busy / (fraction * max_rps) if out["utilisation"] < 0.98 else np.nan})
     return pd.DataFrame(rows)
 
 
-def latency_model(profile_frame: pd.DataFrame, family: str = "rf"):
-    """A perflearn model of log p95 from (cores, level, rps); returns f(frame) -> (mean, spread)."""
+def latency_model(profile_frame: pd.DataFrame, family: str = "rf", metric: str = "p95"):
+    """A perflearn model of log ``metric`` (p95; cost, the CPU time per request) from
+    (cores, level, rps); returns f(frame) -> (mean, spread)."""
     from perflearn.learn import fit
     from perflearn.store import Dataset
 
-    ds = Dataset.from_frame(profile_frame, metrics=["p95"], knobs=["cores", "level"], context=["rps"],
-                            name="heimdall-profile")
-    model = fit(ds, "p95", family=family, log_target=True)
+    ds = Dataset.from_frame(profile_frame[["cores", "level", "rps", metric]], metrics=[metric], knobs=["cores", "level"],
+                            context=["rps"], name="heimdall-profile")
+    model = fit(ds, metric, family=family, log_target=True)
 
     def predict(frame: pd.DataFrame):
         dist = model.predict_dist(frame[["cores", "level", "rps"]])
@@ -79,7 +83,7 @@ def latency_model(profile_frame: pd.DataFrame, family: str = "rf"):
 
 def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interval_s: float, power: PowerModel,
             target_s: float, max_rps: float, policies: list[str], model=None,
-            tick_s: float | None = None) -> tuple[pd.DataFrame, dict]:
+            tick_s: float | None = None, cost_model=None) -> tuple[pd.DataFrame, dict]:
     """Every policy on the same trace; ``tick_s``: the service reports ticks this long
     inside each interval, and the policies that react to them (Heimdall's) do. A policy
     that learns first (Hipster) has its (last) learning pass in the frames and the table
@@ -89,7 +93,8 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
 
     frames: dict[str, pd.DataFrame] = {}
     for name in ["static", *[p for p in policies if p != "static"]]:
-        policy = make_policy(name, space, target_s, max_rps, interval_s, power=power, intervals=len(loads), model=model)
+        policy = make_policy(name, space, target_s, max_rps, interval_s, power=power, intervals=len(loads), model=model,
+                             cost_model=cost_model)
         frames.update(passes(policy, name, service, len(loads), interval_s, power, offered=loads))
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items()]
@@ -111,24 +116,27 @@ class Simulation:
 
 def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace: str, step_s: float,
              interval_s: float, power: PowerModel, target_s: float | None = None,
-             tick_s: float | None = None, profiled_speed: float = 1.0) -> Simulation:
+             tick_s: float | None = None, profiled_speed: float = 1.0, follow_cost: bool = True) -> Simulation:
     """The whole simulated protocol for one noise seed (``server.seed``): knee -> target and
     maximum load, profiling -> Heimdall's model, the trace, every policy on it.
     ``profiled_speed``: the server Heimdall's model was profiled on served this many
     times as fast as the one managed (another input mix, a neighbour since): a model
-    that is wrong, most of all near saturation, as forests were live."""
+    that is wrong, most of all near saturation, as forests were live. ``follow_cost``:
+    Heimdall also gets the profile's CPU time per request, and follows the service's."""
     from .simulator import diurnal_profile, expand, steps_profile
 
     knee_target, max_rps = qos_from_knee(load_sweep(server, space))
     target = target_s or knee_target
-    model, profiled = None, 0
+    model, cost, profiled = None, None, 0
     if any(n.startswith("heimdall") for n in policies):
         profiled_on = replace(server, mu_max=server.mu_max * profiled_speed)
         samples = profile(profiled_on, space, max_rps, seed=server.seed + 1)
         model, profiled = latency_model(samples), len(samples)
+        if follow_cost:
+            cost = latency_model(samples.dropna(subset=["cost"]), metric="cost")
     segments = steps_profile(max_rps, step_s) if trace == "steps" else diurnal_profile(max_rps, 12 * step_s, interval_s)
     loads = expand(segments, interval_s)
-    summary, frames = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s)
+    summary, frames = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s, cost)
     return Simulation(knee_target, target, max_rps, profiled, summary, frames)
 
 
@@ -178,7 +186,7 @@ def figure(frames: dict[str, pd.DataFrame], path, title: str = "") -> None:
 FEEDABLE = ("cores", "level", "quota", "rps", "rate", "wire.rps")
 
 
-def model_predictor(model, scale: float):
+def model_predictor(model, scale: float, what: str = "the model"):
     """Adapt a perflearn model of tail latency to the Heimdall policy: its features must
     be among cores, level, quota (= cores x level CPUs) and rps/rate/wire.rps (the load;
     ``wire.rps`` is the per-interval rate of a model fitted ``--per-sample``);
@@ -187,7 +195,7 @@ def model_predictor(model, scale: float):
 
     unknown = [f for f in model.features if f not in FEEDABLE]
     if unknown:
-        raise UsageError(f"the model was trained on {', '.join(model.features)}; the manager can give it only "
+        raise UsageError(f"{what} was trained on {', '.join(model.features)}; the manager can give it only "
                          f"{', '.join(FEEDABLE)} (quota = cores x level CPUs; rps = rate = wire.rps = the load)")
 
     def predict(frame: pd.DataFrame):

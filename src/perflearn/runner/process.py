@@ -85,6 +85,7 @@ def spawn(launch: ProcessLaunch, run_dir: Path) -> Running:
             launch.argv, cwd=launch.cwd, env=launch.env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
             process_group=0, preexec_fn=in_child if (cgroup_files or cpus) else None, close_fds=True,
         )
+    launch.pid = popen.pid  # collectors read a companion's counters by it
     return Running(launch, popen, stdout_path, stderr_path, started)
 
 

@@ -7,6 +7,11 @@ One reader per file, each returning {key: value}:
 - ``stat``: ``ctxt``, ``intr``, ``processes``, and ``cpu.user``/``cpu3.idle``... in seconds;
 - ``vmstat``: every counter (``pgfault``, ``pgmajfault``, ...);
 - ``net/dev``: ``IFACE.rx_bytes``, ``IFACE.tx_packets``, ...
+- ``process``: the counters of one companion (``process = "memcached"``), summed over it,
+  its descendants and its process group: ``cpu`` (user + system seconds, all threads),
+  ``cpu.user``, ``cpu.system``, ``minflt``, ``majflt``, ``run_delay``, ``vcsw``, ``ivcsw``,
+  and where the kernel has them ``read_bytes``, ``write_bytes``, ``rchar``, ``wchar``.
+  A server's CPU time per request is the measure of its cost (the manager follows it).
 ``key`` names one counter; ``match`` a regular expression whose matching keys are summed.
 """
 
@@ -90,9 +95,33 @@ READERS = {
 }
 
 
+PROCESS = "process"  # a companion's own counters, not a /proc file of the system
+PROCESS_KEYS = ("cpu", "cpu.user", "cpu.system", "minflt", "majflt", "run_delay", "vcsw", "ivcsw",
+                "read_bytes", "write_bytes", "rchar", "wchar")
+
+
 def read(file: str, cpu: int | None = None, root: str = "/proc") -> dict[str, float]:
     with open(os.path.join(root, file)) as f:
         return READERS[file](f.read(), cpu)
+
+
+def read_process(pid: int) -> dict[str, float]:
+    """The counters (not the gauges) of process ``pid``, its descendants and its process
+    group, keyed without the samplers' ``proc.`` prefix, plus ``cpu`` = user + system."""
+    from ..sampling import process_counters, workload_members
+
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return {}  # it has exited and was reaped
+    if state in ("Z", "X"):
+        return {}  # it has exited: a server that died mid-run has no cost per request to tell
+    members = workload_members(pid)
+    counters, _ = process_counters(members)
+    out = {key.removeprefix("proc."): value for key, value in counters.items()}
+    out["cpu"] = out["cpu.user"] + out["cpu.system"]
+    return out
 
 
 def pick(counters: dict[str, float], metric) -> float | Missing:
@@ -110,15 +139,23 @@ def pick(counters: dict[str, float], metric) -> float | Missing:
 
 class ProcDelta(Collector):
     source = "proc"
-    OPTIONS = {"file": ((str,), True), "key": ((str,), False), "match": ((str,), False), "cpu": ((int,), False)}
+    OPTIONS = {"file": ((str,), True), "key": ((str,), False), "match": ((str,), False), "cpu": ((int,), False),
+               "process": ((str,), False)}
 
     @classmethod
     def validate(cls, metric):
         options = metric.options
-        if options["file"] not in READERS:
-            raise ValueError(f"file: expected one of {', '.join(READERS)}, got {options['file']!r}")
+        if options["file"] not in (*READERS, PROCESS):
+            raise ValueError(f"file: expected one of {', '.join((*READERS, PROCESS))}, got {options['file']!r}")
+        if (options["file"] == PROCESS) != ("process" in options):
+            raise ValueError("process: give the companion's name with file = \"process\", and only with it")
         if ("key" in options) == ("match" in options):
             raise ValueError("key: give exactly one of key or match")
+        if options["file"] == PROCESS and options["process"] == "workload":
+            raise ValueError("process: the workload starts after the counters are first read; "
+                             "its own CPU time is source = \"rusage\"")
+        if options["file"] == PROCESS and options.get("key", "cpu") not in PROCESS_KEYS:
+            raise ValueError(f"key: a process has {', '.join(PROCESS_KEYS)}; got {options['key']!r}")
         if "match" in options:
             try:
                 re.compile(options["match"])
@@ -129,31 +166,54 @@ class ProcDelta(Collector):
 
     def __init__(self, metrics):
         super().__init__(metrics)
-        self.files = sorted({(m.options["file"], m.options.get("cpu")) for m in metrics}, key=str)
+        self.files = sorted({self._key(m) for m in metrics}, key=str)
         self._before: dict = {}
         self._after: dict = {}
 
+    @staticmethod
+    def _key(metric) -> tuple:
+        """(file, cpu or the process's name)"""
+        return metric.options["file"], metric.options.get("cpu", metric.options.get("process"))
+
     def check(self) -> list[str]:
-        snapshot = self._snapshot()
+        snapshot = self._snapshot(None)
         for metric in self.metrics:
-            value = pick(snapshot[(metric.options["file"], metric.options.get("cpu"))], metric)
+            if metric.options["file"] == PROCESS:
+                continue  # no process runs yet: its counters are all read the same way
+            value = pick(snapshot[self._key(metric)], metric)
             if isinstance(value, Missing):
                 raise ValueError(f"metric {metric.name}: {value.reason} on this machine")
         return []
 
-    def _snapshot(self) -> dict:
-        return {(file, cpu): read(file, cpu) for file, cpu in self.files}
+    def _snapshot(self, run) -> dict:
+        snapshot: dict = {}
+        for file, which in self.files:
+            if file != PROCESS:
+                snapshot[file, which] = read(file, which)
+            elif run is not None:
+                process = run.processes.get(which)
+                counters = read_process(process.pid) if process is not None and process.pid is not None else {}
+                if counters:
+                    snapshot[file, which] = counters
+        return snapshot
 
     def before(self, run):
-        self._before = self._snapshot()
+        self._before = self._snapshot(run)
 
     def after(self, run):
-        self._after = self._snapshot()
+        self._after = self._snapshot(run)
 
     def values(self, run, result):
         out = {}
         for metric in self.metrics:
-            key = (metric.options["file"], metric.options.get("cpu"))
+            key = self._key(metric)
+            if key[0] == PROCESS and key not in self._before:
+                out[metric.name] = Missing(f"no process {key[1]!r} was running when the workload started "
+                                           f"(processes: {', '.join(run.processes) or 'none'})")
+                continue
+            if key[0] == PROCESS and key not in self._after:
+                out[metric.name] = Missing(f"process {key[1]!r} had exited when the workload ended")
+                continue
             start, end = pick(self._before.get(key, {}), metric), pick(self._after.get(key, {}), metric)
             if isinstance(start, Missing):
                 out[metric.name] = start
