@@ -39,7 +39,17 @@ rates=$(python3 -c "print(','.join(str(round($max_rps * f / 10)) for f in (1, 2,
 perflearn run examples/memcached-profile/spec.toml -s "$store" --resume -q --values rate="$rates"
 perflearn fit -e memcached-profile -s "$store" --per-sample --warmup 1 -t wire.p95_us \
     -f cores,quota,rate --family rf --log-target yes -o /tmp/perflearn-manage-p95.model
+# the CPU time per request as profiled, over the runs that were not saturated (a saturated
+# run's requests outnumber what it served, so its cost per request reads low)
+perflearn export memcached-profile -s "$store" -o /tmp/perflearn-manage-profile.csv
+python3 -c "
+import pandas as pd
+d = pd.read_csv('/tmp/perflearn-manage-profile.csv')
+busy = d.service_cpu / (d.wire_requests / d.wire_rps * d.quota)  # of the quota, over the capture
+d[busy < 0.85][['cores', 'quota', 'rate', 'cpu_us_per_request']].to_csv('/tmp/perflearn-manage-cost.csv', index=False)"
+perflearn fit --csv /tmp/perflearn-manage-cost.csv -t cpu_us_per_request -f cores,quota,rate --context-cols rate \
+    --family rf --log-target yes -o /tmp/perflearn-manage-cost.model
 
 perflearn manage --service "$service" --cores 2 --levels "$levels" --max-rps "$max_rps" --target-ms "$target_ms" \
-    --model /tmp/perflearn-manage-p95.model --step-seconds "$step" --store "$store" --power "$power" \
+    --model /tmp/perflearn-manage-p95.model --cost-model /tmp/perflearn-manage-cost.model --step-seconds "$step" --store "$store" --power "$power" \
     --load-args "--value-size fixed:4096" --figure bench/manage_live.png --csv /tmp/perflearn-manage-live.csv
