@@ -63,7 +63,7 @@ def profile(server: ServerModel, space: ConfigSpace, max_rps: float, fractions=N
     return pd.DataFrame(rows)
 
 
-def latency_model(profile_frame: pd.DataFrame, family: str = "rf", metric: str = "p95"):
+def profile_model(profile_frame: pd.DataFrame, family: str = "rf", metric: str = "p95"):
     """A perflearn model of log ``metric`` (p95; cost, the CPU time per request) from
     (cores, level, rps); returns f(frame) -> (mean, spread)."""
     from perflearn.learn import fit
@@ -131,9 +131,9 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
     if any(n.startswith("heimdall") for n in policies):
         profiled_on = replace(server, mu_max=server.mu_max * profiled_speed)
         samples = profile(profiled_on, space, max_rps, seed=server.seed + 1)
-        model, profiled = latency_model(samples), len(samples)
+        model, profiled = profile_model(samples), len(samples)
         if follow_cost:
-            cost = latency_model(samples.dropna(subset=["cost"]), metric="cost")
+            cost = profile_model(samples.dropna(subset=["cost"]), metric="cost")
     segments = steps_profile(max_rps, step_s) if trace == "steps" else diurnal_profile(max_rps, 12 * step_s, interval_s)
     loads = expand(segments, interval_s)
     summary, frames = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s, cost)

@@ -52,6 +52,11 @@ class Observation:
     utilisation: float
     power_w: float
 
+    @property
+    def busy(self) -> float:
+        """Full-speed CPUs the service kept busy: its utilisation of what the configuration allows."""
+        return self.utilisation * self.config.cores * self.config.level
+
 
 class Policy:
     name = "policy"
@@ -90,7 +95,7 @@ class Ondemand(Policy):
 
     def decide(self, obs):
         cores = max(self.space.cores)
-        busy = obs.utilisation * obs.config.level * obs.config.cores / cores  # demand in max-speed cores
+        busy = obs.busy / cores  # demand in max-speed cores, per core
         if obs.utilisation >= self.up:
             return Configuration(cores, max(self.space.levels))
         for level in self.space.levels:
@@ -337,12 +342,11 @@ class Heimdall(Policy):
         if (self.cost_model is None or self.recovering or self.switched or obs.rps < 0.05 * self.max_rps
                 or obs.utilisation >= 0.98):  # a saturated interval's CPU time is capped
             return
-        busy = obs.utilisation * obs.config.cores * obs.config.level  # full-speed CPUs
         profiled, _ = self.cost_model(pd.DataFrame({"cores": [obs.config.cores], "level": [obs.config.level],
                                                     "rps": [obs.rps]}))
         profiled = float(np.asarray(profiled, dtype=float)[0])
-        if busy > 0 and profiled > 0 and np.isfinite(profiled):
-            self.slowdowns.append(busy / obs.rps / profiled)
+        if obs.busy > 0 and profiled > 0 and np.isfinite(profiled):
+            self.slowdowns.append(obs.busy / obs.rps / profiled)
             if len(self.slowdowns) >= 3:  # a cheaper service keeps its profile's forecasts: see the docstring
                 self.slowdown = max(1.0, float(np.median(self.slowdowns)))
 
@@ -456,10 +460,9 @@ class Heimdall(Policy):
         the last three intervals at that load (one interval's is noisy), times the load.
         Intervals in recovery, with a reaction, or over target are not kept: a backlog's
         draining is not the load's cost, and a saturated interval's CPU time is capped."""
-        busy = obs.utilisation * obs.config.cores * obs.config.level  # busy full-speed cores now
         if obs.rps <= 0:
-            return busy
-        cost = busy / obs.rps
+            return obs.busy
+        cost = obs.busy / obs.rps
         if not (self.recovering or self.switched or obs.p95 > self.target):
             self.costs[self._bucket(obs.rps)].append(cost)
         recent = self.costs[self._bucket(load)]
