@@ -37,6 +37,16 @@ def test_fit_then_predict(tmp_path):
     assert got["T"].iloc[0] < 12 < 20 < got["T"].iloc[1]
 
 
+def test_fit_where_keeps_only_the_rows_it_names(tmp_path):
+    """--where filters before anything is learned: the model sees only b == 'y'."""
+    out = tmp_path / "t.model"
+    r = run("fit", "--csv", STEP, "-t", "T", "--where", "b == 'y' and a > 1", "--family", "cart", "-o", out)
+    assert r.exit_code == 0, r.output
+    kept = pd.read_csv(STEP).query("b == 'y' and a > 1")
+    assert f"--where: {len(kept)} of 60 rows" in r.output
+    assert json.loads((out / "model.json").read_text())["n_train"] == kept["T"].notna().sum() < 58
+
+
 def test_fit_auto_shows_candidates(tmp_path):
     r = run("fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "--family", "auto", "-o", tmp_path / "m", "--cv", "3")
     assert r.exit_code == 0, r.output
@@ -153,6 +163,9 @@ def test_cluster_cli(tmp_path):
         (["evaluate", "--csv", STEP, "-t", "lat", "--family", "cart", "--repeats", "-1"], "--repeats: repeats must be at least 1"),
         (["fit", "--csv", STEP, "-t", "lat", "--ensemble", "0"], "--ensemble: an ensemble has at least 1 pick, got 0"),
         (["fit", "--csv", STEP, "-t", "lat", "--ensemble", "-1"], "--ensemble: an ensemble has at least 1 pick"),
+        (["fit", "--csv", STEP, "-t", "T", "--where", "zz > 1"], "--where: cannot keep the rows where 'zz > 1': name 'zz'"),
+        (["fit", "--csv", STEP, "-t", "T", "--where", "a >"], "--where: cannot keep the rows where 'a >': invalid syntax"),
+        (["evaluate", "--csv", STEP, "-t", "T", "--where", "a > 1e9"], "--where: no row of 60 has 'a > 1e9'"),
         # refused before the CV table is printed (one line)
         (["evaluate", "--csv", STEP, "-t", "lat", "--family", "cart", "--curve", "foo"],
          "--curve: must be none, inverse-kfold or fraction, got 'foo'"),

@@ -291,6 +291,14 @@ def test_heimdall_cheapest_keeps_the_slack_as_cpu_headroom():
         assert saturated == Configuration(1, 0.25)  # then the target alone decides
     seed_rule = make_policy("heimdall", SPACE, TARGET, 10_000, 1.0, power=tx1, intervals=10, model=forecast)
     assert seed_rule.decide(obs(utilisation=0.95, config=Configuration(1, 0.5))) == Configuration(1, 0.25)
+    # a wider headroom (--headroom 0.6): the same demand takes a larger configuration
+    wide = make_policy("heimdall-cheapest", SPACE, TARGET, 10_000, 1.0, power=tx1, intervals=10, model=forecast,
+                       headroom=0.6)
+    busy = held(wide, obs(utilisation=0.95, config=Configuration(1, 0.5)))
+    assert 0.6 * 0.75 < 0.475 <= 0.6 * busy.cores * busy.level  # 1c@0.75 leaves 10 %, not 40 %
+    with pytest.raises(ValueError, match="headroom"):
+        make_policy("heimdall-cheapest", SPACE, TARGET, 10_000, 1.0, power=tx1, intervals=10, model=forecast,
+                    headroom=1.5)
 
 
 def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
@@ -546,6 +554,10 @@ def test_bad_flags():
     cli = CliRunner()
     for args, fragment in ((["-p", "nope", "--simulate"], "unknown policy 'nope'"),
                            (["--target-ms", "0", "--simulate"], "--target-ms: a finite number > 0"),
+                           (["--headroom", "0", "--simulate"], "--headroom: a fraction of the capacity in (0, 1]"),
+                           (["--headroom", "nan", "--simulate"], "--headroom: a fraction of the capacity in (0, 1]"),
+                           (["--trace", "stairs", "--simulate"], "--trace: expected steps, diurnal, ladder"),
+                           (["-p", "sweeps", "--simulate"], "unknown policy 'sweeps'"),
                            # fuzzing, session 19: these ran (nan: a target nothing met) or crashed
                            (["--target-ms", "nan", "--simulate"], "--target-ms: a finite number > 0, got nan"),
                            (["--mu", "0", "--simulate"], "--mu: a finite number > 0"),
@@ -940,3 +952,122 @@ def test_heimdall_follows_the_services_cpu_time_per_request():
     assert (blind._forecast(400.0)[0] < 0.8 * truth).all()  # the profile's forecast: too optimistic
     # the profiled service meets 15 ms - 10 % at 400 req/s on half a core (p95 12 ms), the real one cannot (30 ms)
     assert blind_choice == half and chosen.cores * chosen.level > 0.5
+
+
+def sweep_on_the_simulator(space, target_s=2e-3, max_rps=20_000.0, step_s=30.0):
+    from perflearn.manage.policies import Sweep
+    from perflearn.manage.loop import SimulatedService
+    from perflearn.manage.simulator import ladder_profile
+
+    loads = expand(ladder_profile(max_rps, step_s), 1.0)
+    server = ServerModel(mu_max=12_000, base_s=100e-6, seed=0)
+    frame = control_loop(Sweep(space, target_s, max_rps, 1.0), SimulatedService(server, space, loads, 1.0),
+                         len(loads), 1.0, PowerModel(), offered=loads)
+    frame["config"] = [Configuration(int(c), float(l)) for c, l in zip(frame["cores"], frame["level"])]
+    return frame
+
+
+def test_sweep_measures_every_configuration_that_can_carry_each_load():
+    """At 10 % of the load every configuration runs, three intervals each; at every load
+    the ones whose capacity the load's CPU demand would exceed do not run at all."""
+    space = ConfigSpace.make(2, 4)
+    frame = sweep_on_the_simulator(space, target_s=5e-3)  # 1c@0.25 carries 10 % in 4 ms
+    assert frame["offered_rps"].nunique() == 11 and frame["offered_rps"].max() == pytest.approx(22_000)
+    low = frame[frame["offered_rps"] == 2000]
+    assert set(low["config"]) == set(space)
+    assert (low.groupby("config").size() >= 3).all()
+    for offered, step in frame.groupby("offered_rps"):
+        demand = offered / 12_000  # busy full-speed CPUs of the simulated service
+        ran = step.iloc[1:]  # the first interval of a step runs what the last step chose
+        assert (ran["cores"] * ran["level"] >= 0.95 * demand * 0.999).all(), offered
+
+
+def test_sweep_skips_what_is_no_faster_than_a_configuration_that_missed():
+    space = ConfigSpace.make(2, 4)
+    frame = sweep_on_the_simulator(space, target_s=0.6e-3)  # 1c@1 misses at 40 % (0.8 ms)
+    missed = frame[frame["note"].str.contains("missed", na=False)]
+    assert len(missed) >= 1
+    for i, row in missed.iterrows():
+        after = frame.loc[i + 2:]
+        after = after[after["offered_rps"] == row["offered_rps"]]  # the rest of that load
+        slow = [c for c in after["config"] if c.level <= row["level"] and c.cores * c.level <= row["cores"] * row["level"]
+                and c != space.maximum]  # where the maximum missed too, it is all that is left
+        assert slow == [], (row["config"], slow)
+    drained = [i + 1 for i in missed.index if i + 1 in frame.index]
+    assert drained and frame.loc[drained, "cores"].eq(2).all()  # drained at the maximum
+
+
+def test_settled_intervals_ran_one_configuration_through_them_and_the_one_before():
+    frame = sweep_on_the_simulator(ConfigSpace.make(2, 4))
+    assert not frame["settled"].iloc[0]
+    previous_changed = frame["changed"].shift(1, fill_value=True)
+    assert (frame["settled"] == ~previous_changed).all()
+    assert 0.4 < frame["settled"].mean() < 0.9  # three intervals a configuration: two settled
+
+
+def test_sweep_flags():
+    from perflearn.manage.policies import Sweep
+
+    with pytest.raises(ValueError, match="hold >= 1"):
+        Sweep(SPACE, TARGET, 1000.0, 1.0, hold=0)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+def test_live_sweep_profiles_for_a_model_the_manager_takes(tmp_path):
+    """``-p sweep --trace ladder`` on a real memcached, alone (no static pass), then a
+    model fitted on its settled intervals at the offered rate, which the manager accepts."""
+    import pandas as pd
+
+    from perflearn.learn import load
+    from perflearn.manage.compare import model_predictor
+
+    csv = manage_live_memcached(tmp_path, "-p", "sweep", "--trace", "ladder", "--cores", "1", "--levels", "2",
+                                "--interval", "0.5", "--step-seconds", "3")
+    frame = pd.read_csv(csv)
+    assert set(frame["policy"]) == {"sweep"} and len(frame) == 66  # 11 steps of 3 s, no static pass
+    assert sorted(frame["offered_rps"].unique()) == pytest.approx([800 * i for i in range(1, 12)])
+    low = frame[frame["offered_rps"] == 800]
+    assert set(low["level"]) == {0.5, 1.0}  # both configurations ran at the lowest load
+    result = CliRunner().invoke(app, ["fit", "--csv", str(csv), "--where", "settled and p95 > 0", "-t", "p95",
+                                      "-f", "level,offered_rps", "--context-cols", "offered_rps", "--family", "rf",
+                                      "-o", str(tmp_path / "p95.model")])
+    assert result.exit_code == 0, result.output
+    assert f"of {len(frame)} rows" in result.output
+    predict = model_predictor(load(tmp_path / "p95.model"), 1.0)
+    mean, _ = predict(pd.DataFrame({"cores": [1, 1], "level": [0.5, 1.0], "rps": [4000.0, 4000.0]}))
+    assert np.all((mean > 0) & (mean < 1.0))  # seconds, as the manager's
+
+
+def test_one_interval_over_the_target_is_no_verdict_on_a_configuration_two_are():
+    """The first interval after a switch is not judged, one settled miss is noise, two
+    (or one over twice the target) skip the configuration and all no faster; the maximum
+    is never skipped."""
+    from perflearn.manage.policies import Sweep
+
+    space = ConfigSpace.make(2, 2)  # tried in the order 2c@1, 1c@1, 2c@0.5, 1c@0.5
+
+    def run(p95_of):
+        """The configurations decided, each interval's p95 from p95_of(its configuration,
+        the intervals it has run in a row, this one included)."""
+        import itertools
+
+        policy, config, ran = Sweep(space, TARGET, 10_000.0, 1.0), space.maximum, [space.maximum]
+        for t in range(24):
+            n = len(list(itertools.takewhile(lambda c: c == config, reversed(ran))))
+            config = policy.decide(obs(t, 1000.0, p95_of(config, n), config, 0.1))
+            ran.append(config)
+        return ran[1:]
+
+    one_core, two_half, one_half = Configuration(1, 1.0), Configuration(2, 0.5), Configuration(1, 0.5)
+    # 1c@1 over the target in its 1st (unsettled) and 2nd intervals only: one strike, kept
+    ran = run(lambda c, n: 1.5 * TARGET if c == one_core and n <= 2 else 0.5 * TARGET)
+    assert ran[:13] == [space.maximum] * 3 + [one_core] * 3 + [two_half] * 3 + [one_half] * 3 + [space.maximum]
+    # 1c@1 over the target throughout: two settled misses, drained at the maximum, and
+    # 1c@1, 2c@0.5, 1c@0.5 (no faster) are skipped at this load from then on
+    ran = run(lambda c, n: 1.5 * TARGET if c == one_core else 0.5 * TARGET)
+    assert ran[:7] == [space.maximum] * 3 + [one_core] * 3 + [space.maximum]
+    assert set(ran[7:]) == {space.maximum}
+    # the maximum over the target throughout: never skipped, the others still measured
+    ran = run(lambda c, n: 1.5 * TARGET if c == space.maximum else 0.5 * TARGET)
+    assert set(ran) == set(space)

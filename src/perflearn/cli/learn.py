@@ -32,6 +32,7 @@ TargetOpt = Annotated[str, typer.Option("--target", "-t", help="Metric to model.
 FeaturesOpt = Annotated[Optional[str], typer.Option("--features", "-f", help="Comma-separated features (default: all knobs and context).")]
 MetricsOpt = Annotated[Optional[str], typer.Option("--metrics", "-m", help="CSV: comma-separated metric columns (default: the target and any constrained metric).")]
 ContextColsOpt = Annotated[Optional[str], typer.Option("--context-cols", help="CSV: comma-separated context columns (situation, not choice).")]
+WhereOpt = Annotated[Optional[str], typer.Option("--where", help="Keep only the rows where this holds: a pandas expression over the CSV's columns or the experiment's knobs, metrics and context (e.g. \"settled and policy == 'sweep'\").")]
 PerSampleOpt = Annotated[bool, typer.Option("--per-sample", help="Experiment: one row per sample time of each run (e.g. every wire interval); sampled signals are metrics, or features when named in --context-cols.")]
 FamilyOpt = Annotated[str, typer.Option("--family", help="cart, rf, gbm, svr, mlp, linear, bayes, knn, gp, or auto (chosen by CV).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
@@ -52,11 +53,13 @@ def load_dataset(
     context_cols: list[str] | None = None,
     per_sample: bool = False,
     warmup: float = 0.0,
+    rows: str | None = None,
 ) -> "Dataset":
     """The runs to learn from: a CSV or a stored experiment (exactly one). With
     ``per_sample``, a stored experiment gives one row per run and sample time (its
     collectors' time series, e.g. every wire interval), and sampled signals named in
-    ``context_cols`` are features rather than metrics."""
+    ``context_cols`` are features rather than metrics. ``rows``: keep only the rows
+    where this pandas expression holds (``--where``)."""
     from perflearn.store import Dataset
 
     if csv is not None and experiment is not None:
@@ -71,7 +74,16 @@ def load_dataset(
         missing = [m for m in metrics if m not in head]
         if missing:
             raise UsageError(f"no column {missing[0]!r} (columns: {', '.join(head)})", where=str(csv))
-        return Dataset.from_csv(csv, metrics=metrics, context=context_cols)
+        if rows is None:
+            return Dataset.from_csv(csv, metrics=metrics, context=context_cols)
+        import pandas as pd
+
+        from perflearn.store.dataset import csv_errors
+
+        with csv_errors(csv):
+            raw = pd.read_csv(csv)
+        return Dataset.from_frame(_rows_where(raw, rows).reset_index(drop=True), metrics=metrics, context=context_cols,
+                                  name=csv.stem, where=str(csv))
     try:
         from perflearn.store import open_store  # type: ignore[attr-defined]
     except ImportError:
@@ -95,7 +107,23 @@ def load_dataset(
                 raise UsageError(f"no feature {c!r} (features: {', '.join(ds.features)})", where="--context-cols")
         ds.knobs = [k for k in ds.knobs if k not in context_cols]
         ds.context = [*ds.context, *[c for c in context_cols if c not in ds.context]]
+    if rows is not None:
+        ds.frame = _rows_where(ds.frame, rows).reset_index(drop=True)
     return ds
+
+
+def _rows_where(frame: "pd.DataFrame", expression: str) -> "pd.DataFrame":
+    """The rows of ``frame`` where ``expression`` holds; a bad expression, or one no row
+    meets, is one line naming it."""
+    try:
+        kept = frame.query(expression, engine="python")
+    except Exception as exc:  # pandas raises what the expression's evaluation raises
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"cannot keep the rows where {expression!r}: {why}", where="--where") from None
+    if kept.empty:
+        raise UsageError(f"no row of {len(frame)} has {expression!r}", where="--where")
+    terminal.info(f"--where: {len(kept)} of {len(frame)} rows")
+    return kept
 
 
 def _csv_columns(path: Path) -> list[str]:
@@ -202,6 +230,7 @@ def fit(
     weights: Annotated[str, typer.Option("--weights", help="auto: how candidates are combined. near-ties: equal average of those within 20% of the best CV error (geometric when scored by relative error); inverse: every candidate, weighted by 1/CV error^2; auto: inverse on small data, else near-ties.")] = "auto",
     per_sample: PerSampleOpt = False,
     warmup: Annotated[float, typer.Option("--warmup", help="--per-sample: leave out samples of each run's first SECONDS (e.g. a preload).")] = 0.0,
+    where: WhereOpt = None,
     param: ParamOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
@@ -210,7 +239,8 @@ def fit(
 
     if warmup and not per_sample:
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
-    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup)
+    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup,
+                      where)
     if per_sample:
         terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; cross-validation folds "
                       "are by run (all samples of a run in one fold)")
@@ -286,6 +316,7 @@ def evaluate(
     figures: Annotated[Optional[Path], typer.Option("--figures", help="Write PNG figures and an HTML page here.")] = None,
     per_sample: PerSampleOpt = False,
     warmup: Annotated[float, typer.Option("--warmup", help="--per-sample: leave out samples of each run's first SECONDS (e.g. a preload).")] = 0.0,
+    where: WhereOpt = None,
     param: ParamOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
@@ -301,7 +332,8 @@ def evaluate(
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
     if curve not in ("none", "inverse-kfold", "fraction"):  # before any work (it failed after the CV table)
         raise UsageError(f"must be none, inverse-kfold or fraction, got {curve!r}", where="--curve")
-    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup)
+    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup,
+                      where)
     data = training_data(ds, target, _split(features))
     lt = _log_opt(log_target)
     params = _hyper(param)

@@ -21,7 +21,9 @@ from .app import app, check_png
 # written out, not joined from POLICY_NAMES: importing the policies (numpy, pandas) would
 # slow every CLI start-up; keep the two in step
 POLICY_HELP = ("static, ondemand, hipster, heracles, heracles-2min, heimdall, heimdall-uncertain, heimdall-online, "
-               "heimdall-cheapest, or all (repeatable)")
+               "heimdall-cheapest, or all (repeatable); or sweep: profiling for heimdall's model, every configuration "
+               "at every load (with --trace ladder)")
+TRACES = ("steps", "diurnal", "ladder")  # perflearn.manage.simulator.TRACES, written out for the same reason
 
 
 @app.command()
@@ -41,13 +43,17 @@ def manage(
                           "k times slower or faster.")] = None,
     follow_cost: Annotated[bool, typer.Option("--follow-cost/--no-follow-cost", help="Simulator: heimdall also gets "
                            "its profile's CPU time per request and follows the service's.")] = True,
+    headroom: Annotated[Optional[float], typer.Option(help="The cheapest Heimdall rules run a configuration only where "
+                                "the load's CPU demand is at most this fraction of its capacity (cores x speed), "
+                                "when any forecast to meet the target has it (default: 1 - slack = 0.9).")] = None,
     cores: Annotated[int, typer.Option(help="Cores the service may use.")] = 3,
     levels: Annotated[int, typer.Option(help="Speed levels (frequencies, or CFS quota steps).")] = 17,
     mu: Annotated[float, typer.Option(help="Requests/s one core serves at full speed (simulator).")] = 12000.0,
     base_us: Annotated[float, typer.Option("--base-us", help="Network and stack delay, µs (simulator).")] = 100.0,
     trace: Annotated[str, typer.Option(help="Load: steps (0->100->0 % in 20 % steps, each held "
                                 "--step-seconds) or diurnal (10 -> 100 -> 10 % of the maximum load, a day compressed into "
-                                "12 steps' time; live, perflearn-load replays it as a trace).")] = "steps",
+                                "12 steps' time; live, perflearn-load replays it as a trace) or ladder (10 -> 110 % in 10 % steps, "
+                                "for -p sweep).")] = "steps",
     step_seconds: Annotated[float, typer.Option(help="How long each load step is held.")] = 50.0,
     interval: Annotated[float, typer.Option(help="Control interval, seconds.")] = 1.0,
     react_ms: Annotated[float, typer.Option("--react-ms", help="Heimdall reacts to a load rise inside the interval, "
@@ -72,16 +78,19 @@ def manage(
 ) -> None:
     """Run QoS policies on a service's load trace; report QoS guarantee, tardiness, energy, changes."""
     from perflearn.manage.config import ConfigSpace
-    from perflearn.manage.policies import POLICY_NAMES, with_learning
+    from perflearn.manage.policies import POLICY_NAMES, PROFILERS, with_learning
 
     names = list(POLICY_NAMES) if "all" in policy else list(dict.fromkeys(policy))
-    unknown = [n for n in names if n not in POLICY_NAMES]
+    unknown = [n for n in names if n not in (*POLICY_NAMES, *PROFILERS)]
     if unknown:
-        raise UsageError(f"--policy: unknown policy {unknown[0]!r} (one of: {', '.join(POLICY_NAMES)}, all)")
+        raise UsageError(f"--policy: unknown policy {unknown[0]!r} (one of: {', '.join((*POLICY_NAMES, *PROFILERS))}, "
+                         "all)")
     # NaN passes every comparison as False: finite and positive, said positively
     for option, value in (("--target-ms", target_ms), ("--max-rps", max_rps), ("--mu", mu)):
         if value is not None and not (0 < value < math.inf):
             raise UsageError(f"{option}: a finite number > 0, got {value:g}")
+    if headroom is not None and not (0 < headroom <= 1):  # NaN too
+        raise UsageError(f"--headroom: a fraction of the capacity in (0, 1], got {headroom:g}")
     if not (0 <= base_us <= 1e6):  # NaN too
         raise UsageError(f"--base-us: a delay of 0 to 1e6 us (one second), got {base_us:g}")
     if seed < 0:
@@ -89,8 +98,8 @@ def manage(
     if model_unit not in ("us", "ms", "s"):
         raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
     check_png(figure, "--figure")
-    if trace not in ("steps", "diurnal"):
-        raise UsageError(f"--trace: expected steps or diurnal, got {trace!r}")
+    if trace not in TRACES:
+        raise UsageError(f"--trace: expected {', '.join(TRACES)}, got {trace!r}")
     if seeds < 1:
         raise UsageError(f"--seeds: at least 1, got {seeds}")
     if not (0 < profiled_speed < math.inf):
@@ -110,7 +119,12 @@ def manage(
         power_ = power_model(power)
     except ValueError as exc:
         raise UsageError(f"--power: {exc}") from None
-    rows = with_learning(["static", *[n for n in names if n != "static"]])
+    if "sweep" in names and step_seconds / interval < 3 * len(space):  # Sweep.hold intervals each
+        terminal.warn(f"sweep: {step_seconds:g}-s steps hold {step_seconds / interval:.0f} intervals, fewer than 3 for each "
+                      f"of the {len(space)} configurations: each load measures only the fastest of them")
+    # a profile alone needs no static pass: nothing is compared
+    profiling = not simulate and all(n in PROFILERS for n in names)
+    rows = with_learning(([] if profiling else ["static"]) + [n for n in names if n != "static"])
     recording = _recording(store, name or f"manage-{'sim' if simulate else 'live'}-{time.strftime('%Y%m%d-%H%M%S')}",
                            rows if seeds == 1 or not simulate else [f"{r}@{s}" for s in range(seed, seed + seeds) for r in rows],
                            f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels",
@@ -119,7 +133,7 @@ def manage(
         _check_simulation_size(space, trace, step_seconds, interval, mu)
         with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
-                      csv, record, power_, tick, profiled_speed, follow_cost)
+                      csv, record, power_, tick, profiled_speed, follow_cost, headroom)
         return
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
@@ -130,7 +144,7 @@ def manage(
     with recording as record:
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, model,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
-              shlex.split(load_args), power_, tick, cost_model)
+              shlex.split(load_args), power_, tick, cost_model, profiling, headroom)
 
 
 # The simulator's bounds: a trace of at most this many intervals, and a note above this many
@@ -143,7 +157,7 @@ SIMULATION_SLOW = 500_000
 def _check_simulation_size(space, trace: str, step_seconds: float, interval: float, mu: float) -> None:
     if not 1 <= mu <= 1e9:  # the simulated service's latencies stay representable
         raise UsageError(f"--mu: requests/s one core serves, 1 to 1e9 in the simulator, got {mu:g}")
-    intervals = (11 if trace == "steps" else 12) * step_seconds / interval
+    intervals = (12 if trace == "diurnal" else 11) * step_seconds / interval
     if intervals > SIMULATION_INTERVALS:
         raise UsageError(f"--step-seconds/--interval: the {trace} trace would be {intervals:.3g} intervals, more than "
                          f"the simulator's {SIMULATION_INTERVALS:,}: shorter steps or a longer --interval")
@@ -169,7 +183,7 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 
 
 def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,
-          figure, csv, record, load_args, power, tick, cost_dir=None) -> None:
+          figure, csv, record, load_args, power, tick, cost_dir=None, profiling=False, headroom=None) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import figure as draw, model_predictor
@@ -177,7 +191,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     from perflearn.manage.loop import passes, summarize
     from perflearn.manage.policies import make_policy
     from perflearn.manage.power import rapl_or_none
-    from perflearn.manage.simulator import diurnal_profile
+    from perflearn.manage.simulator import expand, steps_profile, trace_segments
     from perflearn.runner.process import free_port
 
     from perflearn.learn import load
@@ -188,13 +202,14 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     if rapl_or_none() is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
     workdir = tempfile.TemporaryDirectory(prefix="perflearn-manage-")
-    if trace == "steps":
-        intervals = int(11 * step_seconds / interval)
+    if trace == "steps":  # perflearn-load's own steps, whose 0 % is no load (the simulator's is 5 %)
+        segments = [(d, 0.0 if i in (0, 10) else rps) for i, (d, rps) in enumerate(steps_profile(max_rps, step_seconds))]
         shape = ["--profile", "steps", "--step-seconds", f"{step_seconds:g}"]
-    else:  # the simulator's diurnal trace, one rate per interval, as a perflearn-load trace file
-        segments = diurnal_profile(max_rps, 12 * step_seconds, interval)
-        intervals = len(segments)
-        shape = ["--profile", "trace", "--trace", str(write_trace(segments, Path(workdir.name) / "diurnal.trace"))]
+    else:  # the simulator's trace, as a perflearn-load trace file
+        segments = trace_segments(trace, max_rps, step_seconds, interval)
+        shape = ["--profile", "trace", "--trace", str(write_trace(segments, Path(workdir.name) / f"{trace}.trace"))]
+    offered = expand(segments, interval)  # the rate each interval was offered, in the records
+    intervals = len(offered)
     frames = {}
 
     def service(label: str) -> LiveService:
@@ -208,22 +223,23 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
         return live
 
     with workdir:
-        for name in ["static", *[n for n in names if n != "static"]]:
+        for name in ([] if profiling else ["static"]) + [n for n in names if n != "static"]:
             policy = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
-                                 model=predictor, cost_model=cost)
+                                 model=predictor, cost_model=cost, headroom=headroom)
             started = time.monotonic()
-            for label, frame in passes(policy, name, service, intervals, interval, power):  # learning, if any, first
+            for label, frame in passes(policy, name, service, intervals, interval, power, offered):  # learning first
                 frames[label] = frame
-                record(label, frame, frames["static"]["energy_j"].sum(), time.monotonic() - started)
+                static = frames.get("static")
+                record(label, frame, None if static is None else static["energy_j"].sum(), time.monotonic() - started)
                 started = time.monotonic()
-    static_energy = frames["static"]["energy_j"].sum()
+    static_energy = frames["static"]["energy_j"].sum() if "static" in frames else None
     table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes", box=None)
     for name, frame in frames.items():
         if name == "static" and "static" not in names:
             continue
         row = summarize(frame, static_energy)
         table.add_row(name, f"{row['qos_guarantee']:.1f}%", f"{row['qos_tardiness']:.2f}", f"{row['energy_j'] / 1e3:.3f} kJ",
-                      f"{row['energy_reduction']:+.1f}%", str(row["changes"]))
+                      f"{row['energy_reduction']:+.1f}%" if static_energy else "-", str(row["changes"]))
     terminal.out.print(table)
     if figure:
         draw({n: frames[n] for n in names}, figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
@@ -232,7 +248,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
 
 
 def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, seeds, figure, csv, record,
-              power, tick, profiled_speed, follow_cost) -> None:
+              power, tick, profiled_speed, follow_cost, headroom=None) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import across_seeds, figure as draw, simulate
@@ -241,7 +257,7 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     runs = []
     for s in range(seed, seed + seeds):
         run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s), space, names, trace, step_seconds, interval, power,
-                       target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost)
+                       target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost, headroom)
         terminal.info(f"seed {s}: simulated service {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s "
                       f"per core; knee p95 {run.knee_target_s * 1e3:.3f} ms; QoS target {run.target_s * 1e3:.3f} ms; "
                       f"max load {run.max_rps:.0f} req/s"

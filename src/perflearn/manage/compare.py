@@ -83,7 +83,7 @@ def profile_model(profile_frame: pd.DataFrame, family: str = "rf", metric: str =
 
 def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interval_s: float, power: PowerModel,
             target_s: float, max_rps: float, policies: list[str], model=None,
-            tick_s: float | None = None, cost_model=None) -> tuple[pd.DataFrame, dict]:
+            tick_s: float | None = None, cost_model=None, headroom: float | None = None) -> tuple[pd.DataFrame, dict]:
     """Every policy on the same trace; ``tick_s``: the service reports ticks this long
     inside each interval, and the policies that react to them (Heimdall's) do. A policy
     that learns first (Hipster) has its (last) learning pass in the frames and the table
@@ -94,7 +94,7 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
     frames: dict[str, pd.DataFrame] = {}
     for name in ["static", *[p for p in policies if p != "static"]]:
         policy = make_policy(name, space, target_s, max_rps, interval_s, power=power, intervals=len(loads), model=model,
-                             cost_model=cost_model)
+                             cost_model=cost_model, headroom=headroom)
         frames.update(passes(policy, name, service, len(loads), interval_s, power, offered=loads))
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items()]
@@ -116,14 +116,15 @@ class Simulation:
 
 def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace: str, step_s: float,
              interval_s: float, power: PowerModel, target_s: float | None = None,
-             tick_s: float | None = None, profiled_speed: float = 1.0, follow_cost: bool = True) -> Simulation:
+             tick_s: float | None = None, profiled_speed: float = 1.0, follow_cost: bool = True,
+             headroom: float | None = None) -> Simulation:
     """The whole simulated protocol for one noise seed (``server.seed``): knee -> target and
     maximum load, profiling -> Heimdall's model, the trace, every policy on it.
     ``profiled_speed``: the server Heimdall's model was profiled on served this many
     times as fast as the one managed (another input mix, a neighbour since): a model
     that is wrong, most of all near saturation, as forests were live. ``follow_cost``:
     Heimdall also gets the profile's CPU time per request, and follows the service's."""
-    from .simulator import diurnal_profile, expand, steps_profile
+    from .simulator import expand, trace_segments
 
     knee_target, max_rps = qos_from_knee(load_sweep(server, space))
     target = target_s or knee_target
@@ -134,9 +135,10 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
         model, profiled = profile_model(samples), len(samples)
         if follow_cost:
             cost = profile_model(samples.dropna(subset=["cost"]), metric="cost")
-    segments = steps_profile(max_rps, step_s) if trace == "steps" else diurnal_profile(max_rps, 12 * step_s, interval_s)
+    segments = trace_segments(trace, max_rps, step_s, interval_s)
     loads = expand(segments, interval_s)
-    summary, frames = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s, cost)
+    summary, frames = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s, cost,
+                              headroom)
     return Simulation(knee_target, target, max_rps, profiled, summary, frames)
 
 
@@ -183,23 +185,25 @@ def figure(frames: dict[str, pd.DataFrame], path, title: str = "") -> None:
     plt.close(fig)
 
 
-FEEDABLE = ("cores", "level", "quota", "rps", "rate", "wire.rps")
+FEEDABLE = ("cores", "level", "quota", "rps", "rate", "wire.rps", "offered_rps")
 
 
 def model_predictor(model, scale: float, what: str = "the model"):
     """Adapt a perflearn model of tail latency to the Heimdall policy: its features must
-    be among cores, level, quota (= cores x level CPUs) and rps/rate/wire.rps (the load;
-    ``wire.rps`` is the per-interval rate of a model fitted ``--per-sample``);
+    be among cores, level, quota (= cores x level CPUs) and rps/rate/wire.rps/offered_rps
+    (the load; ``wire.rps`` is the per-interval rate of a model fitted ``--per-sample``,
+    ``offered_rps`` the rate a profile by ``-p sweep`` offered each interval);
     ``scale`` turns its unit into seconds (1e-6 for the wire analyzer's microseconds)."""
     from perflearn.errors import UsageError
 
     unknown = [f for f in model.features if f not in FEEDABLE]
     if unknown:
         raise UsageError(f"{what} was trained on {', '.join(model.features)}; the manager can give it only "
-                         f"{', '.join(FEEDABLE)} (quota = cores x level CPUs; rps = rate = wire.rps = the load)")
+                         f"{', '.join(FEEDABLE)} (quota = cores x level CPUs; rps = rate = wire.rps = offered_rps = the load)")
 
     def predict(frame: pd.DataFrame):
-        full = frame.assign(quota=frame["cores"] * frame["level"], rate=frame["rps"], **{"wire.rps": frame["rps"]})
+        full = frame.assign(quota=frame["cores"] * frame["level"], rate=frame["rps"], offered_rps=frame["rps"],
+                            **{"wire.rps": frame["rps"]})
         dist = model.predict_dist(full[model.features])
         return dist["pred"].to_numpy() * scale, dist["std"].to_numpy() * scale
 

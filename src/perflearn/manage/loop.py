@@ -98,6 +98,12 @@ class IntervalRecord:
     changed: bool
     note: str = ""
     reactions: int = 0  # configuration changes inside the interval (the policy reacted to a tick)
+    # its configuration ran through it and the interval before: its latency is that
+    # configuration's, not a switch's or a backlog the one before left (training data: --where settled)
+    settled: bool = False
+    # the service's CPU time per request (busy full-speed CPUs / requests/s), as Heimdall
+    # follows it; a sweep's is the profile of it (--cost-model), measured the same way
+    cpu_us_per_request: float | None = None
 
 
 def control_loop(policy: Policy, service: Service, intervals: int, interval_s: float, power: PowerModel,
@@ -139,6 +145,7 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
             events.clear()
             measured = service.observe(t, react) if reacting else service.observe(t)
             reactions = sum(e.startswith("reacted") for e in events)
+            settled = bool(records) and not records[-1].changed and not records[-1].reactions and not reactions
             if measured is None:
                 note = "latency stream stalled: maximum configuration applied"
                 new = service.space.maximum
@@ -159,7 +166,8 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
                 t, offered[i] if offered else None, measured.rps, measured.p95, measured.p99, policy.target,
                 config.cores, config.level, policy.predicted, measured.utilisation, measured.power_w,
                 measured.power_w * interval_s,
-                new != config, "; ".join([*events, *([note] if note else [])]), reactions))
+                new != config, "; ".join([*events, *([note] if note else [])]), reactions, settled,
+                measured.utilisation * config.cores * config.level / measured.rps * 1e6 if measured.rps > 0 else None))
             if new != config:
                 try:
                     service.apply(new)
@@ -196,7 +204,8 @@ def summarize(frame: pd.DataFrame, static_energy_j: float | None = None) -> dict
         "qos_guarantee": float(met.mean() * 100) if len(valid) else float("nan"),
         "qos_tardiness": float((violating["p95"] / violating["target"]).mean()) if len(violating) else 1.0,
         "energy_j": energy,
-        "energy_reduction": float((1 - energy / static_energy_j) * 100) if static_energy_j else 0.0,
+        # nothing to compare with (a profile run alone): not known, not 0
+        "energy_reduction": float((1 - energy / static_energy_j) * 100) if static_energy_j else float("nan"),
         "changes": int(frame["changed"].sum() + (frame["reactions"].sum() if "reactions" in frame else 0)),
         "intervals": int(len(frame)),
     }

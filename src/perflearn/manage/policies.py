@@ -297,10 +297,14 @@ class Heimdall(Policy):
     def __init__(self, *args, model, slack: float = 0.10, uncertainty_z: float | None = None,
                  power: PowerModel | None = None, recover: bool = True, online: float | None = None,
                  react: bool = True, cheapest: bool = False, distrust_intervals: int = 30, cost_model=None,
-                 cost_window: int = 20, **kwargs):
+                 cost_window: int = 20, headroom: float | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         if online is not None and not 0 < online <= 1:
             raise ValueError(f"online: a weight in (0, 1], got {online}")
+        # the cheapest rules' CPU headroom: the demand at most this fraction of a configuration's capacity
+        self.headroom = 1 - slack if headroom is None else headroom
+        if not 0 < self.headroom <= 1:
+            raise ValueError(f"headroom: a fraction of the capacity in (0, 1], got {self.headroom}")
         self.model, self.slack, self.z, self.recover, self.online = model, slack, uncertainty_z, recover, online
         self.cost_model = cost_model
         self.slowdowns: deque[float] = deque(maxlen=cost_window)  # measured / profiled CPU time per request
@@ -393,7 +397,7 @@ class Heimdall(Policy):
         if not ok.any():  # nothing predicted to meet the target: the lowest latency
             return self.fastest
         if self.cheapest:  # the slack is headroom in CPU too (see the class docstring)
-            roomy = demand <= (1 - self.slack) * self.capacity
+            roomy = demand <= self.headroom * self.capacity
             if (ok & roomy).any():
                 ok &= roomy
         watts = np.array([self.power.watts(c, min(1.0, demand / cap)) for c, cap in zip(self.configs, self.capacity)])
@@ -494,6 +498,95 @@ class Heimdall(Policy):
             self.correction[b] += weight * (np.log(obs.p95 / mean[i]) - self.correction[b])
 
 
+class Sweep(Policy):
+    """Profiling, not QoS: the service's latency over the configurations at every load
+    it carries, measured the way the manager will run it (one long-lived service, the
+    live wire stream, configurations switched at interval boundaries) as the training
+    data of Heimdall's model (``perflearn manage -p sweep --trace ladder``).
+
+    At each load (a tenth of the maximum, as Heimdall's buckets) it starts at the
+    fastest configuration and steps through the others, fastest first, each held
+    ``hold`` intervals. It skips the configurations that cannot carry the load (its
+    demand in busy full-speed CPUs, measured at this load, over ``headroom`` of their
+    capacity: a queue that only grows teaches nothing but a backlog) and every
+    configuration no faster (no more speed, no more capacity) than one that missed the
+    target at this load. A configuration missed when two of its settled intervals
+    (run through the interval before too) missed, or one by more than twice the
+    target; a miss is drained at the maximum for ``drain`` intervals. One interval over
+    the target is no verdict: live, the maximum itself measured 511 and 578 µs in two
+    intervals against 197 µs at 60 % load, then 90-130 µs for 45 s. The maximum is never
+    skipped: its misses are the machine's, and there is nothing faster to run. When
+    every configuration left has run, it goes round again. Why: Heimdall's forest
+    profiled in 5-s runs of a fresh memcached forecast the managed service 1.1-1.4x
+    too fast at the top load and 1.25-1.7x too slow at 20-60 % (bench/manage.md,
+    session 22)."""
+
+    name = "sweep"
+
+    def __init__(self, *args, hold: int = 3, drain: int = 1, headroom: float = 0.95, **kwargs):
+        super().__init__(*args, **kwargs)
+        if hold < 1 or drain < 0 or not 0 < headroom <= 1:
+            raise ValueError(f"sweep: hold >= 1, drain >= 0 and headroom in (0, 1], got {hold}, {drain}, {headroom}")
+        self.hold, self.drain, self.headroom = hold, drain, headroom
+        self.order = sorted(self.space, key=lambda c: (c.cores * c.level, c.level), reverse=True)  # fastest first
+        self.bucket: int | None = None
+        self.queue: list[Configuration] = []
+        self.current: Configuration | None = None  # the configuration under measurement
+        self.left = 0  # its intervals still to run
+        self.strikes = 0  # its settled intervals over the target
+        self.draining = 0
+        self.missed: list[Configuration] = []  # at this load
+        self.demand: list[float] = []  # busy full-speed CPUs at this load, from unsaturated intervals that met the target
+        self.applied = deque([self.space.maximum, self.space.maximum], maxlen=2)  # the last two decisions
+
+    def _bucket(self, rps: float) -> int:
+        return int(round(max(0.0, rps) / self.max_rps * 10))
+
+    def decide(self, obs):
+        config = self._next(obs)
+        self.applied.append(config)
+        return config
+
+    def _next(self, obs) -> Configuration:
+        settled = self.applied[0] == self.applied[1]  # obs.config ran through the interval before too
+        bucket = self._bucket(obs.rps)
+        if bucket != self.bucket:  # a new load: start again from the fastest
+            self.bucket, self.queue, self.missed, self.demand = bucket, [], [], []
+            self.current, self.left, self.draining = None, 0, 0
+        else:
+            if (obs.config == self.current and self.current != self.space.maximum and settled
+                    and not self.draining and obs.p95 > self.target):
+                self.strikes += 1
+                if self.strikes >= 2 or obs.p95 > 2 * self.target:
+                    self.missed.append(obs.config)
+                    self.left, self.draining = 0, self.drain
+                    self.remark = (f"sweep: {obs.config} missed at {obs.rps:.0f} req/s: configurations no faster "
+                                   "are skipped at this load")
+            if obs.utilisation < 0.98 and obs.p95 <= self.target:
+                self.demand.append(obs.busy)
+        if self.draining:
+            self.draining -= 1
+            return self.space.maximum
+        if self.left:
+            self.left -= 1
+            return self.current
+        for _ in range(2):  # the rest of this round, else a new round
+            while self.queue:
+                config = self.queue.pop(0)
+                if self._feasible(config):
+                    self.current, self.left, self.strikes = config, self.hold - 1, 0
+                    return config
+            self.queue = list(self.order)
+        self.current = None  # nothing left to measure at this load
+        return self.space.maximum
+
+    def _feasible(self, config: Configuration) -> bool:
+        demand = float(np.median(self.demand)) if self.demand else 0.0
+        if demand > self.headroom * config.cores * config.level:
+            return False
+        return not any(config.level <= m.level and config.cores * config.level <= m.cores * m.level for m in self.missed)
+
+
 def monotone_fit(values: np.ndarray, shape: tuple[int, int], tolerance: float = 1e-10) -> np.ndarray:
     """The least-squares fit of ``values`` (a grid of ``shape``, raveled row by row) that
     does not increase along rows or columns: isotonic regression on the grid's partial
@@ -535,6 +628,7 @@ def tick_dispersion(counts: list[float], previous: float) -> float:
 
 POLICIES = {cls.name: cls for cls in (Static, Ondemand, Hipster, Heracles, Heracles2Min, Heimdall)}
 POLICY_NAMES = (*POLICIES, "heimdall-uncertain", "heimdall-online", "heimdall-cheapest")
+PROFILERS = ("sweep",)  # measure for a model; not QoS policies (not in "all")
 
 
 def learning_label(name: str) -> str:
@@ -550,18 +644,21 @@ def with_learning(names: list[str]) -> list[str]:
 
 
 def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, interval_s: float, *,
-                power: PowerModel, intervals: int, model=None, react: bool = True, cost_model=None) -> Policy:
+                power: PowerModel, intervals: int, model=None, react: bool = True, cost_model=None,
+                headroom: float | None = None) -> Policy:
     """A policy by name, with the settings this project evaluates it with: Hipster's
     heuristic runs its learning iteration(s) of ``intervals`` each and its Q-table decides
     after them; the Heimdall variants share one latency model (and, when given, the
     profiled CPU time per request it follows) and react to ticks (``react``) where the
-    service reports them."""
+    service reports them; ``headroom``: the cheapest rules' CPU headroom (default 1 - slack)."""
     if name.startswith("heimdall"):
         return Heimdall(space, target_s, max_rps, interval_s, model=model, power=power, cost_model=cost_model,
                         uncertainty_z=1.0 if name == "heimdall-uncertain" else None,
-                        online=0.3 if name == "heimdall-online" else None, react=react,
+                        online=0.3 if name == "heimdall-online" else None, react=react, headroom=headroom,
                         cheapest=name in ("heimdall-cheapest", "heimdall-online"))
     if name == "hipster":
         return Hipster(space, target_s, max_rps, interval_s, power=power,
                        learn_intervals=intervals * Hipster.learning_iterations)
+    if name == "sweep":
+        return Sweep(space, target_s, max_rps, interval_s)
     return POLICIES[name](space, target_s, max_rps, interval_s)

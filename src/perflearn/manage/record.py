@@ -1,7 +1,8 @@
 """A comparison of policies kept in the results store: one experiment, one run per
 policy (knob ``policy``), the summary as the run's metrics and every control interval
-as its samples (load, p95, p99, cores, level, predicted p95, utilisation, power,
-changes inside the interval).
+as its samples (load measured and offered, p95, p99, cores, level, predicted p95,
+utilisation, power, changes inside the interval, whether it was settled, CPU time per
+request).
 
 Each policy's run is written as soon as its loop ends, so an interrupted comparison
 keeps the policies already measured.
@@ -20,8 +21,9 @@ from .loop import summarize
 
 SUMMARY = (("qos_guarantee", "%"), ("qos_tardiness", ""), ("energy_j", "J"), ("energy_reduction", "%"),
            ("changes", ""), ("intervals", ""))
-SERIES = (("rps", "req/s"), ("p95", "s"), ("p99", "s"), ("target", "s"), ("cores", ""), ("level", ""),
-          ("predicted", "s"), ("utilisation", ""), ("power_w", "W"), ("reactions", ""))
+SERIES = (("rps", "req/s"), ("offered_rps", "req/s"), ("p95", "s"), ("p99", "s"), ("target", "s"), ("cores", ""), ("level", ""),
+          ("predicted", "s"), ("utilisation", ""), ("power_w", "W"), ("reactions", ""),
+          ("settled", ""), ("cpu_us_per_request", "us"))
 
 
 class PolicyRecorder:

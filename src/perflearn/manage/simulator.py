@@ -150,11 +150,30 @@ def steps_profile(max_rps: float, step_s: float, fraction: float = 0.2, cycles: 
     return segments * cycles
 
 
+def ladder_profile(max_rps: float, step_s: float, fraction: float = 0.1, top: float = 1.1) -> list[tuple[float, float]]:
+    """A profile's load: ``fraction`` -> ``top`` of max_rps in ``fraction`` steps, each held
+    ``step_s``: every load the manager's traces visit (the steps', the diurnal's at a
+    tenth's resolution, Heimdall's buckets), and one past the maximum."""
+    return [(step_s, i * fraction * max_rps) for i in range(1, int(round(top / fraction)) + 1)]
+
+
 def diurnal_profile(max_rps: float, period_s: float, interval_s: float, low: float = 0.1) -> list[tuple[float, float]]:
     """A day compressed into ``period_s``: a smooth trough and peak (low .. 100 % of max_rps)."""
     steps = int(period_s / interval_s)
     return [(interval_s, max_rps * (low + (1 - low) * 0.5 * (1 - math.cos(2 * math.pi * i / steps))))
             for i in range(steps)]
+
+
+TRACES = ("steps", "diurnal", "ladder")
+
+
+def trace_segments(trace: str, max_rps: float, step_s: float, interval_s: float) -> list[tuple[float, float]]:
+    """(duration, rps) segments of a trace by name (``TRACES``): each is 11 or 12 steps long."""
+    if trace == "steps":
+        return steps_profile(max_rps, step_s)
+    if trace == "ladder":
+        return ladder_profile(max_rps, step_s)
+    return diurnal_profile(max_rps, 12 * step_s, interval_s)
 
 
 def expand(profile: list[tuple[float, float]], interval_s: float) -> list[float]:
