@@ -1071,3 +1071,12 @@ def test_one_interval_over_the_target_is_no_verdict_on_a_configuration_two_are()
     # the maximum over the target throughout: never skipped, the others still measured
     ran = run(lambda c, n: 1.5 * TARGET if c == space.maximum else 0.5 * TARGET)
     assert set(ran) == set(space)
+
+
+def test_a_live_trace_offers_each_whole_interval_the_rate_at_its_midpoint():
+    from perflearn.manage.simulator import ladder_profile, per_interval
+
+    ladder = ladder_profile(1000.0, 3.0)
+    assert per_interval(ladder, 1.0) == expand(ladder, 1.0)  # whole intervals a step: the simulator's
+    uneven = per_interval(ladder, 2.0)  # 33 s of 2-s intervals: 16, each the rate at its midpoint (1, 3, 5, 7 s)
+    assert len(uneven) == 16 and uneven[:4] == pytest.approx([100.0, 200.0, 200.0, 300.0])

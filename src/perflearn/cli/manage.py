@@ -191,7 +191,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     from perflearn.manage.loop import passes, summarize
     from perflearn.manage.policies import make_policy
     from perflearn.manage.power import rapl_or_none
-    from perflearn.manage.simulator import expand, steps_profile, trace_segments
+    from perflearn.manage.simulator import per_interval, steps_profile, trace_segments
     from perflearn.runner.process import free_port
 
     from perflearn.learn import load
@@ -208,7 +208,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     else:  # the simulator's trace, as a perflearn-load trace file
         segments = trace_segments(trace, max_rps, step_seconds, interval)
         shape = ["--profile", "trace", "--trace", str(write_trace(segments, Path(workdir.name) / f"{trace}.trace"))]
-    offered = expand(segments, interval)  # the rate each interval was offered, in the records
+    offered = per_interval(segments, interval)  # the rate each interval was offered, in the records
     intervals = len(offered)
     frames = {}
 

@@ -176,6 +176,15 @@ def trace_segments(trace: str, max_rps: float, step_s: float, interval_s: float)
     return diurnal_profile(max_rps, 12 * step_s, interval_s)
 
 
+def per_interval(profile: list[tuple[float, float]], interval_s: float) -> list[float]:
+    """The rate offered in each whole interval of a (duration, rps) trace, at its midpoint:
+    a live trace's intervals, whose steps need not last a whole number of them."""
+    ends = np.cumsum([duration for duration, _ in profile])
+    count = int(ends[-1] / interval_s + 1e-9) if len(ends) else 0
+    at = np.searchsorted(ends, (np.arange(count) + 0.5) * interval_s, side="right")
+    return [profile[i][1] for i in at]
+
+
 def expand(profile: list[tuple[float, float]], interval_s: float) -> list[float]:
     """Load per control interval from (duration, rps) segments."""
     out = []
