@@ -1055,7 +1055,9 @@ def test_one_interval_over_the_target_is_no_verdict_on_a_configuration_two_are()
         policy, config, ran = Sweep(space, TARGET, 10_000.0, 1.0), space.maximum, [space.maximum]
         for t in range(24):
             n = len(list(itertools.takewhile(lambda c: c == config, reversed(ran))))
-            config = policy.decide(obs(t, 1000.0, p95_of(config, n), config, 0.1))
+            settled = len(ran) > 1 and ran[-2] == config  # as the loop says: it ran the interval before too
+            p95 = p95_of(config, n)
+            config = policy.decide(Observation(t, 1000.0, p95, p95, config, 0.1, 30.0, settled))
             ran.append(config)
         return ran[1:]
 

@@ -74,16 +74,8 @@ def load_dataset(
         missing = [m for m in metrics if m not in head]
         if missing:
             raise UsageError(f"no column {missing[0]!r} (columns: {', '.join(head)})", where=str(csv))
-        if rows is None:
-            return Dataset.from_csv(csv, metrics=metrics, context=context_cols)
-        import pandas as pd
-
-        from perflearn.store.dataset import csv_errors
-
-        with csv_errors(csv):
-            raw = pd.read_csv(csv)
-        return Dataset.from_frame(_rows_where(raw, rows).reset_index(drop=True), metrics=metrics, context=context_cols,
-                                  name=csv.stem, where=str(csv))
+        # every other column of a CSV is a knob, kept in the frame: --where sees them all
+        return _keep_rows(Dataset.from_csv(csv, metrics=metrics, context=context_cols), rows)
     try:
         from perflearn.store import open_store  # type: ignore[attr-defined]
     except ImportError:
@@ -107,14 +99,15 @@ def load_dataset(
                 raise UsageError(f"no feature {c!r} (features: {', '.join(ds.features)})", where="--context-cols")
         ds.knobs = [k for k in ds.knobs if k not in context_cols]
         ds.context = [*ds.context, *[c for c in context_cols if c not in ds.context]]
-    if rows is not None:
-        ds.frame = _rows_where(ds.frame, rows).reset_index(drop=True)
-    return ds
+    return _keep_rows(ds, rows)
 
 
-def _rows_where(frame: "pd.DataFrame", expression: str) -> "pd.DataFrame":
-    """The rows of ``frame`` where ``expression`` holds; a bad expression, or one no row
-    meets, is one line naming it."""
+def _keep_rows(ds: "Dataset", expression: str | None) -> "Dataset":
+    """``ds`` with only the rows where ``expression`` holds (all of them for None); a bad
+    expression, or one no row meets, is one line naming it."""
+    if expression is None:
+        return ds
+    frame = ds.frame
     try:
         kept = frame.query(expression, engine="python")
     except Exception as exc:  # pandas raises what the expression's evaluation raises
@@ -123,7 +116,8 @@ def _rows_where(frame: "pd.DataFrame", expression: str) -> "pd.DataFrame":
     if kept.empty:
         raise UsageError(f"no row of {len(frame)} has {expression!r}", where="--where")
     terminal.info(f"--where: {len(kept)} of {len(frame)} rows")
-    return kept
+    ds.frame = kept.reset_index(drop=True)
+    return ds
 
 
 def _csv_columns(path: Path) -> list[str]:

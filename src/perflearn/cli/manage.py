@@ -203,7 +203,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
     workdir = tempfile.TemporaryDirectory(prefix="perflearn-manage-")
     if trace == "steps":  # perflearn-load's own steps, whose 0 % is no load (the simulator's is 5 %)
-        segments = [(d, 0.0 if i in (0, 10) else rps) for i, (d, rps) in enumerate(steps_profile(max_rps, step_seconds))]
+        segments = steps_profile(max_rps, step_seconds, floor=0.0)
         shape = ["--profile", "steps", "--step-seconds", f"{step_seconds:g}"]
     else:  # the simulator's trace, as a perflearn-load trace file
         segments = trace_segments(trace, max_rps, step_seconds, interval)

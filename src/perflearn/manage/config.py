@@ -23,6 +23,11 @@ class Configuration:
     def __str__(self) -> str:
         return f"{self.cores}c@{self.level:g}"
 
+    def no_faster_than(self, other: "Configuration") -> bool:
+        """No more speed and no more capacity (cores x speed) than ``other``: an M/M/c queue
+        with slower servers and no more total rate is never faster."""
+        return self.level <= other.level and self.cores * self.level <= other.cores * other.level
+
 
 @dataclass(frozen=True)
 class ConfigSpace:

@@ -145,7 +145,9 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
             events.clear()
             measured = service.observe(t, react) if reacting else service.observe(t)
             reactions = sum(e.startswith("reacted") for e in events)
+            # its configuration ran through it and the interval before: the record's and the policy's to know
             settled = bool(records) and not records[-1].changed and not records[-1].reactions and not reactions
+            cost_us = None
             if measured is None:
                 note = "latency stream stalled: maximum configuration applied"
                 new = service.space.maximum
@@ -153,7 +155,9 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
             else:
                 power_w = measured.power_w if measured.power_w is not None else power.watts(config, measured.utilisation)
                 measured.power_w = power_w
-                obs = Observation(t, measured.rps, measured.p95, measured.p99, config, measured.utilisation, power_w)
+                obs = Observation(t, measured.rps, measured.p95, measured.p99, config, measured.utilisation, power_w,
+                                  settled)
+                cost_us = obs.busy / obs.rps * 1e6 if obs.rps > 0 else None
                 try:
                     new = policy.decide(obs)
                     note, policy.remark = policy.remark, ""
@@ -166,8 +170,7 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
                 t, offered[i] if offered else None, measured.rps, measured.p95, measured.p99, policy.target,
                 config.cores, config.level, policy.predicted, measured.utilisation, measured.power_w,
                 measured.power_w * interval_s,
-                new != config, "; ".join([*events, *([note] if note else [])]), reactions, settled,
-                measured.utilisation * config.cores * config.level / measured.rps * 1e6 if measured.rps > 0 else None))
+                new != config, "; ".join([*events, *([note] if note else [])]), reactions, settled, cost_us))
             if new != config:
                 try:
                     service.apply(new)

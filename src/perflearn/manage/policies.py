@@ -51,6 +51,7 @@ class Observation:
     config: Configuration
     utilisation: float
     power_w: float
+    settled: bool = False  # its configuration ran through the interval before too (the loop knows)
 
     @property
     def busy(self) -> float:
@@ -317,9 +318,7 @@ class Heimdall(Policy):
         self.capacity = (self.grid["cores"] * self.grid["level"]).to_numpy()  # full-speed cores each can keep busy
         self.fastest = self.configs.index(self.space.maximum)  # fewer cores or less speed is never faster
         self.dominates = np.array([[d.cores >= c.cores and d.level >= c.level for d in self.configs] for c in self.configs])
-        # no faster than d: speed and total capacity no higher (an M/M/c queue's response time is then no lower)
-        self.no_faster = np.array([[c.level <= d.level and c.cores * c.level <= d.cores * d.level for d in self.configs]
-                                   for c in self.configs])
+        self.no_faster = np.array([[c.no_faster_than(d) for d in self.configs] for c in self.configs])
         self.grid_shape = (len(self.space.cores), len(self.space.levels))  # self.configs, cores by levels
         self.buckets = 10  # online corrections: per tenth of the maximum load
         self.correction = np.zeros(self.buckets + 1)  # log(measured / predicted), shared by the configurations
@@ -537,24 +536,17 @@ class Sweep(Policy):
         self.draining = 0
         self.missed: list[Configuration] = []  # at this load
         self.demand: list[float] = []  # busy full-speed CPUs at this load, from unsaturated intervals that met the target
-        self.applied = deque([self.space.maximum, self.space.maximum], maxlen=2)  # the last two decisions
 
     def _bucket(self, rps: float) -> int:
         return int(round(max(0.0, rps) / self.max_rps * 10))
 
     def decide(self, obs):
-        config = self._next(obs)
-        self.applied.append(config)
-        return config
-
-    def _next(self, obs) -> Configuration:
-        settled = self.applied[0] == self.applied[1]  # obs.config ran through the interval before too
         bucket = self._bucket(obs.rps)
         if bucket != self.bucket:  # a new load: start again from the fastest
             self.bucket, self.queue, self.missed, self.demand = bucket, [], [], []
             self.current, self.left, self.draining = None, 0, 0
         else:
-            if (obs.config == self.current and self.current != self.space.maximum and settled
+            if (obs.config == self.current and self.current != self.space.maximum and obs.settled
                     and not self.draining and obs.p95 > self.target):
                 self.strikes += 1
                 if self.strikes >= 2 or obs.p95 > 2 * self.target:
@@ -584,7 +576,7 @@ class Sweep(Policy):
         demand = float(np.median(self.demand)) if self.demand else 0.0
         if demand > self.headroom * config.cores * config.level:
             return False
-        return not any(config.level <= m.level and config.cores * config.level <= m.cores * m.level for m in self.missed)
+        return not any(config.no_faster_than(m) for m in self.missed)
 
 
 def monotone_fit(values: np.ndarray, shape: tuple[int, int], tolerance: float = 1e-10) -> np.ndarray:

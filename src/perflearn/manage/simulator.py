@@ -141,12 +141,15 @@ def calibrate(rps: list[float], p95_s: list[float], cores: int) -> ServerModel:
     return ServerModel(mu_max=float(fit.x[0]), base_s=float(fit.x[1]))
 
 
-def steps_profile(max_rps: float, step_s: float, fraction: float = 0.2, cycles: int = 1) -> list[tuple[float, float]]:
+def steps_profile(max_rps: float, step_s: float, fraction: float = 0.2, cycles: int = 1,
+                  floor: float | None = None) -> list[tuple[float, float]]:
     """The seed's load: 0 -> 100 -> 0 % of max_rps in ``fraction`` steps, each held ``step_s``.
-    Returns (duration_s, rps) segments; 0 % is taken as one step's worth of a light load."""
+    Returns (duration_s, rps) segments; 0 % is taken as ``floor`` of max_rps, by default a
+    light load of a quarter step (perflearn-load's own steps offer nothing: ``floor=0``)."""
+    floor = fraction / 4 if floor is None else floor
     levels = [round(i * fraction, 6) for i in range(int(round(1 / fraction)) + 1)]
     up_down = levels + levels[-2::-1]
-    segments = [(step_s, max(level, fraction / 4) * max_rps) for level in up_down]
+    segments = [(step_s, max(level, floor) * max_rps) for level in up_down]
     return segments * cycles
 
 
