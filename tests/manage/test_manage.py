@@ -273,7 +273,7 @@ def test_heimdall_cheapest_keeps_the_slack_as_cpu_headroom():
     utilisation, forecast far under target, and missed it in some intervals. Of the
     configurations forecast to meet the target, the cheapest rules take one whose capacity
     leaves the slack free at the demand the load has needed in its recent intervals; where
-    none does, latency alone."""
+    none does, the maximum."""
     forecast = lambda frame: (np.full(len(frame), 0.07e-3), np.full(len(frame), 0.01e-3))
     tx1 = power_model("tx1")
 
@@ -288,7 +288,7 @@ def test_heimdall_cheapest_keeps_the_slack_as_cpu_headroom():
         assert capacity * 0.9 >= 0.475  # not 1c@0.5 or 2c@0.25, the cheaper ones
         assert tx1.watts(busy, 0.475 / capacity) <= tx1.watts(Configuration(1, 0.75), 0.475 / 0.75)
         saturated = held(policy, obs(utilisation=1.0, config=SPACE.maximum))  # 3 cores busy: no headroom anywhere
-        assert saturated == Configuration(1, 0.25)  # then the target alone decides
+        assert saturated == SPACE.maximum  # then the most there is
     seed_rule = make_policy("heimdall", SPACE, TARGET, 10_000, 1.0, power=tx1, intervals=10, model=forecast)
     assert seed_rule.decide(obs(utilisation=0.95, config=Configuration(1, 0.5))) == Configuration(1, 0.25)
     # a wider headroom (--headroom 0.6): the same demand takes a larger configuration
@@ -345,6 +345,65 @@ def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
     seed_rule.decide(seen(1, 80e-6, space.maximum))
     seed_rule.decide(seen(2, 900e-6, quarter))
     assert seed_rule.decide(seen(3, 80e-6, space.maximum)) == quarter
+
+
+def test_misses_close_together_hold_the_maximum_longer():
+    """Live, this machine's misses come in spells, and the cheapest rule met each with the
+    distrusted configuration's neighbour at once (session 23). An isolated miss drains for
+    one interval, as before; the n-th run of misses within 60 s holds the maximum for
+    2^(n-1) intervals from its last miss; a run of consecutive misses (a backlog) is one."""
+    space = ConfigSpace.make(2, 4)
+    flat = lambda frame: (np.full(len(frame), 80e-6), np.zeros(len(frame)))
+    policy = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=power_model("tx1"), intervals=10,
+                         model=flat)
+
+    ran = [space.maximum]
+
+    def at(t, p95):  # whether the maximum is applied after this interval (of the configuration last chosen)
+        config = ran[-1]
+        ran.append(policy.decide(Observation(float(t), 7_500.0, p95, p95, config, 0.01 / config.level, 1.0)))
+        return ran[-1] == space.maximum
+
+    assert not at(0, 80e-6)
+    held = [at(t, 900e-6 if t in (1, 3, 6, 7) else 80e-6) for t in range(1, 13)]
+    # miss at 1: 1 interval; at 3: 2; at 6-7 (one run, the third): 4 from 7, decided at 7, 8, 9, 10
+    assert held == [True, False, True, True, False, True, True, True, True, True, False, False]
+    assert not policy.holding
+    assert at(71, 900e-6) and not at(72, 80e-6)  # 60 s on, an isolated miss again
+    unheld = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=power_model("tx1"), intervals=10,
+                         model=flat)
+    unheld.recover = False
+    assert unheld.decide(Observation(1.0, 7_500.0, 900e-6, 900e-6, space.maximum, 0.1, 1.0)) != space.maximum
+
+
+def test_a_rise_the_configuration_cannot_carry_drains_even_when_forecast_to_meet_the_target():
+    """Live (session 23, round 3) one core at half speed, sized for 15k req/s, met a step
+    to 22.8k at 91 % utilisation and 290 µs, with no reaction: the forest forecast it
+    109 µs there. The cheapest rules' reaction keeps the CPU headroom their decisions
+    keep, at the CPU time per request measured lately; the seed's rule does not."""
+    space = ConfigSpace.make(2, 4)
+    flat = lambda frame: (np.full(len(frame), 80e-6), np.zeros(len(frame)))
+    tx1 = power_model("tx1")
+    reactions = {}
+    for name in ("heimdall-cheapest", "heimdall"):
+        policy = make_policy(name, space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat)
+        half = Configuration(1, 0.5)
+        for t in (1, 2):  # 15k req/s on 0.35 busy CPUs
+            chosen = policy.decide(Observation(float(t), 15_000.0, 80e-6, 80e-6, half, 0.7, 1.0))
+        assert chosen == half or name == "heimdall"  # the seed's rule keeps no headroom: it took a quarter
+        carried = [policy.react(19_000.0, 0.02, half) for _ in range(2)]  # 0.44 CPUs: within 90 % of 0.5
+        reactions[name] = carried + [policy.react(24_000.0, 0.02, half) for _ in range(2)]  # 0.56: not
+    assert reactions["heimdall-cheapest"] == [None, None, None, space.maximum]
+    assert reactions["heimdall"] == [None] * 4
+
+    # from idle no CPU time per request is measured yet: the profiled one (the cost model) judges
+    cost_model = lambda frame: (np.full(len(frame), 30e-6), np.zeros(len(frame)))
+    for model_of_cost, expected in ((cost_model, space.maximum), (None, None)):
+        policy = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat,
+                             cost_model=model_of_cost)
+        idle = policy.decide(Observation(1.0, 0.0, 0.0, 0.0, space.maximum, 0.0, 1.0))
+        assert idle == Configuration(1, 0.25)
+        assert [policy.react(8_000.0, 0.02, idle) for _ in range(2)] == [None, expected]  # 0.24 CPUs > 0.225
 
 
 def test_ondemand_static_heracles_rules():
@@ -517,14 +576,16 @@ def test_simulated_comparison_over_seeds(tmp_path):
 def test_online_corrections_recover_a_model_profiled_on_a_faster_server():
     """A model 30 % too optimistic (profiled on a faster server): corrected per load from
     what it measures, heimdall-online meets the seed's target; the cheapest rule, believing
-    the misses it measures (the distrust), gets close; the seed's rule, believing only the
-    model, misses in half the intervals (47.8 % over 10 seeds; the cheapest rule 83.7 %
-    before the distrust)."""
+    the misses it measures (the distrust), does too (83.7 % before the distrust, 97.1 %
+    before the back-off after misses close together, 10 seeds); the seed's rule, believing
+    only the model, misses until the back-off holds the maximum, and saves little (47.8 %
+    met before the back-off; 90.9 % and 2.8 % saved with it, this seed)."""
     rows = simulated_rows("--no-follow-cost")  # the model alone: what the measured misses correct
     guarantee = lambda name: float(rows[name][1].rstrip("%"))
-    assert guarantee("heimdall-online") >= 97.7 and guarantee("heimdall-online") > guarantee("heimdall-cheapest")
-    assert guarantee("heimdall-cheapest") >= guarantee("heimdall") + 20
-    assert float(rows["heimdall-online"][5].rstrip("%")) > 20
+    saved = lambda name: float(rows[name][5].rstrip("%"))
+    assert guarantee("heimdall-online") >= guarantee("heimdall-cheapest") >= 97.7 > guarantee("heimdall")
+    assert saved("heimdall-online") > 22 and saved("heimdall-cheapest") > 22
+    assert saved("heimdall") < saved("heimdall-cheapest") - 15
 
 
 def simulated_rows(*args: str) -> dict[str, list[str]]:
@@ -541,13 +602,17 @@ def simulated_rows(*args: str) -> dict[str, list[str]]:
 @pytest.mark.slow
 def test_following_the_cost_recovers_a_model_profiled_on_a_faster_server():
     """With the profile's CPU time per request, every Heimdall rule forecasts the slower
-    server as it is: the cheapest rule meets the seed's goal with no miss to learn from
-    first (97.1 % without, 10 seeds), and the seed's rule gains 30 points (47.7 → 77.7 %)."""
+    server as it is: the cheapest rule meets the seed's goal with fewer misses to learn
+    from (this seed: 99.5 % against 99.1 % without), and the seed's rule, which without
+    it met 90.9 % only by holding the maximum after its misses, saves 10.5 % instead of 2.8 %
+    (before the back-off: 77.7 % met against 47.7 %, 10 seeds)."""
     rows, blind = simulated_rows(), simulated_rows("--no-follow-cost")
     guarantee = lambda table, name: float(table[name][1].rstrip("%"))
-    assert guarantee(rows, "heimdall-cheapest") >= 97.7 > guarantee(blind, "heimdall-cheapest")
-    assert guarantee(rows, "heimdall") >= guarantee(blind, "heimdall") + 20
-    assert float(rows["heimdall-cheapest"][5].rstrip("%")) > 22
+    saved = lambda table, name: float(table[name][5].rstrip("%"))
+    assert guarantee(rows, "heimdall-cheapest") >= max(97.7, guarantee(blind, "heimdall-cheapest"))
+    assert guarantee(rows, "heimdall") >= guarantee(blind, "heimdall")
+    assert saved(rows, "heimdall") >= saved(blind, "heimdall") + 5
+    assert saved(rows, "heimdall-cheapest") > 22
 
 
 def test_bad_flags():
