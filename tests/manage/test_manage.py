@@ -318,7 +318,7 @@ def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
     policy = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat)
     assert policy.decide(seen(1, 80e-6, space.maximum)) == quarter
     assert policy.decide(seen(2, 900e-6, quarter)) == space.maximum  # missed: drain at the maximum
-    assert policy.remark == "1c@0.25 missed at 7500 req/s: not trusted at this load for 30 s"
+    assert policy.remark.startswith("1c@0.25 missed at 7500 req/s: not trusted at this load for 30 s")
     chosen = policy.decide(seen(3, 80e-6, space.maximum))
     assert chosen != quarter and chosen.cores * chosen.level > 0.25  # not it, nor anything no faster
     assert policy.decide(seen(4, 80e-6, chosen, rps=22_500.0)) == quarter  # another load still trusts it
@@ -333,8 +333,9 @@ def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
         policy.decide(seen(t, 80e-6, half, rps=22_500.0, busy=0.4))
     policy.decide(seen(95, 900e-6, half, rps=22_500.0, busy=0.45))  # a miss at half a core
     chosen = policy.decide(seen(96, 80e-6, space.maximum, rps=22_500.0, busy=0.4))
-    # not two cores at a quarter, the cheapest of the rest: no more speed nor capacity, so no faster (live, 17-1)
-    assert chosen == Configuration(1, 0.75)
+    # not two cores at a quarter: no more speed nor capacity, so no faster (live, 17-1); the cheapest of the
+    # rest with the headroom the misses left (half the capacity: 0.4 busy CPUs need 0.8)
+    assert chosen == Configuration(2, 0.5) and policy.room == pytest.approx(0.5, abs=0.01)
 
     stepped = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat)
     assert stepped.decide(seen(1, 80e-6, space.maximum)) == quarter
@@ -347,33 +348,45 @@ def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
     assert seed_rule.decide(seen(3, 80e-6, space.maximum)) == quarter
 
 
-def test_misses_close_together_hold_the_maximum_longer():
-    """Live, this machine's misses come in spells, and the cheapest rule met each with the
-    distrusted configuration's neighbour at once (session 23). An isolated miss drains for
-    one interval, as before; the n-th run of misses within 60 s holds the maximum for
-    2^(n-1) intervals from its last miss; a run of consecutive misses (a backlog) is one."""
+def test_the_cheapest_rules_learn_their_headroom_from_misses():
+    """How near its capacity this machine's memcached can run before an interval's p95
+    spikes changes from pass to pass (session 24): a steady miss at utilisation u cuts the
+    headroom to 0.9 x min(headroom, u), never under half the capacity; every interval
+    that meets the target gives back 0.001, up to the configured headroom. A miss at the
+    maximum cuts nothing (nothing has more capacity); the seed's rule keeps no headroom."""
     space = ConfigSpace.make(2, 4)
     flat = lambda frame: (np.full(len(frame), 80e-6), np.zeros(len(frame)))
     policy = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=power_model("tx1"), intervals=10,
                          model=flat)
+    quarter, half = Configuration(1, 0.25), Configuration(1, 0.5)
 
-    ran = [space.maximum]
+    def seen(t, rps, busy, config, p95=80e-6):
+        return policy.decide(Observation(float(t), rps, p95, p95, config, busy / (config.cores * config.level), 1.0))
 
-    def at(t, p95):  # whether the maximum is applied after this interval (of the configuration last chosen)
-        config = ran[-1]
-        ran.append(policy.decide(Observation(float(t), 7_500.0, p95, p95, config, 0.01 / config.level, 1.0)))
-        return ran[-1] == space.maximum
-
-    assert not at(0, 80e-6)
-    held = [at(t, 900e-6 if t in (1, 3, 6, 7) else 80e-6) for t in range(1, 13)]
-    # miss at 1: 1 interval; at 3: 2; at 6-7 (one run, the third): 4 from 7, decided at 7, 8, 9, 10
-    assert held == [True, False, True, True, False, True, True, True, True, True, False, False]
-    assert not policy.holding
-    assert at(71, 900e-6) and not at(72, 80e-6)  # 60 s on, an isolated miss again
-    unheld = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=power_model("tx1"), intervals=10,
-                         model=flat)
-    unheld.recover = False
-    assert unheld.decide(Observation(1.0, 7_500.0, 900e-6, 900e-6, space.maximum, 0.1, 1.0)) != space.maximum
+    assert seen(1, 7_500.0, 0.19, quarter) == quarter  # 0.19 busy CPUs: within 90 % of a quarter
+    assert seen(2, 15_000.0, 0.35, quarter) == half
+    assert seen(3, 15_000.0, 0.35, half, p95=500e-6) == space.maximum  # a miss at 70 % utilisation
+    assert policy.room == pytest.approx(0.63) and "headroom 0.63 of the capacity" in policy.remark
+    seen(4, 15_000.0, 0.35, space.maximum)
+    assert seen(5, 7_500.0, 0.19, quarter) == half  # 0.19 > 0.63 x 0.25: a quarter no longer has the room
+    for t in range(6, 6 + 100):
+        chosen = seen(t, 7_500.0, 0.19, half)
+    assert chosen == half and policy.room == pytest.approx(0.63 + 0.101)  # 0.19 / 0.25 = 0.76: not yet
+    for t in range(106, 106 + 100):
+        chosen = seen(t, 7_500.0, 0.19, chosen)
+    assert chosen == quarter and policy.room == pytest.approx(0.63 + 0.201)
+    for t in range(206, 206 + 100):
+        seen(t, 7_500.0, 0.19, chosen)
+    assert policy.room == pytest.approx(0.9)  # regained, and no further
+    seen(400, 38_000.0, 0.9, space.maximum, p95=500e-6)  # the maximum missed: the machine's, not the headroom's
+    assert policy.room == pytest.approx(0.9)
+    for t in range(500, 520, 2):  # misses at low utilisation: never under half the capacity
+        seen(t, 7_500.0, 0.06, quarter, p95=500e-6)
+        seen(t + 1, 7_500.0, 0.06, space.maximum)
+    assert policy.room == pytest.approx(0.5)
+    seed_rule = make_policy("heimdall", space, 197e-6, 38_000, 1.0, power=power_model("tx1"), intervals=10, model=flat)
+    seed_rule.decide(Observation(1.0, 15_000.0, 500e-6, 500e-6, half, 0.7, 1.0))
+    assert seed_rule.room == pytest.approx(0.9)
 
 
 def test_a_rise_the_configuration_cannot_carry_drains_even_when_forecast_to_meet_the_target():
@@ -575,17 +588,15 @@ def test_simulated_comparison_over_seeds(tmp_path):
 @pytest.mark.slow
 def test_online_corrections_recover_a_model_profiled_on_a_faster_server():
     """A model 30 % too optimistic (profiled on a faster server): corrected per load from
-    what it measures, heimdall-online meets the seed's target; the cheapest rule, believing
-    the misses it measures (the distrust), does too (83.7 % before the distrust, 97.1 %
-    before the back-off after misses close together, 10 seeds); the seed's rule, believing
-    only the model, misses until the back-off holds the maximum, and saves little (47.8 %
-    met before the back-off; 90.9 % and 2.8 % saved with it, this seed)."""
+    what it measures, heimdall-online meets the seed's target; so does the cheapest rule,
+    believing the misses it measures (the distrust, and the headroom they cut: 83.7 %
+    before the distrust, 97.1 % before the headroom was learned, 10 seeds); the seed's
+    rule, believing only the model, misses in half the intervals (47.7 %, this seed)."""
     rows = simulated_rows("--no-follow-cost")  # the model alone: what the measured misses correct
     guarantee = lambda name: float(rows[name][1].rstrip("%"))
-    saved = lambda name: float(rows[name][5].rstrip("%"))
-    assert guarantee("heimdall-online") >= guarantee("heimdall-cheapest") >= 97.7 > guarantee("heimdall")
-    assert saved("heimdall-online") > 22 and saved("heimdall-cheapest") > 22
-    assert saved("heimdall") < saved("heimdall-cheapest") - 15
+    assert guarantee("heimdall-online") >= guarantee("heimdall-cheapest") >= 97.7
+    assert guarantee("heimdall-cheapest") >= guarantee("heimdall") + 20
+    assert float(rows["heimdall-online"][5].rstrip("%")) > 22 and float(rows["heimdall-cheapest"][5].rstrip("%")) > 22
 
 
 def simulated_rows(*args: str) -> dict[str, list[str]]:
@@ -603,16 +614,13 @@ def simulated_rows(*args: str) -> dict[str, list[str]]:
 def test_following_the_cost_recovers_a_model_profiled_on_a_faster_server():
     """With the profile's CPU time per request, every Heimdall rule forecasts the slower
     server as it is: the cheapest rule meets the seed's goal with fewer misses to learn
-    from (this seed: 99.5 % against 99.1 % without), and the seed's rule, which without
-    it met 90.9 % only by holding the maximum after its misses, saves 10.5 % instead of 2.8 %
-    (before the back-off: 77.7 % met against 47.7 %, 10 seeds)."""
+    from (this seed: 99.5 % against 99.1 % without; 98.5 % against 97.1 % over 10 seeds
+    before the headroom was learned), and the seed's rule gains 30 points (47.7 → 80.0 %)."""
     rows, blind = simulated_rows(), simulated_rows("--no-follow-cost")
     guarantee = lambda table, name: float(table[name][1].rstrip("%"))
-    saved = lambda table, name: float(table[name][5].rstrip("%"))
     assert guarantee(rows, "heimdall-cheapest") >= max(97.7, guarantee(blind, "heimdall-cheapest"))
-    assert guarantee(rows, "heimdall") >= guarantee(blind, "heimdall")
-    assert saved(rows, "heimdall") >= saved(blind, "heimdall") + 5
-    assert saved(rows, "heimdall-cheapest") > 22
+    assert guarantee(rows, "heimdall") >= guarantee(blind, "heimdall") + 20
+    assert float(rows["heimdall-cheapest"][5].rstrip("%")) > 22
 
 
 def test_bad_flags():
@@ -717,6 +725,42 @@ def test_live_memcached_under_load(tmp_path):
     mine = f"manage-{os.getpid()}-service"
     leftovers = [d for d in (cgroups.root() / "cpu" / "perflearn").glob(mine)] if cgroups.version() == 1 else []
     assert leftovers == [] or not any(Path(d, "cgroup.procs").read_text().strip() for d in leftovers)
+
+
+@pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+def test_a_terminated_manager_stops_its_service_and_load(tmp_path):
+    """SIGTERM (a scheduler's kill, ``timeout``) stops the run as Ctrl-C does: memcached
+    and perflearn-load are stopped, one line says so. Until session 24 it left both running."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from perflearn.experiment import cgroups
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+    tag = f"{tmp_path}/memcached.pid"  # names this test's memcached among the machine's processes
+    manager = subprocess.Popen(
+        [sys.executable, "-m", "perflearn", "manage", "--service",
+         f"memcached -u root -l 127.0.0.1 -p {{port}} -t 2 -U 0 -P {tag}", "--cores", "2", "--levels", "4",
+         "--max-rps", "8000", "--target-ms", "2", "--step-seconds", "5", "-p", "static"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    mine = lambda: subprocess.run(["pgrep", "-f", f"^memcached .*-P {tag}"], capture_output=True, text=True).stdout.split()
+    deadline = time.monotonic() + 30
+    while not mine() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert mine(), "memcached did not start"
+    port = open(f"/proc/{mine()[0]}/cmdline").read().split("\0")[6]  # memcached -u root -l 127.0.0.1 -p PORT
+    load = lambda: subprocess.run(["pgrep", "-f", f"perflearn-load --server 127.0.0.1:{port} "],
+                                  capture_output=True, text=True).stdout.split()
+    while not load() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert load(), "the load generator did not start"
+    manager.send_signal(signal.SIGTERM)
+    out, err = manager.communicate(timeout=30)
+    assert manager.returncode == 130 and "interrupted" in err, err
+    assert mine() == [] and load() == [] and "Traceback" not in err
 
 
 @pytest.mark.slow

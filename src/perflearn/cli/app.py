@@ -80,6 +80,18 @@ class _Group(TyperGroup):
             ctx.exit(70)
 
 
+def interrupt_on_sigterm() -> None:
+    """SIGTERM as Ctrl-C: the command's cleanup runs (services it started are stopped,
+    the machine's settings restored) and it exits with "interrupted", where the default
+    action would kill it at once and leave them behind."""
+    import signal
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def check_png(path: Path | None, where: str) -> None:
     """A figure is written to exactly ``path``: refuse, before any work, what would go elsewhere or fail."""
     if path is None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -14,7 +13,7 @@ from rich.table import Table
 from perflearn.errors import UsageError
 
 from . import terminal
-from .app import DEFAULT_STORE, StoreOpt, app
+from .app import DEFAULT_STORE, StoreOpt, app, interrupt_on_sigterm
 
 detect_app = typer.Typer(help="Detect interference from interval samples, and predict its slowdown.",
                          no_args_is_help=True)
@@ -54,7 +53,7 @@ def inject(
     if absent:  # the injector keeps off the victim's CPUs: one it does not have protects nothing
         raise UsageError(f"CPU {absent[0]} does not exist here (CPUs 0-{(os.cpu_count() or 1) - 1})",
                          where="--victim-cpus")
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    interrupt_on_sigterm()
     try:
         INJECTORS[kind](intensity, seconds, victim, level=level.upper())
     except KeyboardInterrupt:

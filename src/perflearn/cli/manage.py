@@ -16,7 +16,7 @@ from rich.table import Table
 from perflearn.errors import UsageError
 
 from . import terminal
-from .app import app, check_png
+from .app import app, check_png, interrupt_on_sigterm
 
 # written out, not joined from POLICY_NAMES: importing the policies (numpy, pandas) would
 # slow every CLI start-up; keep the two in step
@@ -202,6 +202,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     if rapl_or_none() is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
     workdir = tempfile.TemporaryDirectory(prefix="perflearn-manage-")
+    interrupt_on_sigterm()  # a killed run stops its service and load generator and leaves the maximum
     if trace == "steps":  # perflearn-load's own steps, whose 0 % is no load (the simulator's is 5 %)
         segments = steps_profile(max_rps, step_seconds, floor=0.0)
         shape = ["--profile", "steps", "--step-seconds", f"{step_seconds:g}"]

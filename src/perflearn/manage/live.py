@@ -57,11 +57,24 @@ class LiveService(Service):
         except UnsupportedError as exc:
             raise UnsupportedError(f"the manager needs cgroup cpuset and cpu controllers: {exc.message}") from None
         self.cpuacct = _cpu_seconds(self.group)
+        # what close() stops, as far as the start got: an interrupt in the preload must not leave them running
+        self.freq: CpuFreq | None = None
+        self.service: subprocess.Popen | None = None
+        self.load: subprocess.Popen | None = None
+        self.sniffer: LiveSniffer | None = None
+        self.load_reader: threading.Thread | None = None
         try:
-            self.freq: CpuFreq | None = CpuFreq(self.cpus)
+            self._start(command, port, space, protocol, load, interface)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, command, port, space, protocol, load, interface) -> None:
+        interval_s, tick_s = self.interval, self.tick_s
+        try:
+            self.freq = CpuFreq(self.cpus)
             self.speed = f"speed level = CPU frequency (cpufreq userspace, up to {self.freq.max_khz / 1e3:g} MHz)"
         except UnsupportedError as exc:
-            self.freq = None
             self.speed = f"speed level = CFS quota per core: {exc.message}"
         self.apply(space.maximum)
         files = self.group.procs_files
@@ -166,7 +179,7 @@ class LiveService(Service):
         return self.load.poll() is not None
 
     def close(self) -> None:
-        for proc in (self.load, self.service):
+        for proc in filter(None, (self.load, self.service)):
             if proc.poll() is None:
                 proc.terminate()
                 try:
@@ -176,11 +189,13 @@ class LiveService(Service):
                     proc.wait()
             if proc.stderr is not None:
                 proc.stderr.close()
-        self.load_reader.join(timeout=2.0)  # at the generator's end of output
-        if self.load.stdout is not None:
+        if self.load_reader is not None:
+            self.load_reader.join(timeout=2.0)  # at the generator's end of output
+        if self.load is not None and self.load.stdout is not None:
             self.load.stdout.close()
         try:
-            self.sniffer.stop()
+            if self.sniffer is not None:
+                self.sniffer.stop()
         finally:
             if self.freq is not None:
                 self.freq.restore()
