@@ -485,7 +485,8 @@ class Heimdall(Policy):
     def _roomy(self, rps: float, i: int) -> bool:
         """The cheapest rules' headroom at a load risen inside the interval: its demand, at
         the CPU time per request measured at that load lately (else the last interval's
-        kept, else the profiled), at most ``headroom`` of configuration ``i``'s capacity.
+        kept, else the profiled), at most the headroom learned so far (``room``) of
+        configuration ``i``'s capacity.
         The forecast alone let a step's first interval run where its CPUs could not carry
         it: live, one core at half speed, sized for 15k req/s, met the step to 22.8k at
         91 % utilisation and 290 µs, and its step to 30.4k at 98 % and 1.6 ms, with no
