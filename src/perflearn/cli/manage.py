@@ -123,9 +123,10 @@ def manage(
     if "sweep" in names and step_seconds / interval < 3 * len(space):  # Sweep.hold intervals each
         terminal.warn(f"sweep: {step_seconds:g}-s steps hold {step_seconds / interval:.0f} intervals, fewer than 3 for each "
                       f"of the {len(space)} configurations: each load measures only the fastest of them")
-    # a profile alone needs no static pass: nothing is compared
+    # the passes in order, static first to compare with; a profile alone needs none: nothing is compared
     profiling = not simulate and all(n in PROFILERS for n in names)
-    rows = with_learning(([] if profiling else ["static"]) + [n for n in names if n != "static"])
+    order = ([] if profiling else ["static"]) + [n for n in names if n != "static"]
+    rows = with_learning(order)
     recording = _recording(store, name or f"manage-{'sim' if simulate else 'live'}-{time.strftime('%Y%m%d-%H%M%S')}",
                            rows if seeds == 1 or not simulate else [f"{r}@{s}" for s in range(seed, seed + seeds) for r in rows],
                            f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels",
@@ -145,7 +146,7 @@ def manage(
     with recording as record:
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, model,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
-              shlex.split(load_args), power_, tick, cost_model, profiling, headroom)
+              shlex.split(load_args), power_, tick, cost_model, order, headroom)
 
 
 # The simulator's bounds: a trace of at most this many intervals, and a note above this many
@@ -184,7 +185,7 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 
 
 def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,
-          figure, csv, record, load_args, power, tick, cost_dir=None, profiling=False, headroom=None) -> None:
+          figure, csv, record, load_args, power, tick, cost_dir, order, headroom) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import figure as draw, model_predictor
@@ -225,7 +226,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
         return live
 
     with workdir:
-        for name in ([] if profiling else ["static"]) + [n for n in names if n != "static"]:
+        for name in order:
             policy = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
                                  model=predictor, cost_model=cost, headroom=headroom)
             started = time.monotonic()

@@ -353,13 +353,16 @@ class Heimdall(Policy):
         if (self.cost_model is None or self.recovering or self.switched or obs.rps < 0.05 * self.max_rps
                 or obs.utilisation >= 0.98):  # a saturated interval's CPU time is capped
             return
-        profiled, _ = self.cost_model(pd.DataFrame({"cores": [obs.config.cores], "level": [obs.config.level],
-                                                    "rps": [obs.rps]}))
-        profiled = float(np.asarray(profiled, dtype=float)[0])
+        profiled = self._profiled_cost(obs.config, obs.rps)
         if obs.busy > 0 and profiled > 0 and np.isfinite(profiled):
             self.slowdowns.append(obs.busy / obs.rps / profiled)
             if len(self.slowdowns) >= 3:  # a cheaper service keeps its profile's forecasts: see the docstring
                 self.slowdown = max(1.0, float(np.median(self.slowdowns)))
+
+    def _profiled_cost(self, config: Configuration, rps: float) -> float:
+        """The CPU seconds per request the cost model says ``config`` took at ``rps`` when profiled."""
+        profiled, _ = self.cost_model(pd.DataFrame({"cores": [config.cores], "level": [config.level], "rps": [rps]}))
+        return float(np.asarray(profiled, dtype=float)[0])
 
     def _bucket(self, rps: float) -> int:
         """Centred on the multiples of a tenth: a load step at 80 % measured as 79.6 or
@@ -496,9 +499,7 @@ class Heimdall(Policy):
         recent = self.costs[self._bucket(rps)]
         cost = float(np.median(recent)) if recent else self.unit_cost
         if cost is None and self.cost_model is not None:
-            top = self.space.maximum
-            profiled, _ = self.cost_model(pd.DataFrame({"cores": [top.cores], "level": [top.level], "rps": [rps]}))
-            cost = self.slowdown * float(np.asarray(profiled, dtype=float)[0])
+            cost = self.slowdown * self._profiled_cost(self.space.maximum, rps)
         return cost is None or not np.isfinite(cost) or cost * rps <= self.room * self.capacity[i]
 
     def _distrust(self, obs) -> None:
