@@ -334,8 +334,10 @@ def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
     policy.decide(seen(95, 900e-6, half, rps=22_500.0, busy=0.45))  # a miss at half a core
     chosen = policy.decide(seen(96, 80e-6, space.maximum, rps=22_500.0, busy=0.4))
     # not two cores at a quarter: no more speed nor capacity, so no faster (live, 17-1); the cheapest of the
-    # rest with the headroom the misses left (half the capacity: 0.4 busy CPUs need 0.8)
-    assert chosen == Configuration(2, 0.5) and policy.room == pytest.approx(0.5, abs=0.01)
+    # rest with the headroom its own misses left: one core at 0.75 (0.4 busy CPUs of 0.75 is within 90 %)
+    room = dict(zip(policy.configs, policy.room))
+    assert chosen == Configuration(1, 0.75) and room[half] == pytest.approx(0.81, abs=0.01)
+    assert room[quarter] == pytest.approx(0.5, abs=0.01) and room[Configuration(1, 0.75)] == pytest.approx(0.9)
 
     stepped = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat)
     assert stepped.decide(seen(1, 80e-6, space.maximum)) == quarter
@@ -351,14 +353,18 @@ def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
 def test_the_cheapest_rules_learn_their_headroom_from_misses():
     """How near its capacity this machine's memcached can run before an interval's p95
     spikes changes from pass to pass (session 24): a steady miss at utilisation u cuts the
-    headroom to 0.9 x min(headroom, u), never under half the capacity; every interval
-    that meets the target gives back 0.001, up to the configured headroom. A miss at the
-    maximum cuts nothing (nothing has more capacity); the seed's rule keeps no headroom."""
+    headroom of the configuration and of those no faster to 0.9 x min(headroom, u), never
+    under half the capacity; every interval that meets the target gives back 0.001, up to
+    the configured headroom. A configuration with more speed keeps its own (session 25:
+    live, two cores missing at half speed kept one core at full speed out of the top load,
+    where it met the target). A miss at the maximum cuts nothing (nothing has more
+    capacity); the seed's rule keeps no headroom."""
     space = ConfigSpace.make(2, 4)
     flat = lambda frame: (np.full(len(frame), 80e-6), np.zeros(len(frame)))
     policy = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=power_model("tx1"), intervals=10,
                          model=flat)
-    quarter, half = Configuration(1, 0.25), Configuration(1, 0.5)
+    quarter, half, two_quarters = Configuration(1, 0.25), Configuration(1, 0.5), Configuration(2, 0.25)
+    room = lambda config: policy.room[policy.configs.index(config)]
 
     def seen(t, rps, busy, config, p95=80e-6):
         return policy.decide(Observation(float(t), rps, p95, p95, config, busy / (config.cores * config.level), 1.0))
@@ -366,27 +372,30 @@ def test_the_cheapest_rules_learn_their_headroom_from_misses():
     assert seen(1, 7_500.0, 0.19, quarter) == quarter  # 0.19 busy CPUs: within 90 % of a quarter
     assert seen(2, 15_000.0, 0.35, quarter) == half
     assert seen(3, 15_000.0, 0.35, half, p95=500e-6) == space.maximum  # a miss at 70 % utilisation
-    assert policy.room == pytest.approx(0.63) and "headroom 0.63 of the capacity" in policy.remark
+    assert "headroom 0.63 of the capacity of 1c@0.5 and of those no faster" in policy.remark
+    assert room(half) == room(quarter) == room(two_quarters) == pytest.approx(0.63)  # no more speed nor capacity
+    faster = [c for c in space if not c.no_faster_than(half)]
+    assert faster and all(room(c) == pytest.approx(0.9) for c in faster)  # more speed or capacity: its own
     seen(4, 15_000.0, 0.35, space.maximum)
     assert seen(5, 7_500.0, 0.19, quarter) == half  # 0.19 > 0.63 x 0.25: a quarter no longer has the room
     for t in range(6, 6 + 100):
         chosen = seen(t, 7_500.0, 0.19, half)
-    assert chosen == half and policy.room == pytest.approx(0.63 + 0.101)  # 0.19 / 0.25 = 0.76: not yet
+    assert chosen == half and room(quarter) == pytest.approx(0.63 + 0.101)  # 0.19 / 0.25 = 0.76: not yet
     for t in range(106, 106 + 100):
         chosen = seen(t, 7_500.0, 0.19, chosen)
-    assert chosen == quarter and policy.room == pytest.approx(0.63 + 0.201)
+    assert chosen == quarter and room(quarter) == pytest.approx(0.63 + 0.201)
     for t in range(206, 206 + 100):
         seen(t, 7_500.0, 0.19, chosen)
-    assert policy.room == pytest.approx(0.9)  # regained, and no further
+    assert policy.room == pytest.approx(np.full(len(policy.configs), 0.9))  # regained, and no further
     seen(400, 38_000.0, 0.9, space.maximum, p95=500e-6)  # the maximum missed: the machine's, not the headroom's
-    assert policy.room == pytest.approx(0.9)
+    assert policy.room == pytest.approx(np.full(len(policy.configs), 0.9))
     for t in range(500, 520, 2):  # misses at low utilisation: never under half the capacity
         seen(t, 7_500.0, 0.06, quarter, p95=500e-6)
         seen(t + 1, 7_500.0, 0.06, space.maximum)
-    assert policy.room == pytest.approx(0.5)
+    assert room(quarter) == pytest.approx(0.5) and room(half) == pytest.approx(0.9)
     seed_rule = make_policy("heimdall", space, 197e-6, 38_000, 1.0, power=power_model("tx1"), intervals=10, model=flat)
     seed_rule.decide(Observation(1.0, 15_000.0, 500e-6, 500e-6, half, 0.7, 1.0))
-    assert seed_rule.room == pytest.approx(0.9)
+    assert seed_rule.room == pytest.approx(np.full(len(seed_rule.configs), 0.9))
 
 
 def test_a_rise_the_configuration_cannot_carry_drains_even_when_forecast_to_meet_the_target():

@@ -334,8 +334,9 @@ class Heimdall(Policy):
         self.misses = np.zeros((self.buckets + 1, len(self.configs)), dtype=int)  # steady misses there so far
         self.switched = False  # a reaction changed the configuration inside this interval
         self.recovering = False
-        # the headroom learned live (``_learn_room``): cut by a miss, regained while the target is met
-        self.room, self.room_floor, self.room_regain = self.headroom, min(room_floor, self.headroom), room_regain
+        # the headroom learned live, per configuration (``_learn_room``): cut by a miss, regained while the target is met
+        self.room = np.full(len(self.configs), self.headroom)
+        self.room_floor, self.room_regain = min(room_floor, self.headroom), room_regain
         self.unit_cost: float | None = None  # CPU s per request, the last interval's that was kept
         self.sized_for = 0.0  # the load the configuration in force was chosen (or confirmed) for
         self.counts: list[float] = []  # this interval's tick request counts
@@ -500,7 +501,7 @@ class Heimdall(Policy):
         cost = float(np.median(recent)) if recent else self.unit_cost
         if cost is None and self.cost_model is not None:
             cost = self.slowdown * self._profiled_cost(self.space.maximum, rps)
-        return cost is None or not np.isfinite(cost) or cost * rps <= self.room * self.capacity[i]
+        return cost is None or not np.isfinite(cost) or cost * rps <= self.room[i] * self.capacity[i]
 
     def _distrust(self, obs) -> None:
         """A miss by the configuration chosen for the load the interval carried (not one
@@ -521,23 +522,33 @@ class Heimdall(Policy):
         return not (self.recovering or self.switched) and self._bucket(self.sized_for) == self._bucket(obs.rps)
 
     def _learn_room(self, obs) -> None:
-        """The cheapest rules' headroom, learned live as TCP learns its window (additive
-        increase, multiplicative decrease): a steady miss by a configuration other than
-        the maximum, at utilisation u, cuts it to 0.9 x min(headroom, u), never under
-        ``room_floor``; each interval that meets the target regains ``room_regain`` (0.1 in
-        100 intervals), up to ``headroom``. Why: how far this machine's memcached can run
-        towards its capacity before one interval's p95 spikes over the target changes from
-        one pass to the next, not with the profile. heimdall-cheapest's settled intervals at
-        70-80 % utilisation missed in 0 % of them in round 23-1 and in 26-29 % in rounds
-        23-4 and 24-1; static's own misses moved with them (3 and 25 of 220). A fixed
-        headroom is either too tight for the quiet passes or too loose for the noisy ones."""
+        """The cheapest rules' headroom, learned live per configuration as TCP learns its
+        window (additive increase, multiplicative decrease): a steady miss by a
+        configuration other than the maximum, at utilisation u, cuts the headroom of that
+        configuration and of every one no faster (no more speed, no more capacity) to at
+        most 0.9 x min(its headroom, u), never under ``room_floor``; each interval that
+        meets the target gives every configuration back ``room_regain`` (0.1 in 100
+        intervals), up to ``headroom``. Why learned: how far this machine's memcached can
+        run towards its capacity before one interval's p95 spikes over the target changes
+        from one pass to the next, not with the profile. heimdall-cheapest's settled
+        intervals at 70-80 % utilisation missed in 0 % of them in round 23-1 and in 26-29 %
+        in rounds 23-4 and 24-1; static's own misses moved with them (3 and 25 of 220).
+        Why per configuration: one headroom for all (session 24) was cut to its floor in
+        every round by two cores at 0.5-0.875 speed missing at 32-65 % utilisation, which
+        then kept one core out at the top load, where the sweeps measured one core at full
+        speed meeting the target in 14 of 14 intervals and the maximum in 84 % (on this
+        2-vCPU machine memcached's second core shares a CPU with the load generator)."""
         if not self.cheapest or self.recovering or not np.isfinite(obs.p95):
             return
         if obs.p95 <= self.target:
-            self.room = min(self.headroom, self.room + self.room_regain)
+            self.room = np.minimum(self.headroom, self.room + self.room_regain)
         elif self._steady(obs) and obs.config in self.configs and obs.config != self.space.maximum:
-            self.room = max(self.room_floor, 0.9 * min(self.room, obs.utilisation))
-            self.remark = "; ".join(filter(None, [self.remark, f"headroom {self.room:.2f} of the capacity"]))
+            i = self.configs.index(obs.config)
+            cut = max(self.room_floor, 0.9 * min(self.room[i], obs.utilisation))
+            slower = self.no_faster[:, i]  # includes i itself
+            self.room[slower] = np.minimum(self.room[slower], cut)
+            self.remark = "; ".join(filter(None, [self.remark, f"headroom {cut:.2f} of the capacity of {obs.config} "
+                                                                "and of those no faster"]))
 
     def _learn(self, obs, mean) -> None:
         """``mean``: the uncorrected forecast for the load the interval carried."""
