@@ -45,8 +45,9 @@ def manage(
                            "its profile's CPU time per request and follows the service's.")] = True,
     headroom: Annotated[Optional[float], typer.Option(help="The cheapest Heimdall rules run a configuration only where "
                                 "the load's CPU demand is at most this fraction of its capacity (cores x speed), "
-                                "else the maximum (default: 1 - slack = 0.9). Misses cut it live, down to 0.5; "
-                                "intervals that meet the target give it back, up to this.")] = None,
+                                "else the maximum (default: 1 - slack = 0.9). A miss cuts it live, down to 0.5, for the "
+                                "configuration that missed and those no faster; intervals that meet the target give "
+                                "it back, up to this.")] = None,
     cores: Annotated[int, typer.Option(help="Cores the service may use.")] = 3,
     levels: Annotated[int, typer.Option(help="Speed levels (frequencies, or CFS quota steps).")] = 17,
     mu: Annotated[float, typer.Option(help="Requests/s one core serves at full speed (simulator).")] = 12000.0,
