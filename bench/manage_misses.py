@@ -1,0 +1,62 @@
+"""Where a live round's misses are, per policy, and how they cluster in time.
+
+    python bench/manage_misses.py bench/manage_live_s25/r1.csv.gz ...
+
+Each miss (an interval whose p95 is over the target) falls in one kind, in this order:
+- ``step``: in the first three intervals of a load step (the seed's steps are 20 s);
+- ``at maximum``: the maximum configuration ran (drains after a miss, the machine's spells);
+- ``after a miss``: the interval before missed too;
+- ``steady``: the rest; ``above 75 %`` counts those of them over 75 % utilisation.
+
+Then, for ``static`` (one configuration throughout), the chance of a miss after an
+interval that met the target, after one that missed, and when the miss was two and
+three intervals back: the machine's own clustering.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+
+
+def kinds(g: pd.DataFrame, step_s: int = 20) -> dict[str, int]:
+    miss = g.p95 > g.target
+    t = g.t.astype(int)
+    step = (t % step_s <= 2) & (t >= step_s)
+    at_max = (g.cores == g.cores.max()) & (g.level == g.level.max()) if len(g) else miss
+    after = miss.shift(fill_value=False)
+    rest = miss & ~step & ~at_max
+    return {"misses": int(miss.sum()), "step": int((miss & step).sum()), "at maximum": int((miss & ~step & at_max).sum()),
+            "after a miss": int((rest & after).sum()), "steady": int((rest & ~after).sum()),
+            "above 75 %": int((rest & ~after & (g.utilisation > 0.75)).sum())}
+
+
+def clustering(frames: list[pd.DataFrame]) -> dict[str, float]:
+    rows = []
+    for g in frames:
+        miss = (g.p95 > g.target).reset_index(drop=True)
+        rows.append(pd.DataFrame({"miss": miss, **{f"m{k}": miss.shift(k) for k in (1, 2, 3)}}).dropna())
+    d = pd.concat(rows)
+    m1, m2, m3 = (d[f"m{k}"].astype(bool) for k in (1, 2, 3))
+    return {"after a met interval": d.miss[~m1].mean(), "after a miss": d.miss[m1].mean(),
+            "miss two back": d.miss[~m1 & m2].mean(), "miss three back": d.miss[~m1 & ~m2 & m3].mean()}
+
+
+def main(paths: list[str]) -> None:
+    rounds = [pd.read_csv(p) for p in paths]
+    policies = [p for p in dict.fromkeys(rounds[0].policy) if "learning" not in p]
+    table = pd.DataFrame({p: pd.DataFrame([kinds(r[r.policy == p]) for r in rounds]).sum() for p in policies}).T
+    print(f"misses by kind over {len(rounds)} rounds")
+    print(table.to_string())
+    static = [r[r.policy == "static"] for r in rounds if (r.policy == "static").any()]
+    if static:
+        print("\nstatic: chance of a miss")
+        for name, value in clustering(static).items():
+            print(f"  {name:22s} {100 * value:5.1f} %")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: python bench/manage_misses.py ROUND.csv[.gz] ...")
+    main(sys.argv[1:])
