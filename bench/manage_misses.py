@@ -20,11 +20,12 @@ import sys
 import pandas as pd
 
 
-def kinds(g: pd.DataFrame, step_s: int = 20) -> dict[str, int]:
+def kinds(g: pd.DataFrame, top: tuple[int, float], step_s: int = 20) -> dict[str, int]:
+    """``top``: the round's maximum configuration (cores, level), which static runs."""
     miss = g.p95 > g.target
     t = g.t.astype(int)
     step = (t % step_s <= 2) & (t >= step_s)
-    at_max = (g.cores == g.cores.max()) & (g.level == g.level.max()) if len(g) else miss
+    at_max = (g.cores == top[0]) & (g.level == top[1])
     after = miss.shift(fill_value=False)
     rest = miss & ~step & ~at_max
     return {"misses": int(miss.sum()), "step": int((miss & step).sum()), "at maximum": int((miss & ~step & at_max).sum()),
@@ -46,7 +47,7 @@ def clustering(frames: list[pd.DataFrame]) -> dict[str, float]:
 def main(paths: list[str]) -> None:
     rounds = [pd.read_csv(p) for p in paths]
     policies = [p for p in dict.fromkeys(rounds[0].policy) if "learning" not in p]
-    table = pd.DataFrame({p: pd.DataFrame([kinds(r[r.policy == p]) for r in rounds]).sum() for p in policies}).T
+    table = pd.DataFrame({p: pd.DataFrame([kinds(r[r.policy == p], (r.cores.max(), r.level.max())) for r in rounds]).sum() for p in policies}).T
     print(f"misses by kind over {len(rounds)} rounds")
     print(table.to_string())
     static = [r[r.policy == "static"] for r in rounds if (r.policy == "static").any()]

@@ -241,9 +241,9 @@ class Heimdall(Policy):
     30k req/s at 0.95 utilisation, forecast 0.07 ms, measured 0.1 ms in most intervals
     and 1-2 ms in some (session 12). So the cheapest rules also keep the slack as CPU
     headroom: the demand (busy full-speed cores) at most 1 - slack of a configuration's
-    capacity at first, then as much as the misses measured live leave it, per configuration
-    (``_learn_room``);
-    where no configuration forecast to meet the target has it, the maximum,
+    capacity at first, then as much as the misses measured live leave it, per
+    configuration (``_learn_room``); where no configuration forecast to meet the target
+    has it, the maximum,
     which has the most (in the simulator at the seed's scale the top load needs 93 % of
     the maximum's capacity, and the forecast alone took three cores at 0.76 speed there,
     80 times over the target; session 24). The demand is
