@@ -36,6 +36,7 @@ WhereOpt = Annotated[Optional[str], typer.Option("--where", help="Keep only the 
 PerSampleOpt = Annotated[bool, typer.Option("--per-sample", help="Experiment: one row per sample time of each run (e.g. every wire interval); sampled signals are metrics, or features when named in --context-cols.")]
 FamilyOpt = Annotated[str, typer.Option("--family", help="cart, rf, gbm, svr, mlp, linear, bayes, knn, gp, or auto (chosen by CV).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
+QuantileOpt = Annotated[Optional[float], typer.Option("--quantile", help="Model this quantile of the target instead of its middle (e.g. 0.9: nine values in ten at or under it): rf (a quantile regression forest) or gbm (pinball loss). Judged by coverage and pinball loss.")]
 ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", help="A hyperparameter of --family as NAME=VALUE, repeatable (e.g. n_estimators=200, max_depth=None, hidden_layer_sizes=32,32).")]
 
 
@@ -195,6 +196,21 @@ def _hyper(items: list[str] | None) -> dict[str, object]:
     return out
 
 
+def _with_quantile(params: dict[str, object], quantile: float | None, family: str) -> dict[str, object]:
+    """--param items plus --quantile, checked here so that its errors name --quantile."""
+    from perflearn.learn.models import quantile_of
+
+    if quantile is None:
+        return params
+    if family == "auto":
+        raise UsageError("needs --family rf or gbm (auto chooses by relative error, not by a quantile's loss)",
+                         where="--quantile")
+    try:
+        return {**params, "quantile": quantile_of(family, quantile)}
+    except ValueError as exc:
+        raise UsageError(str(exc).removeprefix("quantile: "), where="--quantile") from None
+
+
 def _value(v: str):
     try:
         f = float(v)
@@ -226,6 +242,7 @@ def fit(
     warmup: Annotated[float, typer.Option("--warmup", help="--per-sample: leave out samples of each run's first SECONDS (e.g. a preload).")] = 0.0,
     where: WhereOpt = None,
     param: ParamOpt = None,
+    quantile: QuantileOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
     """Fit a performance model of TARGET and save it as a directory."""
@@ -233,12 +250,13 @@ def fit(
 
     if warmup and not per_sample:
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
+    params = _with_quantile(_hyper(param), quantile, family)
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup,
                       where)
     if per_sample:
         terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; cross-validation folds "
                       "are by run (all samples of a run in one fold)")
-    model = fit_model(ds, target, _split(features), family, params=_hyper(param), log_target=_log_opt(log_target),
+    model = fit_model(ds, target, _split(features), family, params=params, log_target=_log_opt(log_target),
                       cv=cv, random_state=seed, ensemble=ensemble, point=point, weights=weights)
     model.save(out)
     if model.n_excluded:
@@ -269,7 +287,13 @@ def _print_model(model, out: Path) -> None:
     table.add_row("runs used", f"{model.n_train} ({model.n_excluded} left out)")
     cv = model.cv
     by_run = f", folds by run ({cv.get('runs')} runs)" if cv.get("folds_by") == "run" else ""
-    table.add_row(f"{cv.get('folds', '?')}-fold CV{by_run}", f"MRE {_fmt(cv.get('mre'))}%  R² {_fmt(cv.get('r2'))}  RMSE {_fmt(cv.get('rmse'))}")
+    if model.quantile is not None:  # a quantile is judged by how often values fall under it
+        table.add_row("predicts", f"the {model.quantile:g} quantile of {model.target}")
+        table.add_row(f"{cv.get('folds', '?')}-fold CV{by_run}",
+                      f"coverage {_fmt(cv.get('coverage'))} (goal {model.quantile:g})  pinball {_fmt(cv.get('pinball'))}")
+    else:
+        table.add_row(f"{cv.get('folds', '?')}-fold CV{by_run}",
+                      f"MRE {_fmt(cv.get('mre'))}%  R² {_fmt(cv.get('r2'))}  RMSE {_fmt(cv.get('rmse'))}")
     if "oob" in cv:
         table.add_row("out-of-bag", f"R² {_fmt(cv['oob']['r2'])}  MRE {_fmt(cv['oob']['mre'])}%")
     imp = cv.get("importance") or {}
@@ -312,6 +336,7 @@ def evaluate(
     warmup: Annotated[float, typer.Option("--warmup", help="--per-sample: leave out samples of each run's first SECONDS (e.g. a preload).")] = 0.0,
     where: WhereOpt = None,
     param: ParamOpt = None,
+    quantile: QuantileOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
     """Cross-validate a model family on the runs: MRE (PAAE), MAPE, RMSE, R², OOB, learning curve.
@@ -326,11 +351,11 @@ def evaluate(
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
     if curve not in ("none", "inverse-kfold", "fraction"):  # before any work (it failed after the CV table)
         raise UsageError(f"must be none, inverse-kfold or fraction, got {curve!r}", where="--curve")
+    params = _with_quantile(_hyper(param), quantile, family)
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup,
                       where)
     data = training_data(ds, target, _split(features))
     lt = _log_opt(log_target)
-    params = _hyper(param)
     res = ev.evaluate(data, family, scheme=scheme, folds=folds, repeats=repeats, test_size=test_size,
                       params=params, log_target=lt, random_state=seed)
     lc = None  # the curve before any output: too few runs for it fails before the table, not after
@@ -355,6 +380,9 @@ def evaluate(
     for m, label in (("mre", "MRE % (PAAE)"), ("mape", "MAPE %"), ("rmse", "RMSE"), ("r2", "R²")):
         na = m == "mape" and not math.isfinite(summ[m]["mean"])
         t.add_row(label, "n/a" if na else _fmt(summ[m]["mean"]), "n/a" if na else _fmt(summ[m]["std"]))
+    if quantile is not None:
+        t.add_row(f"coverage (goal {quantile:g})", _fmt(summ["coverage"]["mean"]), _fmt(summ["coverage"]["std"]))
+        t.add_row("pinball loss", _fmt(summ["pinball"]["mean"]), _fmt(summ["pinball"]["std"]))
     if res.oob:
         t.add_row("OOB R²", _fmt(res.oob["r2"]), "")
         t.add_row("OOB MRE %", _fmt(res.oob["mre"]), "")
@@ -419,7 +447,9 @@ def predict(
         result.to_csv(out, index=False)
         terminal.info(f"{len(result)} prediction(s) written to {out}")
     else:
-        terminal.out.print(_frame_table(result, title=f"{model.target} predicted by {model.family} (lo/hi: ~90% band)"))
+        what = f"the {model.quantile:g} quantile of {model.target}" if model.quantile is not None else model.target
+        band = "5 % and 95 % of the values" if model.quantile is not None and model.family == "rf" else "~90% band"
+        terminal.out.print(_frame_table(result, title=f"{what} predicted by {model.family} (lo/hi: {band})"))
 
 
 # -- recommend --------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from sklearn.model_selection import GroupKFold, GroupShuffleSplit, KFold, Shuffl
 from perflearn.errors import UsageError
 
 from .features import TrainingData
-from .metrics import METRICS, all_metrics
+from .metrics import METRICS, QUANTILE_METRICS, all_metrics
 from .models import FAMILIES, KNN_NEIGHBORS, AutoRegressor, check_params, make_pipeline, model_for
 
 
@@ -106,7 +106,7 @@ class EvalResult:
 
     family: str
     scheme: str
-    splits: pd.DataFrame  # one row per split: split, n_train, n_test, mre, mape, rmse, r2
+    splits: pd.DataFrame  # one row per split: split, n_train, n_test, mre, mape, rmse, r2 (and coverage, pinball)
     y_true: np.ndarray  # pooled test targets (first repeat of k-fold: every run once)
     y_pred: np.ndarray
     oob: dict[str, float] = field(default_factory=dict)
@@ -122,7 +122,7 @@ class EvalResult:
         # MAPE is NaN on a split with a zero target (undefined): so is its mean, rather than the mean of the others
         return {m: {"mean": float(self.splits[m].mean(skipna=m != "mape")),
                     "std": float(self.splits[m].std(ddof=1, skipna=m != "mape")) if len(self.splits) > 1 else 0.0}
-                for m in METRICS}
+                for m in [*METRICS, *(q for q in QUANTILE_METRICS if q in self.splits)]}
 
 
 def evaluate(
@@ -146,6 +146,7 @@ def evaluate(
     With ``by_run`` and per-sample data (several rows per run, :func:`run_groups`),
     folds and test sets are made of whole runs, and ``folds`` counts runs."""
     _check_family(family, params)
+    quantile = (params or {}).get("quantile")
     if repeats < 1:  # max(1, repeats) below would run once and the title say "x0"
         raise UsageError(f"repeats must be at least 1, got {repeats}", where="--repeats")
     n = len(data.y)
@@ -187,14 +188,14 @@ def evaluate(
             model = pipe.named_steps["model"]
             if isinstance(model, AutoRegressor):
                 chosen.append(model.best_family_ + (" log" if model.best_log_target_ else ""))
-            scores = all_metrics(y[te], pred)
+            scores = all_metrics(y[te], pred, quantile)
             rows.append({"split": split_no, "repeat": r, "n_train": len(tr), "n_test": len(te), **scores})
             split_no += 1
             if r == 0:
                 pooled_true.append(y[te])
                 pooled_pred.append(pred)
     oob = {}
-    if family == "rf" and n >= 5:
+    if family == "rf" and n >= 5 and quantile is None:  # a quantile forest's point is not the mean the OOB score judges
         oob = oob_score(data, params=params, log_target=log_target, random_state=random_state, n_jobs=n_jobs)
     return EvalResult(
         family=family,
@@ -233,7 +234,8 @@ def cross_validate_pipeline(data: TrainingData, family: str, *, params=None, log
     units = len(data.y) if groups is None else len(pd.unique(groups))
     res = evaluate(data, family, scheme="kfold", folds=max(2, min(folds, units)), params=params,
                    log_target=log_target, random_state=random_state, n_jobs=n_jobs)
-    out: dict[str, Any] = {"folds": int(res.splits.shape[0]), **all_metrics(res.y_true, res.y_pred)}
+    out: dict[str, Any] = {"folds": int(res.splits.shape[0]),
+                           **all_metrics(res.y_true, res.y_pred, (params or {}).get("quantile"))}
     if res.grouped:
         out["folds_by"] = "run"
         out["runs"] = res.n_runs

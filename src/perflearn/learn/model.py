@@ -50,7 +50,17 @@ def versions() -> dict[str, str]:
         "scipy": scipy.__version__,
         "pandas": pd.__version__,
         "joblib": joblib.__version__,
+        "quantile-forest": _version_of("quantile-forest"),
     }
+
+
+def _version_of(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "none"
 
 
 def _major_minor(v: str) -> tuple[int, ...]:
@@ -81,6 +91,12 @@ class Model:
     @property
     def target(self) -> str:
         return self.schema.target
+
+    @property
+    def quantile(self) -> float | None:
+        """The quantile of the target this model predicts (``perflearn fit --quantile``), else None."""
+        q = self.params.get("quantile")
+        return None if q is None else float(q)
 
     @property
     def features(self) -> list[str]:
@@ -209,7 +225,11 @@ class Model:
             raise UsageError(f"model format {meta.get('format')!r} is not {FORMAT!r}; refit it", where=str(path))
         saved = meta.get("versions", {})
         here = versions()
-        for lib in ("scikit-learn", "numpy"):
+        # a quantile forest's pickle is quantile-forest's classes: its version matters as scikit-learn's does
+        params = meta.get("params")
+        quantile = isinstance(params, dict) and params.get("quantile") is not None
+        libs = ("scikit-learn", "numpy") + (("quantile-forest",) if quantile else ())
+        for lib in libs:
             if lib in saved and _major_minor(saved[lib]) != _major_minor(here[lib]):
                 raise UsageError(
                     f"model was saved with {lib} {saved[lib]}, this is {here[lib]}; refit it with `perflearn fit`",

@@ -1,7 +1,8 @@
 """Prediction with an uncertainty band, for any fitted family.
 
 Forests give the spread across their trees (mean ± 1.645 std of the per-tree
-predictions), Gaussian processes their posterior std; target transforms (log, scaling) are monotone, so bands are mapped through
+predictions), quantile forests the 5 % and 95 % quantiles of the values they predict
+(a band of the values, not of the forest's estimate), Gaussian processes their posterior std; target transforms (log, scaling) are monotone, so bands are mapped through
 them. Other families fall back on the relative error measured by
 cross-validation when the model was fitted.
 
@@ -154,6 +155,10 @@ def _dist(est, X, bands: bool = True):
         return center, center - Z90 * sd, center + Z90 * sd
     if not bands and not _has_forest(est):
         return None
+    if _is_quantile_forest(est):  # its point is its quantile; its band, the 5 % and 95 % of the values it predicts
+        center = np.asarray(est.predict(X), dtype=float).ravel()
+        lo, hi = np.asarray(est.predict(X, quantiles=[0.05, 0.95]), dtype=float).T
+        return center, lo, hi
     if isinstance(est, GaussianProcessRegressor):
         mu, sd = est.predict(X, return_std=True)
         return mu, mu - Z90 * sd, mu + Z90 * sd
@@ -210,6 +215,10 @@ def _has_forest(est) -> bool:
     if isinstance(est, TransformedTargetRegressor):
         return _has_forest(est.regressor_)
     return False
+
+
+def _is_quantile_forest(est) -> bool:
+    return type(est).__name__ == "RandomForestQuantileRegressor"  # without importing quantile_forest to know
 
 
 def _is_plain_forest(est) -> bool:
