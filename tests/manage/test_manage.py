@@ -673,6 +673,74 @@ def test_bad_flags():
         assert result.exit_code == 2 and fragment in result.output, result.output
 
 
+def test_bad_service_cpus_are_one_line_before_anything_starts():
+    import os
+
+    mine = sorted(os.sched_getaffinity(0))
+    live = ["--service", "memcached -p {port}", "--max-rps", "1000", "--target-ms", "1", "-p", "static"]
+    cli = CliRunner()
+    for args, fragment in ((["--service-cpus", "0", "--simulate"], "--service-cpus places a live service"),
+                           (["--service-cpus", "x", *live], "--service-cpus: expected CPU numbers such as 0"),
+                           (["--service-cpus", "3-1", *live], "--service-cpus: expected CPU numbers"),
+                           (["--service-cpus", f"{max(mine) + 1}", *live],
+                            f"--service-cpus: CPU {max(mine) + 1} is not one this process may use"),
+                           (["--service-cpus", f"{mine[0]}", "--cores", "2", *live],
+                            f"--cores 2: --service-cpus {mine[0]} gives 1 CPU")):
+        result = cli.invoke(app, ["manage", *args])
+        assert result.exit_code == 2 and fragment in result.output and len(result.output.strip().splitlines()) == 1, \
+            result.output
+
+
+@pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+def test_service_cpus_keep_the_harness_off_the_services_cpu():
+    """--service-cpus 0 on two CPUs: memcached runs on CPU 0 only, the load generator, the
+    sniffer and the manager on CPU 1, whatever configuration is applied; the manager gets
+    its CPUs back when the service stops."""
+    import os
+
+    from perflearn.experiment import cgroups
+    from perflearn.manage.live import LiveService
+    from perflearn.runner.process import free_port
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+    before = os.sched_getaffinity(0)
+    if len(before) < 2:
+        pytest.skip("needs two CPUs")
+    first = min(before)
+
+    def cpus_of(pid):  # the CPUs each thread of the process may run on (a thread that ended meanwhile left out)
+        masks = set()
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                masks.add(frozenset(os.sched_getaffinity(int(tid))))
+            except ProcessLookupError:
+                pass
+        return masks
+
+    space = ConfigSpace.make(1, 2)
+    port = free_port()
+    load = ["--server", f"127.0.0.1:{port}", "--protocol", "memcache-binary", "--rate", "2000", "--profile", "steps",
+            "--step-seconds", "1", "--preload", "--connections", "2", "--drain", "1"]
+    service = LiveService(f"memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0", port, space, 1.0, "memcache-binary",
+                          load, service_cpus=[first])
+    try:
+        harness = set(before) - {first}
+        assert service.cpus == [first] and set(service.harness) == harness
+        # every thread of memcached (its workers too) on the service's CPU, under any configuration
+        for config in (Configuration(1, 0.5), space.maximum):
+            service.apply(config)
+            assert cpus_of(service.service.pid) == {frozenset({first})}
+        assert os.sched_getaffinity(service.load.pid) == harness
+        assert os.sched_getaffinity(service.sniffer._proc.pid) == harness
+        assert cpus_of(os.getpid()) == {frozenset(harness)}  # the manager's threads
+        measured = [service.observe(t) for t in (1.0, 2.0, 3.0)]  # the steps begin at 0 %
+        assert any(m is not None and m.rps > 0 for m in measured)  # the loop still reads the wire
+    finally:
+        service.close()
+    assert cpus_of(os.getpid()) == {frozenset(before)}
+
+
 def test_model_trained_on_other_knobs_is_refused():
     from perflearn.errors import UsageError
     from perflearn.manage.compare import model_predictor

@@ -49,6 +49,10 @@ def manage(
                                 "configuration that missed and those no faster; intervals that meet the target give "
                                 "it back, up to this.")] = None,
     cores: Annotated[int, typer.Option(help="Cores the service may use.")] = 3,
+    service_cpus: Annotated[Optional[str], typer.Option("--service-cpus", help="Live: the CPUs the service's cores are "
+                            "taken from, in order (e.g. 0 or 2-5; default: every CPU this process may use). The load "
+                            "generator, the sniffer and the manager then run on the other CPUs, as a client machine "
+                            "would, not on the service's.")] = None,
     levels: Annotated[int, typer.Option(help="Speed levels (frequencies, or CFS quota steps).")] = 17,
     mu: Annotated[float, typer.Option(help="Requests/s one core serves at full speed (simulator).")] = 12000.0,
     base_us: Annotated[float, typer.Option("--base-us", help="Network and stack delay, µs (simulator).")] = 100.0,
@@ -132,6 +136,7 @@ def manage(
                            rows if seeds == 1 or not simulate else [f"{r}@{s}" for s in range(seed, seed + seeds) for r in rows],
                            f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels",
                            power_.label)
+    cpus = _service_cpus(service_cpus, cores, simulate)
     if simulate:
         _check_simulation_size(space, trace, step_seconds, interval, mu)
         with recording as record:
@@ -147,7 +152,23 @@ def manage(
     with recording as record:
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, model,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
-              shlex.split(load_args), power_, tick, cost_model, order, headroom)
+              shlex.split(load_args), power_, tick, cost_model, order, headroom, cpus)
+
+
+def _service_cpus(text: str | None, cores: int, simulate: bool) -> list[int] | None:
+    """--service-cpus checked before anything starts: CPUs this process may use, at least --cores of them."""
+    if text is None:
+        return None
+    if simulate:
+        raise UsageError("--service-cpus places a live service; the simulator has no CPUs to place")
+    import os
+
+    from perflearn.manage.live import check_service_cpus, parse_cpus
+
+    cpus = check_service_cpus(parse_cpus(text), sorted(os.sched_getaffinity(0)))
+    if cores > len(cpus):
+        raise UsageError(f"--cores {cores}: --service-cpus {text} gives {len(cpus)} CPU{'s' * (len(cpus) > 1)}")
+    return cpus
 
 
 # The simulator's bounds: a trace of at most this many intervals, and a note above this many
@@ -186,7 +207,7 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 
 
 def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,
-          figure, csv, record, load_args, power, tick, cost_dir, order, headroom) -> None:
+          figure, csv, record, load_args, power, tick, cost_dir, order, headroom, service_cpus=None) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import figure as draw, model_predictor
@@ -215,15 +236,21 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     offered = per_interval(segments, interval)  # the rate each interval was offered, in the records
     intervals = len(offered)
     frames = {}
+    told = []  # the service's speed knob and placement, said once
 
     def service(label: str) -> LiveService:
         port = free_port()
         load = ["--server", f"127.0.0.1:{port}", "--protocol", protocol, "--rate", f"{max_rps:g}", *shape,
                 "--preload", "--connections", "8", "--drain", "1", *load_args]
         terminal.info(f"{label}: {intervals} intervals of {interval:g} s on {command.format(port=port)}")
-        live = LiveService(command.format(port=port), port, space, interval, protocol, load, tick_s=tick)
-        if label == "static":
+        live = LiveService(command.format(port=port), port, space, interval, protocol, load, tick_s=tick,
+                           service_cpus=service_cpus)
+        if not told:
+            told.append(label)
             terminal.info(live.speed)
+            if live.harness:
+                terminal.info(f"service on CPU {','.join(map(str, live.cpus))}; load generator, sniffer and manager "
+                              f"on CPU {','.join(map(str, live.harness))}")
         return live
 
     with workdir:

@@ -1,10 +1,15 @@
 """A real latency-critical service under the manager: started in its own cgroups,
 driven by perflearn-load, observed by perflearn-sniff's live interval stream.
 
-Cores are a cgroup cpuset (the first N CPUs); the speed level is the CPU frequency
-through cpufreq's userspace governor where the machine has it, else the CFS quota
-per core stands in (quota = cores x level CPUs). Utilisation is the service's CPU
-time (cgroup cpuacct / cpu.stat) over what its configuration allows.
+Cores are a cgroup cpuset (the first N of the service's CPUs); the speed level is the
+CPU frequency through cpufreq's userspace governor where the machine has it, else the
+CFS quota per core stands in (quota = cores x level CPUs). Utilisation is the service's
+CPU time (cgroup cpuacct / cpu.stat) over what its configuration allows.
+
+The service's CPUs are those this process may use, or ``service_cpus``; given, the load
+generator, the sniffer and the manager itself run on the others (the harness), as a
+load generator on its own client machine would (the seed's did): on one machine they
+would otherwise take CPU time from the service they measure.
 """
 
 from __future__ import annotations
@@ -43,11 +48,15 @@ def _cpu_seconds(group: cgroups.Group) -> float | None:
 
 class LiveService(Service):
     def __init__(self, command: str, port: int, space: ConfigSpace, interval_s: float, protocol: str,
-                 load: list[str], interface: str = "lo", name: str = "manage", tick_s: float | None = None):
-        if max(space.cores) > len(os.sched_getaffinity(0)):
-            raise UsageError(f"--cores {max(space.cores)}: this machine lets us use {len(os.sched_getaffinity(0))} CPUs")
+                 load: list[str], interface: str = "lo", name: str = "manage", tick_s: float | None = None,
+                 service_cpus: list[int] | None = None):
+        self.affinity = sorted(os.sched_getaffinity(0))  # restored on close: the harness may be moved off the service's
+        self.cpus = check_service_cpus(service_cpus, self.affinity) if service_cpus else self.affinity
+        if max(space.cores) > len(self.cpus):
+            where = "--service-cpus gives" if service_cpus else "this machine lets us use"
+            raise UsageError(f"--cores {max(space.cores)}: {where} {len(self.cpus)} CPU{'s' * (len(self.cpus) > 1)}")
+        self.harness = [c for c in self.affinity if c not in self.cpus] if service_cpus else []
         self.space, self.interval, self.tick_s = space, interval_s, tick_s
-        self.cpus = sorted(os.sched_getaffinity(0))
         controllers = {"cpuset", "cpu"}
         if cgroups.version() == 1 and (cgroups.root() / "cpuacct").is_dir():
             controllers.add("cpuacct")  # CPU time, where it is its own v1 hierarchy
@@ -79,14 +88,19 @@ class LiveService(Service):
         self.apply(space.maximum)
         files = self.group.procs_files
 
+        cpus = self.cpus
+
         def join() -> None:
             for procs in files:
                 with open(procs, "w") as f:
                     f.write(str(os.getpid()))
+            os.sched_setaffinity(0, cpus)  # not the harness's CPUs it was forked with
 
         self.service = subprocess.Popen(shlex.split(command), preexec_fn=join, process_group=0,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _wait_port(port, self.service, 10.0)
+        if self.harness:  # this process's threads, and so the sniffer and the load generator it starts: off the service's CPUs
+            _place_threads(self.harness)
         self.lines: queue.Queue = queue.Queue()
         self.carry: list[dict] = []  # ticks read after their interval's line
         self.load_started = threading.Event()
@@ -200,6 +214,36 @@ class LiveService(Service):
             if self.freq is not None:
                 self.freq.restore()
             self.group.remove()
+            if self.harness:
+                _place_threads(self.affinity)
+
+
+def _place_threads(cpus: list[int]) -> None:
+    """Every thread of this process on ``cpus`` (sched_setaffinity moves one thread; children inherit the caller's)."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:  # ended meanwhile
+            pass
+
+
+def parse_cpus(text: str) -> list[int]:
+    """A CPU list as cpuset and taskset write it: "0", "0,2", "0-3,6"."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        if not first.isdigit() or (last and not last.isdigit()) or (last and int(last) < int(first)):
+            raise UsageError(f"--service-cpus: expected CPU numbers such as 0 or 0,2 or 0-3, got {text!r}")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return sorted(cpus)
+
+
+def check_service_cpus(cpus: list[int], allowed: list[int]) -> list[int]:
+    outside = [c for c in cpus if c not in allowed]
+    if outside:
+        raise UsageError(f"--service-cpus: CPU {outside[0]} is not one this process may use "
+                         f"({','.join(map(str, allowed))})")
+    return list(cpus)
 
 
 def _wait_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
