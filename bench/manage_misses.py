@@ -10,11 +10,15 @@ Each miss (an interval whose p95 is over the target) falls in one kind, in this 
 
 Then, for ``static`` (one configuration throughout), the chance of a miss after an
 interval that met the target, after one that missed, and when the miss was two and
-three intervals back: the machine's own clustering.
+three intervals back: the machine's own clustering. Last, per policy, the chance of a
+miss by the intervals since its last miss (outside the first three intervals of a step):
+how long a spell lasts, and whether a policy's choices after a miss (the maximum until
+the target is met, then cheaper again) miss more than static does as long after one.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import pandas as pd
@@ -44,9 +48,27 @@ def clustering(frames: list[pd.DataFrame]) -> dict[str, float]:
             "miss two back": d.miss[~m1 & m2].mean(), "miss three back": d.miss[~m1 & ~m2 & m3].mean()}
 
 
+def since_last_miss(frames: list[pd.DataFrame], step_s: int = 20, cap: int = 10) -> pd.Series:
+    """Share of intervals that miss, by intervals since the pass's last miss (``cap``: that
+    many or more, or none yet), over the intervals outside a step's first three."""
+    rows = []
+    for g in frames:
+        miss = (g.p95 > g.target).to_numpy()
+        last, since = None, []
+        for i, m in enumerate(miss):
+            since.append(cap if last is None else min(cap, i - last))
+            if m:
+                last = i
+        t = g.t.astype(int).to_numpy()
+        keep = ~((t % step_s <= 2) & (t >= step_s))
+        rows.append(pd.DataFrame({"since": since, "miss": miss})[keep])
+    d = pd.concat(rows)
+    return d.groupby("since").miss.mean()
+
+
 def main(paths: list[str]) -> None:
     rounds = [pd.read_csv(p) for p in paths]
-    policies = [p for p in dict.fromkeys(rounds[0].policy) if "learning" not in p]
+    policies = [p for p in dict.fromkeys(p for r in rounds for p in r.policy) if "learning" not in p]
     table = pd.DataFrame({p: pd.DataFrame([kinds(r[r.policy == p], (r.cores.max(), r.level.max())) for r in rounds]).sum() for p in policies}).T
     print(f"misses by kind over {len(rounds)} rounds")
     print(table.to_string())
@@ -55,9 +77,14 @@ def main(paths: list[str]) -> None:
         print("\nstatic: chance of a miss")
         for name, value in clustering(static).items():
             print(f"  {name:22s} {100 * value:5.1f} %")
+    spells = pd.DataFrame({p: since_last_miss([r[r.policy == p] for r in rounds if (r.policy == p).any()])
+                           for p in policies})
+    print("\nchance of a miss (%) by intervals since the last miss (10: ten or more, or none yet)")
+    print((100 * spells.T).round(1).to_string())
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # piped into head: stop quietly
     if len(sys.argv) < 2:
         sys.exit("usage: python bench/manage_misses.py ROUND.csv[.gz] ...")
     main(sys.argv[1:])

@@ -682,6 +682,7 @@ def test_bad_service_cpus_are_one_line_before_anything_starts():
     for args, fragment in ((["--service-cpus", "0", "--simulate"], "--service-cpus places a live service"),
                            (["--service-cpus", "x", *live], "--service-cpus: expected CPU numbers such as 0"),
                            (["--service-cpus", "3-1", *live], "--service-cpus: expected CPU numbers"),
+                           (["--service-cpus", "0-999999999999", *live], "--service-cpus: expected CPU numbers"),
                            (["--service-cpus", f"{max(mine) + 1}", *live],
                             f"--service-cpus: CPU {max(mine) + 1} is not one this process may use"),
                            (["--service-cpus", f"{mine[0]}", "--cores", "2", *live],

@@ -50,7 +50,7 @@ def manage(
                                 "it back, up to this.")] = None,
     cores: Annotated[int, typer.Option(help="Cores the service may use.")] = 3,
     service_cpus: Annotated[Optional[str], typer.Option("--service-cpus", help="Live: the CPUs the service's cores are "
-                            "taken from, in order (e.g. 0 or 2-5; default: every CPU this process may use). The load "
+                            "taken from, lowest first (e.g. 0 or 2-5; default: every CPU this process may use). The load "
                             "generator, the sniffer and the manager then run on the other CPUs, as a client machine "
                             "would, not on the service's.")] = None,
     levels: Annotated[int, typer.Option(help="Speed levels (frequencies, or CFS quota steps).")] = 17,

@@ -232,7 +232,8 @@ def parse_cpus(text: str) -> list[int]:
     cpus: set[int] = set()
     for part in text.split(","):
         first, _, last = part.strip().partition("-")
-        if not first.isdigit() or (last and not last.isdigit()) or (last and int(last) < int(first)):
+        if (not first.isdigit() or (last and not last.isdigit()) or (last and int(last) < int(first))
+                or int(last or first) >= 1 << 16):  # no machine has more; a huge range would not fit in memory
             raise UsageError(f"--service-cpus: expected CPU numbers such as 0 or 0,2 or 0-3, got {text!r}")
         cpus.update(range(int(first), int(last or first) + 1))
     return sorted(cpus)
