@@ -163,12 +163,9 @@ def _service_cpus(text: str | None, cores: int, simulate: bool) -> list[int] | N
         raise UsageError("--service-cpus places a live service; the simulator has no CPUs to place")
     import os
 
-    from perflearn.manage.live import check_service_cpus, parse_cpus
+    from perflearn.manage.live import check_service_cpus, parse_service_cpus
 
-    cpus = check_service_cpus(parse_cpus(text), sorted(os.sched_getaffinity(0)))
-    if cores > len(cpus):
-        raise UsageError(f"--cores {cores}: --service-cpus {text} gives {len(cpus)} CPU{'s' * (len(cpus) > 1)}")
-    return cpus
+    return check_service_cpus(parse_service_cpus(text), sorted(os.sched_getaffinity(0)), cores)
 
 
 # The simulator's bounds: a trace of at most this many intervals, and a note above this many
@@ -236,7 +233,6 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     offered = per_interval(segments, interval)  # the rate each interval was offered, in the records
     intervals = len(offered)
     frames = {}
-    told = []  # the service's speed knob and placement, said once
 
     def service(label: str) -> LiveService:
         port = free_port()
@@ -245,8 +241,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
         terminal.info(f"{label}: {intervals} intervals of {interval:g} s on {command.format(port=port)}")
         live = LiveService(command.format(port=port), port, space, interval, protocol, load, tick_s=tick,
                            service_cpus=service_cpus)
-        if not told:
-            told.append(label)
+        if not frames:  # the first pass: say the service's speed knob and placement once
             terminal.info(live.speed)
             if live.harness:
                 terminal.info(f"service on CPU {','.join(map(str, live.cpus))}; load generator, sniffer and manager "

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from perflearn.errors import UnsupportedError, UsageError
 from perflearn.experiment import cgroups
+from perflearn.experiment.actuators import cpu_list, parse_cpus
 from perflearn.experiment.cpufreq import CpuFreq
 from perflearn.wire import LiveSniffer, locate
 
@@ -51,11 +52,13 @@ class LiveService(Service):
                  load: list[str], interface: str = "lo", name: str = "manage", tick_s: float | None = None,
                  service_cpus: list[int] | None = None):
         self.affinity = sorted(os.sched_getaffinity(0))  # restored on close: the harness may be moved off the service's
-        self.cpus = check_service_cpus(service_cpus, self.affinity) if service_cpus else self.affinity
-        if max(space.cores) > len(self.cpus):
-            where = "--service-cpus gives" if service_cpus else "this machine lets us use"
-            raise UsageError(f"--cores {max(space.cores)}: {where} {len(self.cpus)} CPU{'s' * (len(self.cpus) > 1)}")
-        self.harness = [c for c in self.affinity if c not in self.cpus] if service_cpus else []
+        if service_cpus:
+            self.cpus = check_service_cpus(service_cpus, self.affinity, max(space.cores))
+        elif max(space.cores) > len(self.affinity):
+            raise UsageError(f"--cores {max(space.cores)}: this machine lets us use {len(self.affinity)} CPUs")
+        else:
+            self.cpus = self.affinity
+        self.harness = [c for c in self.affinity if c not in self.cpus]  # none unless the service was given CPUs
         self.space, self.interval, self.tick_s = space, interval_s, tick_s
         controllers = {"cpuset", "cpu"}
         if cgroups.version() == 1 and (cgroups.root() / "cpuacct").is_dir():
@@ -227,24 +230,23 @@ def _place_threads(cpus: list[int]) -> None:
             pass
 
 
-def parse_cpus(text: str) -> list[int]:
-    """A CPU list as cpuset and taskset write it: "0", "0,2", "0-3,6"."""
-    cpus: set[int] = set()
-    for part in text.split(","):
-        first, _, last = part.strip().partition("-")
-        if (not first.isdigit() or (last and not last.isdigit()) or (last and int(last) < int(first))
-                or int(last or first) >= 1 << 16):  # no machine has more; a huge range would not fit in memory
-            raise UsageError(f"--service-cpus: expected CPU numbers such as 0 or 0,2 or 0-3, got {text!r}")
-        cpus.update(range(int(first), int(last or first) + 1))
-    return sorted(cpus)
+def parse_service_cpus(text: str) -> list[int]:
+    """--service-cpus as cpuset and taskset write CPU lists: "0", "0,2", "0-3,6"."""
+    try:
+        return sorted(parse_cpus(text))
+    except ValueError:
+        raise UsageError(f"--service-cpus: expected CPU numbers such as 0 or 0,2 or 0-3, got {text!r}") from None
 
 
-def check_service_cpus(cpus: list[int], allowed: list[int]) -> list[int]:
-    outside = [c for c in cpus if c not in allowed]
+def check_service_cpus(cpus: list[int], allowed: list[int], cores: int) -> list[int]:
+    """The service's CPUs, lowest first: each one this process may use, and at least ``cores`` of them."""
+    outside = sorted(set(cpus) - set(allowed))
     if outside:
-        raise UsageError(f"--service-cpus: CPU {outside[0]} is not one this process may use "
-                         f"({','.join(map(str, allowed))})")
-    return list(cpus)
+        raise UsageError(f"--service-cpus: CPU {outside[0]} is not one this process may use ({cpu_list(set(allowed))})")
+    if cores > len(cpus):
+        raise UsageError(f"--cores {cores}: --service-cpus {cpu_list(set(cpus))} gives {len(cpus)} "
+                         f"CPU{'s' * (len(cpus) > 1)}")
+    return sorted(cpus)
 
 
 def _wait_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
