@@ -798,6 +798,9 @@ def test_live_memcached_under_load(tmp_path):
     # burst of 10 000 sets is not in the trace
     assert static["rps"].iloc[0] < 1600
     assert frame[frame["policy"] == "ondemand"]["level"].nunique() > 1  # it changed speed with the load
+    # the host-speed probe, every interval it had samples: a CPU time for its fixed work, stored too
+    assert frame["host_probe_us"].notna().sum() >= 18 and (frame["host_probe_us"].dropna() > 20).all()
+    assert samples[samples["metric"] == "host_probe_us"]["value"].notna().sum() >= 18
     import os
 
     mine = f"manage-{os.getpid()}-service"

@@ -208,6 +208,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     import pandas as pd
 
     from perflearn.manage.compare import figure as draw, model_predictor
+    from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.live import LiveService, write_trace
     from perflearn.manage.loop import passes, summarize
     from perflearn.manage.policies import make_policy
@@ -259,18 +260,36 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
                 record(label, frame, None if static is None else static["energy_j"].sum(), time.monotonic() - started)
                 started = time.monotonic()
     static_energy = frames["static"]["energy_j"].sum() if "static" in frames else None
-    table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes", box=None)
-    for name, frame in frames.items():
-        if name == "static" and "static" not in names:
-            continue
+    shown = {n: f for n, f in frames.items() if n != "static" or "static" in names}
+    slow = slow_intervals(shown)
+    table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes",
+                  *(["host slow"] if slow else []), box=None)
+    for name, frame in shown.items():
         row = summarize(frame, static_energy)
         table.add_row(name, f"{row['qos_guarantee']:.1f}%", f"{row['qos_tardiness']:.2f}", f"{row['energy_j'] / 1e3:.3f} kJ",
-                      f"{row['energy_reduction']:+.1f}%" if static_energy else "-", str(row["changes"]))
+                      f"{row['energy_reduction']:+.1f}%" if static_energy else "-", str(row["changes"]),
+                      *([f"{slow[name]:.0f}%"] if slow else []))
     terminal.out.print(table)
+    if slow and len(slow) > 1:
+        _warn_if_hosts_differ(slow)
     if figure:
         draw({n: frames[n] for n in names}, figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
     if csv:
         pd.concat([f.assign(policy=n) for n, f in frames.items()]).to_csv(csv, index=False)
+
+
+# A comparison whose passes met hosts this different (points of "host slow") compares hosts, not policies
+HOST_SLOW_SPREAD = 25.0
+
+
+def _warn_if_hosts_differ(slow: dict[str, float]) -> None:
+    from perflearn.manage.hostspeed import SLOW_RATIO
+
+    fastest, slowest = min(slow, key=slow.get), max(slow, key=slow.get)
+    if slow[slowest] - slow[fastest] >= HOST_SLOW_SPREAD:
+        terminal.warn(f"the host ran fixed work {SLOW_RATIO:g}x slower than its fastest in {slow[slowest]:.0f}% of "
+                      f"{slowest}'s intervals but {slow[fastest]:.0f}% of {fastest}'s: their QoS is not comparable; "
+                      "run them again (docs/manage.md, \"A slow host\")")
 
 
 def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, seeds, figure, csv, record,

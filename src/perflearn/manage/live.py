@@ -30,6 +30,7 @@ from perflearn.experiment.cpufreq import CpuFreq
 from perflearn.wire import LiveSniffer, locate
 
 from .config import ConfigSpace, Configuration
+from .hostspeed import HostSpeedProbe
 from .loop import Measured, Service
 
 
@@ -75,6 +76,7 @@ class LiveService(Service):
         self.load: subprocess.Popen | None = None
         self.sniffer: LiveSniffer | None = None
         self.load_reader: threading.Thread | None = None
+        self.probe: HostSpeedProbe | None = None
         try:
             self._start(command, port, space, protocol, load, interface)
         except BaseException:
@@ -104,6 +106,7 @@ class LiveService(Service):
         _wait_port(port, self.service, 10.0)
         if self.harness:  # this process's threads, and so the sniffer and the load generator it starts: off the service's CPUs
             _place_threads(self.harness)
+        self.probe = HostSpeedProbe().start()  # a thread of this process: on the harness's CPUs when there are some
         self.lines: queue.Queue = queue.Queue()
         self.carry: list[dict] = []  # ticks read after their interval's line
         self.load_started = threading.Event()
@@ -187,9 +190,10 @@ class LiveService(Service):
             utilisation = min(1.0, (cpu - self.last_cpu) / allowed)
         self.last_cpu, self.last_time = cpu, now
         p95, p99 = line.get("p95_us"), line.get("p99_us")
+        rps, probe = float(line.get("rps", 0.0)), self.probe.take() if self.probe is not None else None
         if not isinstance(p95, (int, float)):
-            return Measured(float(line.get("rps", 0.0)), 0.0, 0.0, utilisation)  # no request: nothing late
-        return Measured(float(line.get("rps", 0.0)), p95 / 1e6, float(p99 or p95) / 1e6, utilisation)
+            return Measured(rps, 0.0, 0.0, utilisation, host_probe_us=probe)  # no request: nothing late
+        return Measured(rps, p95 / 1e6, float(p99 or p95) / 1e6, utilisation, host_probe_us=probe)
 
     @property
     def load_done(self) -> bool:
@@ -210,6 +214,8 @@ class LiveService(Service):
             self.load_reader.join(timeout=2.0)  # at the generator's end of output
         if self.load is not None and self.load.stdout is not None:
             self.load.stdout.close()
+        if self.probe is not None:
+            self.probe.stop()
         try:
             if self.sniffer is not None:
                 self.sniffer.stop()

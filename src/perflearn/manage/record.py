@@ -2,7 +2,7 @@
 policy (knob ``policy``), the summary as the run's metrics and every control interval
 as its samples (load measured and offered, p95, p99, cores, level, predicted p95,
 utilisation, power, changes inside the interval, whether it was settled, CPU time per
-request).
+request, the host-speed probe).
 
 Each policy's run is written as soon as its loop ends, so an interrupted comparison
 keeps the policies already measured.
@@ -23,7 +23,7 @@ SUMMARY = (("qos_guarantee", "%"), ("qos_tardiness", ""), ("energy_j", "J"), ("e
            ("changes", ""), ("intervals", ""))
 SERIES = (("rps", "req/s"), ("offered_rps", "req/s"), ("p95", "s"), ("p99", "s"), ("target", "s"), ("cores", ""), ("level", ""),
           ("predicted", "s"), ("utilisation", ""), ("power_w", "W"), ("reactions", ""),
-          ("settled", ""), ("cpu_us_per_request", "us"))
+          ("settled", ""), ("cpu_us_per_request", "us"), ("host_probe_us", "us"))
 
 
 class PolicyRecorder:
