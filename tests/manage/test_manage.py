@@ -800,6 +800,7 @@ def test_live_memcached_under_load(tmp_path):
     assert frame[frame["policy"] == "ondemand"]["level"].nunique() > 1  # it changed speed with the load
     # the host-speed probe, every interval it had samples: a CPU time for its fixed work, stored too
     assert frame["host_probe_us"].notna().sum() >= 18 and (frame["host_probe_us"].dropna() > 20).all()
+    assert (frame["host_probe_min_us"] <= frame["host_probe_us"]).sum() == frame["host_probe_us"].notna().sum()
     assert samples[samples["metric"] == "host_probe_us"]["value"].notna().sum() >= 18
     import os
 

@@ -261,7 +261,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
                 started = time.monotonic()
     static_energy = frames["static"]["energy_j"].sum() if "static" in frames else None
     shown = {n: f for n, f in frames.items() if n != "static" or "static" in names}
-    slow = slow_intervals(shown)
+    slow = slow_intervals(frames)
     table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes",
                   *(["host slow"] if slow else []), box=None)
     for name, frame in shown.items():
@@ -270,8 +270,10 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
                       f"{row['energy_reduction']:+.1f}%" if static_energy else "-", str(row["changes"]),
                       *([f"{slow[name]:.0f}%"] if slow else []))
     terminal.out.print(table)
-    if slow and len(slow) > 1:
-        _warn_if_hosts_differ(slow)
+    # the evaluated passes and static, the energy's reference even when not shown; a learning pass is not compared
+    evaluated = {n: slow[n] for n in dict.fromkeys(["static", *names]) if slow and n in slow}
+    if len(evaluated) > 1:
+        _warn_if_hosts_differ(evaluated)
     if figure:
         draw({n: frames[n] for n in names}, figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
     if csv:
@@ -287,7 +289,7 @@ def _warn_if_hosts_differ(slow: dict[str, float]) -> None:
 
     fastest, slowest = min(slow, key=slow.get), max(slow, key=slow.get)
     if slow[slowest] - slow[fastest] >= HOST_SLOW_SPREAD:
-        terminal.warn(f"the host ran fixed work {SLOW_RATIO:g}x slower than its fastest in {slow[slowest]:.0f}% of "
+        terminal.warn(f"the host ran fixed work {SLOW_RATIO:g}x or more slower than its fastest in {slow[slowest]:.0f}% of "
                       f"{slowest}'s intervals but {slow[fastest]:.0f}% of {fastest}'s: their QoS is not comparable; "
                       "run them again (docs/manage.md, \"A slow host\")")
 

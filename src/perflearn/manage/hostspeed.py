@@ -38,7 +38,7 @@ def fixed_work() -> int:
 
 class HostSpeedProbe:
     """CPU microseconds of ``fixed_work`` every ``period_s``; ``take`` gives the median
-    since the last take (None when no sample was taken)."""
+    and the minimum since the last take (None when no sample was taken)."""
 
     def __init__(self, period_s: float = 0.2):
         self.period = period_s
@@ -59,26 +59,37 @@ class HostSpeedProbe:
             with self.lock:
                 self.samples.append(took)
 
-    def take(self) -> float | None:
+    def take(self) -> tuple[float, float] | None:
         with self.lock:
             samples, self.samples = self.samples, []
-        return median(samples) if samples else None
+        return (median(samples), min(samples)) if samples else None
 
     def stop(self) -> None:
         self.stopping.set()
         self.thread.join(timeout=2.0)
 
 
-def slow_intervals(frames: dict[str, pd.DataFrame]) -> dict[str, float] | None:
-    """Per pass, the share (%) of its intervals whose probe ran at least ``SLOW_RATIO``
-    times the fastest the comparison saw (its 10th percentile over every pass's intervals).
-    None when no pass was probed (the simulator). Slow against the comparison's own
-    fastest: a host slow throughout shows no slow interval."""
-    probes = {name: (f["host_probe_us"] if "host_probe_us" in f else pd.Series(dtype=float)).dropna()
-              for name, f in frames.items()}
-    values = np.concatenate([p.to_numpy(dtype=float) for p in probes.values()])
-    if not len(values):
+def slow_flags(frames: dict[str, pd.DataFrame]) -> dict[str, pd.Series] | None:
+    """Per pass, per interval: 1.0 when its probe's median ran at least ``SLOW_RATIO``
+    times the fastest the machine ran the work, 0.0 when not, NaN without a probe
+    sample; None when no pass was probed (the simulator). The fastest is the 10th
+    percentile of the intervals' minima over every pass: a slow host still runs some
+    samples fast (a quarter of them in session 28's slow phases), so it is found even
+    in a comparison that met a slow host throughout, unless no sample ever ran fast."""
+    def column(frame: pd.DataFrame, name: str) -> pd.Series:
+        return frame[name] if name in frame else pd.Series(np.nan, index=frame.index)
+
+    minima = np.concatenate([column(f, "host_probe_min_us").dropna().to_numpy(dtype=float) for f in frames.values()])
+    if not len(minima):
         return None
-    fast = float(np.quantile(values, 0.1))
-    return {name: float((p >= SLOW_RATIO * fast).mean() * 100) if len(p) else float("nan")
-            for name, p in probes.items()}
+    fastest = float(np.quantile(minima, 0.1))
+    return {name: (column(f, "host_probe_us") >= SLOW_RATIO * fastest).astype(float).where(column(f, "host_probe_us").notna())
+            for name, f in frames.items()}
+
+
+def slow_intervals(frames: dict[str, pd.DataFrame]) -> dict[str, float] | None:
+    """Per pass, the share (%) of its probed intervals that ran on a slow host (``slow_flags``)."""
+    flags = slow_flags(frames)
+    if flags is None:
+        return None
+    return {name: float(f.mean() * 100) if f.notna().any() else float("nan") for name, f in flags.items()}

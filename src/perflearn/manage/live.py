@@ -191,9 +191,10 @@ class LiveService(Service):
         self.last_cpu, self.last_time = cpu, now
         p95, p99 = line.get("p95_us"), line.get("p99_us")
         rps, probe = float(line.get("rps", 0.0)), self.probe.take() if self.probe is not None else None
+        host = dict(zip(("host_probe_us", "host_probe_min_us"), probe or ()))
         if not isinstance(p95, (int, float)):
-            return Measured(rps, 0.0, 0.0, utilisation, host_probe_us=probe)  # no request: nothing late
-        return Measured(rps, p95 / 1e6, float(p99 or p95) / 1e6, utilisation, host_probe_us=probe)
+            return Measured(rps, 0.0, 0.0, utilisation, **host)  # no request: nothing late
+        return Measured(rps, p95 / 1e6, float(p99 or p95) / 1e6, utilisation, **host)
 
     @property
     def load_done(self) -> bool:

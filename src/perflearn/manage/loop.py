@@ -34,6 +34,7 @@ class Measured:
     utilisation: float
     power_w: float | None = None  # measured (RAPL) when the service can; else modelled
     host_probe_us: float | None = None  # CPU µs of the host-speed probe's fixed work (live only; hostspeed.py)
+    host_probe_min_us: float | None = None  # its fastest sample in the interval
 
 
 React = Callable[[float], None]  # called with the arrival rate of each tick inside an interval
@@ -105,8 +106,10 @@ class IntervalRecord:
     # the service's CPU time per request (busy full-speed CPUs / requests/s), as Heimdall
     # follows it; a sweep's is the profile of it (--cost-model), measured the same way
     cpu_us_per_request: float | None = None
-    # how fast the machine ran fixed work meanwhile (median CPU µs; None in the simulator): a slow host's misses
+    # how fast the machine ran fixed work meanwhile (CPU µs, median and fastest; None in the simulator): a slow
+    # host's misses
     host_probe_us: float | None = None
+    host_probe_min_us: float | None = None
 
 
 def control_loop(policy: Policy, service: Service, intervals: int, interval_s: float, power: PowerModel,
@@ -174,7 +177,7 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
                 config.cores, config.level, policy.predicted, measured.utilisation, measured.power_w,
                 measured.power_w * interval_s,
                 new != config, "; ".join([*events, *([note] if note else [])]), reactions, settled, cost_us,
-                measured.host_probe_us))
+                measured.host_probe_us, measured.host_probe_min_us))
             if new != config:
                 try:
                     service.apply(new)

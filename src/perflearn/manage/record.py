@@ -23,7 +23,8 @@ SUMMARY = (("qos_guarantee", "%"), ("qos_tardiness", ""), ("energy_j", "J"), ("e
            ("changes", ""), ("intervals", ""))
 SERIES = (("rps", "req/s"), ("offered_rps", "req/s"), ("p95", "s"), ("p99", "s"), ("target", "s"), ("cores", ""), ("level", ""),
           ("predicted", "s"), ("utilisation", ""), ("power_w", "W"), ("reactions", ""),
-          ("settled", ""), ("cpu_us_per_request", "us"), ("host_probe_us", "us"))
+          ("settled", ""), ("cpu_us_per_request", "us"), ("host_probe_us", "us"),
+          ("host_probe_min_us", "us"))
 
 
 class PolicyRecorder:
