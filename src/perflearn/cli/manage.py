@@ -271,7 +271,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
                       *([f"{slow[name]:.0f}%"] if slow else []))
     terminal.out.print(table)
     # the evaluated passes and static, the energy's reference even when not shown; a learning pass is not compared
-    evaluated = {n: slow[n] for n in dict.fromkeys(["static", *names]) if slow and n in slow}
+    evaluated = {n: slow[n] for n in dict.fromkeys(["static", *names]) if n in (slow or {})}
     if len(evaluated) > 1:
         _warn_if_hosts_differ(evaluated)
     if figure:
@@ -280,15 +280,12 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
         pd.concat([f.assign(policy=n) for n, f in frames.items()]).to_csv(csv, index=False)
 
 
-# A comparison whose passes met hosts this different (points of "host slow") compares hosts, not policies
-HOST_SLOW_SPREAD = 25.0
-
-
 def _warn_if_hosts_differ(slow: dict[str, float]) -> None:
-    from perflearn.manage.hostspeed import SLOW_RATIO
+    from perflearn.manage.hostspeed import SLOW_RATIO, hosts_differ
 
-    fastest, slowest = min(slow, key=slow.get), max(slow, key=slow.get)
-    if slow[slowest] - slow[fastest] >= HOST_SLOW_SPREAD:
+    differ = hosts_differ(slow)
+    if differ:
+        slowest, fastest = differ
         terminal.warn(f"the host ran fixed work {SLOW_RATIO:g}x or more slower than its fastest in {slow[slowest]:.0f}% of "
                       f"{slowest}'s intervals but {slow[fastest]:.0f}% of {fastest}'s: their QoS is not comparable; "
                       "run them again (docs/manage.md, \"A slow host\")")

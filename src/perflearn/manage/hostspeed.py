@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 SLOW_RATIO = 1.3  # between the two modes measured (1.6x apart): an interval this much slower than the fastest seen is slow
+SLOW_SPREAD = 25.0  # passes whose shares of slow intervals are this many points apart met different hosts
 LOOP = 10_000  # iterations: about 0.45 ms of Python, long enough to time by thread CPU time, short enough to be cheap
 
 
@@ -83,13 +84,18 @@ def slow_flags(frames: dict[str, pd.DataFrame]) -> dict[str, pd.Series] | None:
     if not len(minima):
         return None
     fastest = float(np.quantile(minima, 0.1))
-    return {name: (column(f, "host_probe_us") >= SLOW_RATIO * fastest).astype(float).where(column(f, "host_probe_us").notna())
-            for name, f in frames.items()}
+    medians = {name: column(f, "host_probe_us") for name, f in frames.items()}
+    return {name: (m >= SLOW_RATIO * fastest).astype(float).where(m.notna()) for name, m in medians.items()}
 
 
 def slow_intervals(frames: dict[str, pd.DataFrame]) -> dict[str, float] | None:
     """Per pass, the share (%) of its probed intervals that ran on a slow host (``slow_flags``)."""
     flags = slow_flags(frames)
-    if flags is None:
-        return None
-    return {name: float(f.mean() * 100) if f.notna().any() else float("nan") for name, f in flags.items()}
+    return None if flags is None else {name: float(f.mean() * 100) for name, f in flags.items()}  # NaN: no sample
+
+
+def hosts_differ(shares: dict[str, float]) -> tuple[str, str] | None:
+    """(slowest, fastest) of passes whose slow-host shares are ``SLOW_SPREAD`` points or
+    more apart: their QoS compares hosts, not policies. None when they are comparable."""
+    slowest, fastest = max(shares, key=shares.get), min(shares, key=shares.get)
+    return (slowest, fastest) if shares[slowest] - shares[fastest] >= SLOW_SPREAD else None

@@ -190,8 +190,8 @@ class LiveService(Service):
             utilisation = min(1.0, (cpu - self.last_cpu) / allowed)
         self.last_cpu, self.last_time = cpu, now
         p95, p99 = line.get("p95_us"), line.get("p99_us")
-        rps, probe = float(line.get("rps", 0.0)), self.probe.take() if self.probe is not None else None
-        host = dict(zip(("host_probe_us", "host_probe_min_us"), probe or ()))
+        rps, probe = float(line.get("rps", 0.0)), self.probe.take()  # (median, fastest) µs, or None
+        host = {"host_probe_us": probe[0], "host_probe_min_us": probe[1]} if probe else {}
         if not isinstance(p95, (int, float)):
             return Measured(rps, 0.0, 0.0, utilisation, **host)  # no request: nothing late
         return Measured(rps, p95 / 1e6, float(p99 or p95) / 1e6, utilisation, **host)
