@@ -304,9 +304,11 @@ def test_heimdall_cheapest_keeps_the_slack_as_cpu_headroom():
 def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
     """Live (session 16), two cores at half at 30k req/s missed, drained at the maximum,
     came back and missed again a few intervals later; the forecast had not moved. A miss
-    by the configuration chosen for the load it carried distrusts it, and everything no
-    faster (no more speed, no more cores x speed), at that load for 30 intervals, twice as long after a second
-    miss there; other loads keep trusting it, and the seed's rule is unchanged."""
+    by the configuration chosen for the load it carried distrusts it, and everything with
+    no more capacity (cores x speed), at that load for 30 intervals, twice as long after a second
+    miss there; other loads keep trusting it, and the seed's rule is unchanged. More
+    speed at no more capacity is distrusted too: live at 38k req/s (session 28), one core
+    at 0.75 ran after two at 0.375 missed, and missed as well."""
     space = ConfigSpace.make(2, 4)
     flat = lambda frame: (np.full(len(frame), 80e-6), np.zeros(len(frame)))  # every configuration forecast to meet it
     tx1 = power_model("tx1")
@@ -338,6 +340,17 @@ def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
     room = dict(zip(policy.configs, policy.room))
     assert chosen == Configuration(1, 0.75) and room[half] == pytest.approx(0.81, abs=0.01)
     assert room[quarter] == pytest.approx(0.5, abs=0.01) and room[Configuration(1, 0.75)] == pytest.approx(0.9)
+
+    # two cores at 0.375 miss at the top load: one core at 0.75 (more speed, the same capacity) is not next
+    wide = make_policy("heimdall-cheapest", ConfigSpace.make(2, 8), 197e-6, 38_000, 1.0, power=tx1, intervals=10,
+                       model=flat)
+    two_3 = Configuration(2, 0.375)
+    wide.decide(seen(1, 80e-6, two_3, rps=38_000.0, busy=0.5))
+    wide.sized_for = 38_000.0  # chosen for this load
+    assert wide.decide(seen(2, 400e-6, two_3, rps=38_000.0, busy=0.55)) == wide.space.maximum
+    chosen = wide.decide(seen(3, 80e-6, wide.space.maximum, rps=38_000.0, busy=0.55))
+    assert chosen.cores * chosen.level > 0.75 and chosen != Configuration(1, 0.75)
+    assert chosen.level <= 0.625  # still a cheap one: not the maximum
 
     stepped = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat)
     assert stepped.decide(seen(1, 80e-6, space.maximum)) == quarter

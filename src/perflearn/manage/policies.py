@@ -253,13 +253,20 @@ class Heimdall(Policy):
     CPUs from one second to the next, and the rule flipped between a quarter and half a
     core on that noise (session 15). And the cheapest rules believe a measured violation
     over the model (``_distrust``): a configuration that missed the target at a load it
-    was chosen for is not chosen at that load again, nor any no faster (no more speed and
-    no more cores x speed: two cores at a quarter after one at half missed), for
+    was chosen for is not chosen at that load again, nor any with no more capacity
+    (cores x speed: two cores at a quarter after one at half missed), for
     ``distrust_intervals`` (doubled with each further miss there). Live, the
     cheapest configuration at a load missed, drained at the maximum, came back and missed
     again a few intervals later (two cores at half at 30k req/s: 3 times in a round of 5,
     twice in another, session 16), and in the simulator a model profiled on a faster
     server sent the rule back to the same missing configurations (83.7 % of intervals met).
+    No more capacity, not only no faster (no more speed too, until session 29): near a
+    configuration's capacity its speed does not save it. Live at the top load, after two
+    cores at 0.375 missed (0.75 CPU), one core at 0.625 or 0.75 ran next and missed too,
+    and a miss often drew another at the maximum after it (the backlog, or the host's
+    spell): 20 of the 40 misses of session 28's four rounds were at 38k req/s (12 by
+    cheaper configurations, 8 at the maximum after them), where static missed 1 of 80
+    intervals (bench/manage.md, session 29).
 
     Online updates (``online``: a weight in (0, 1]): each interval, the error of the
     forecast for the configuration that ran, log(measured / predicted p95), is folded
@@ -325,6 +332,7 @@ class Heimdall(Policy):
         self.fastest = self.configs.index(self.space.maximum)  # fewer cores or less speed is never faster
         self.dominates = np.array([[d.cores >= c.cores and d.level >= c.level for d in self.configs] for c in self.configs])
         self.no_faster = np.array([[c.no_faster_than(d) for d in self.configs] for c in self.configs])
+        self.no_more_capacity = self.capacity[:, None] <= self.capacity[None, :] + 1e-9  # [c, d]: c has at most d's
         self.grid_shape = (len(self.space.cores), len(self.space.levels))  # self.configs, cores by levels
         self.buckets = 10  # online corrections: per tenth of the maximum load
         self.correction = np.zeros(self.buckets + 1)  # log(measured / predicted), shared by the configurations
@@ -403,9 +411,9 @@ class Heimdall(Policy):
 
     def _choose(self, mean, spread, demand: float, load: float, now: float) -> int:
         ok = self._qualifies(mean, spread)
-        # no faster than a configuration that missed at this load lately: the model was wrong there
+        # no more capacity than a configuration that missed at this load lately: the model was wrong there
         missed = self.distrusted[self._bucket(load)] > now
-        ok &= ~(self.no_faster & missed[None, :]).any(axis=1)
+        ok &= ~(self.no_more_capacity & missed[None, :]).any(axis=1)
         if not ok.any():  # nothing predicted to meet the target: the lowest latency
             return self.fastest
         if self.cheapest:  # the slack is headroom in CPU too (see the class docstring)
