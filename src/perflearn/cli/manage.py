@@ -270,10 +270,8 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
                       f"{row['energy_reduction']:+.1f}%" if static_energy else "-", str(row["changes"]),
                       *([f"{slow[name]:.0f}%"] if slow else []))
     terminal.out.print(table)
-    # the evaluated passes and static, the energy's reference even when not shown; a learning pass is not compared
-    evaluated = {n: slow[n] for n in dict.fromkeys(["static", *names]) if n in (slow or {})}
-    if len(evaluated) > 1:
-        _warn_if_hosts_differ(evaluated)
+    if slow:  # the evaluated passes and static, the energy's reference even when not shown; not a learning pass
+        _warn_if_hosts_differ({n: slow[n] for n in dict.fromkeys(["static", *names]) if n in slow})
     if figure:
         draw({n: frames[n] for n in names}, figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
     if csv:

@@ -96,6 +96,10 @@ def slow_intervals(frames: dict[str, pd.DataFrame]) -> dict[str, float] | None:
 
 def hosts_differ(shares: dict[str, float]) -> tuple[str, str] | None:
     """(slowest, fastest) of passes whose slow-host shares are ``SLOW_SPREAD`` points or
-    more apart: their QoS compares hosts, not policies. None when they are comparable."""
+    more apart: their QoS compares hosts, not policies. None when they are comparable, or
+    fewer than two passes have a share (a pass without probe samples has NaN)."""
+    shares = {name: share for name, share in shares.items() if not np.isnan(share)}
+    if len(shares) < 2:
+        return None
     slowest, fastest = max(shares, key=shares.get), min(shares, key=shares.get)
     return (slowest, fastest) if shares[slowest] - shares[fastest] >= SLOW_SPREAD else None
