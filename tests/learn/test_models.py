@@ -170,3 +170,17 @@ def test_bayes_family_shrinks_irrelevant_options_to_zero():
 def test_bayes_prior_must_be_known(smooth_ds):
     with pytest.raises(UsageError, match="prior must be ard or ridge"):
         fit(smooth_ds, "T", family="bayes", params={"prior": "lasso"})
+
+
+def test_mlp_asked_for_on_small_data_is_a_bag_of_small_nets():
+    """A family list with no low-variance family is kept on small data; mlp then takes its one
+    small-data setting (L-BFGS, strong weight decay, three random starts averaged)."""
+    X, y = _options_frame(8, seed=3)
+    train = np.random.default_rng(0).choice(len(y), 9, replace=False)
+    auto = AutoRegressor(families=("mlp",), loo_below=30, small_ratio=2.0).fit(X[train], y[train])
+    assert auto.small_data_
+    assert [r["params"] for r in auto.cv_results_] == [
+        {"hidden_layer_sizes": (32,), "alpha": 1.0, "solver": "lbfgs", "bag": 3}]
+    nets = auto.best_estimator_.regressor_.regressor_.named_steps["mlp"]
+    starts = [n.coefs_[0] for n in nets.estimators_]
+    assert len(starts) == 3 and not np.allclose(starts[0], starts[1])  # three different starts
