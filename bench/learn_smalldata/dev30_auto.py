@@ -9,18 +9,16 @@ No x264, Apache, LLVM or BDBC.
     DEV_DIR=dir python dev30_auto.py out.jsonl syn      # and: ... out.jsonl real
     python analyze30_auto.py out.jsonl
 """
-import json, os, sys, time, warnings
-import numpy as np
+import os, sys, warnings
 warnings.filterwarnings("ignore")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dev
 from dev9 import real
+from dev9_auto import run
 from perflearn.learn import models
-from perflearn.learn.models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_POINT, AUTO_SMALL_RATIO,
-                                    AUTO_WEIGHTS, model_for)
 
 DEFAULT = models.SMALL_FAMILIES
-VARIANTS = {"default": DEFAULT, "+ mlp": DEFAULT + ("mlp",)}
+VARIANTS = {"default": (None, DEFAULT), "+ mlp": (None, DEFAULT + ("mlp",))}
 REAL_FILES = ["BDBJ.csv", "Dune_prefix.csv", "hsmgp_prefix.csv", "SQL_prefix.csv", "Lrzip_sample.csv", "VP8_sample.csv"]
 
 
@@ -42,22 +40,4 @@ def systems(which):
 
 
 if __name__ == "__main__":
-    out, which = sys.argv[1], sys.argv[2]
-    for name, X, y in systems(which):
-        p = X.shape[1]
-        for mult, reps in ((1.0, 10), (1.5, 8)):
-            n = p + 1 if mult == 1 else int(round(mult * p))
-            for rep in range(reps):
-                r = np.random.default_rng(1000 + rep); tr = r.choice(len(y), n, replace=False); te = np.setdiff1d(np.arange(len(y)), tr)
-                for label, fams in VARIANTS.items():
-                    models.SMALL_FAMILIES = fams  # the candidates `auto` takes on small data
-                    t0 = time.time()
-                    est = model_for("auto", families=None, cv=5, ensemble=AUTO_ENSEMBLE, loo_below=AUTO_LOO_BELOW,
-                                    blend=AUTO_BLEND, small_ratio=AUTO_SMALL_RATIO, point=AUTO_POINT,
-                                    weights=AUTO_WEIGHTS, random_state=0, n_jobs=1).fit(X[tr], y[tr])
-                    e = float(np.mean(np.abs(est.predict(X[te]) - y[te]) / y[te]) * 100)
-                    rec = dict(system=name, mult=mult, n=n, rep=rep, variant=label, mre=e, fit_s=time.time() - t0,
-                               members=est.members_)
-                    with open(out, "a") as f:
-                        f.write(json.dumps(rec) + "\n")
-                print(name, n, rep, flush=True)
+    run(sys.argv[1], systems(sys.argv[2]), VARIANTS)

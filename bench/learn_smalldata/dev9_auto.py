@@ -10,15 +10,20 @@ import numpy as np
 warnings.filterwarnings("ignore")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dev9 import systems
+from perflearn.learn import models
 from perflearn.learn.models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_POINT, AUTO_SMALL_RATIO,
                                     AUTO_WEIGHTS, model_for)
 
-VARIANTS = {"session 6 (linear, bayes, gp)": ("linear", "bayes", "gp"), "default (+ rf)": None}
+VARIANTS = {  # label: (families, the families `auto` keeps on small data)
+    "session 6 (linear, bayes, gp)": (("linear", "bayes", "gp"), models.SMALL_FAMILIES),
+    "default (+ rf)": (None, models.SMALL_FAMILIES),
+}
 
-if __name__ == "__main__":
-    out = sys.argv[1]
-    only = set(sys.argv[2].split(",")) if len(sys.argv) > 2 else None
-    for name, X, y in systems():
+
+def run(out, systems, variants, only=None):
+    """`auto` of every variant on dev9.py's training sets (N = p + 1 and 1.5 p) of ``systems``,
+    one JSON line per fit in ``out``."""
+    for name, X, y in systems:
         if only and name not in only:
             continue
         p = X.shape[1]
@@ -26,7 +31,8 @@ if __name__ == "__main__":
             n = p + 1 if mult == 1 else int(round(mult * p))
             for rep in range(reps):
                 r = np.random.default_rng(1000 + rep); tr = r.choice(len(y), n, replace=False); te = np.setdiff1d(np.arange(len(y)), tr)
-                for label, fams in VARIANTS.items():
+                for label, (fams, small) in variants.items():
+                    models.SMALL_FAMILIES = small
                     t0 = time.time()
                     est = model_for("auto", families=fams, cv=5, ensemble=AUTO_ENSEMBLE, loo_below=AUTO_LOO_BELOW,
                                     blend=AUTO_BLEND, small_ratio=AUTO_SMALL_RATIO, point=AUTO_POINT,
@@ -37,3 +43,7 @@ if __name__ == "__main__":
                     with open(out, "a") as f:
                         f.write(json.dumps(rec) + "\n")
                 print(name, n, rep, flush=True)
+
+
+if __name__ == "__main__":
+    run(sys.argv[1], systems(), VARIANTS, set(sys.argv[2].split(",")) if len(sys.argv) > 2 else None)
