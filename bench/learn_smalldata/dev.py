@@ -100,6 +100,10 @@ def syn_numeric(seed, noise=0.03):
 def sets():
     d = pd.read_csv(os.environ.get("BDBJ_CSV", "BDBJ.csv")); X = d.iloc[:, :-1].to_numpy(float); X = X[:, X.std(0) > 0]
     yield "BDBJ", X, d.iloc[:, -1].to_numpy(float)
+    yield from synthetic()
+
+def synthetic():
+    """the 13 synthetic systems, in sets()'s order"""
     for s in range(3):  # the previous round's log-linear sparse systems (subset)
         p = [8, 10, 12][s]; yield f"loglin{s}(p={p})", *syn_loglin(s, p)
     for s in range(3):  # strong interactions, a 3-way one

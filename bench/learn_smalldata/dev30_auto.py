@@ -27,17 +27,7 @@ def systems(which):
         for f in REAL_FILES:
             yield real(f.split("_")[0].split(".")[0], os.path.join(os.environ.get("DEV_DIR", "."), f))
         return
-    for s in range(3):  # dev.sets() without BDBJ, in its order
-        p = [8, 10, 12][s]; yield f"loglin{s}(p={p})", *dev.syn_loglin(s, p)
-    for s in range(3):
-        p = [8, 10, 12][s]; yield f"inter{s}(p={p})", *dev.syn_loglin(100 + s, p, scale=0.3, dens=0.5, n_int=(4, 9), three=True)
-    for s in range(3):
-        p = [8, 10, 12][s]; yield f"add{s}(p={p})", *dev.syn_additive(200 + s, p)
-    for s in range(2):
-        p = [9, 11][s]; yield f"noisy{s}(p={p})", *dev.syn_loglin(300 + s, p, noise=0.1)
-    for s in range(2):
-        yield f"numeric{s}", *dev.syn_numeric(400 + s)
-
+    yield from dev.synthetic()
 
 if __name__ == "__main__":
     run(sys.argv[1], systems(sys.argv[2]), VARIANTS)
