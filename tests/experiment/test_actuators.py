@@ -222,6 +222,32 @@ QUOTA_SPEC = """
 """
 
 
+@pytest.mark.skipif(cgroups.version() != 1 or os.geteuid() != 0, reason="needs root and cgroup v1")
+def test_stale_groups_of_dead_processes_are_removed_and_no_other():
+    """A killed manager leaves its group; the next one removes it, not a live one's."""
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    controllers = {"cpuset", "cpu"}
+    stale = cgroups.create(f"stalecheck-{dead.pid}-service", controllers)
+    mine = cgroups.create(f"stalecheck-{os.getpid()}-service", controllers)
+    busy = cgroups.create(f"stalecheck-{dead.pid}-busy", controllers)
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        for procs in busy.procs_files:
+            Path(procs).write_text(str(sleeper.pid))
+        removed = cgroups.remove_stale("stalecheck")
+        assert removed == [stale.name]
+        assert not any(d.exists() for d in stale.dirs.values())
+        assert all(d.exists() for d in mine.dirs.values()) and all(d.exists() for d in busy.dirs.values())
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        for group in (stale, mine, busy):
+            group.remove()
+
+
 def test_machine_without_cgroups_is_one_clear_line(write_spec, tmp_path, monkeypatch):
     monkeypatch.setenv("PERFLEARN_CGROUP_ROOT", str(tmp_path / "no-cgroups"))
     spec = load_spec(write_spec(QUOTA_SPEC))

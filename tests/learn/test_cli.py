@@ -57,6 +57,18 @@ def test_fit_auto_shows_candidates(tmp_path):
         assert ("geometric mean" in r.output) == (cv["combine"] == "geometric")
 
 
+def test_fit_and_evaluate_auto_choose_only_among_the_families_asked_for(tmp_path):
+    r = run("fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "--families", "cart,knn", "-o", tmp_path / "m", "--cv", "3")
+    assert r.exit_code == 0, r.output
+    model = json.loads((tmp_path / "m" / "model.json").read_text())
+    tried = {c["candidate"].split()[0].split("(")[0] for c in model["cv"]["candidates"]}
+    assert tried == {"cart", "knn"}, tried
+    assert model["family"] in ("cart", "knn", "ensemble")
+    r = run("evaluate", "--csv", STEP, "-t", "T", "-m", "T,lat", "--families", "linear", "-k", "3")
+    assert r.exit_code == 0, r.output
+    assert "linear" in r.output
+
+
 def test_param_sets_the_family_hyperparameters(tmp_path):
     """--param reaches the estimator: a tree of depth 1 predicts two values, a deeper one more."""
     pts = tmp_path / "pts.csv"
@@ -166,6 +178,11 @@ def test_cluster_cli(tmp_path):
         (["fit", "--csv", STEP, "-t", "T", "--where", "zz > 1"], "--where: cannot keep the rows where 'zz > 1': name 'zz'"),
         (["fit", "--csv", STEP, "-t", "T", "--where", "a >"], "--where: cannot keep the rows where 'a >': invalid syntax"),
         (["evaluate", "--csv", STEP, "-t", "T", "--where", "a > 1e9"], "--where: no row of 60 has 'a > 1e9'"),
+        (["fit", "--csv", STEP, "-t", "T", "--families", "rf,tree"], "--families: unknown model family 'tree'"),
+        (["fit", "--csv", STEP, "-t", "T", "--families", ","], "--families: no candidate family given"),
+        (["fit", "--csv", STEP, "-t", "T", "--family", "rf", "--families", "rf,gbm"],
+         "--families: candidate families apply to auto; --family rf is one family already"),
+        (["evaluate", "--csv", STEP, "-t", "T", "--families", "svm"], "--families: unknown model family 'svm'"),
         # refused before the CV table is printed (one line)
         (["evaluate", "--csv", STEP, "-t", "lat", "--family", "cart", "--curve", "foo"],
          "--curve: must be none, inverse-kfold or fraction, got 'foo'"),

@@ -815,6 +815,10 @@ def test_live_memcached_under_load(tmp_path):
     assert frame["host_probe_us"].notna().sum() >= 18 and (frame["host_probe_us"].dropna() > 20).all()
     assert (frame["host_probe_min_us"] <= frame["host_probe_us"]).sum() == frame["host_probe_us"].notna().sum()
     assert samples[samples["metric"] == "host_probe_us"]["value"].notna().sum() >= 18
+    # the CFS quota's hold on the service, every interval, from the kernel: ondemand's low speed levels
+    # are quotas here; a throttled interval is at least 0, never missing where cpu.stat reports it
+    assert frame["throttled_ms"].notna().sum() >= 20 and (frame["throttled_ms"].dropna() >= 0).all()
+    assert frame[frame["policy"] == "static"]["throttled_ms"].max() < 50  # two whole CPUs of quota: hardly held back
     import os
 
     mine = f"manage-{os.getpid()}-service"
@@ -1286,3 +1290,17 @@ def test_a_live_trace_offers_each_whole_interval_the_rate_at_its_midpoint():
     assert per_interval(ladder, 1.0) == expand(ladder, 1.0)  # whole intervals a step: the simulator's
     uneven = per_interval(ladder, 2.0)  # 33 s of 2-s intervals: 16, each the rate at its midpoint (1, 3, 5, 7 s)
     assert len(uneven) == 16 and uneven[:4] == pytest.approx([100.0, 200.0, 200.0, 300.0])
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("nr_periods 10\nnr_throttled 2\nthrottled_time 1500000000\n", 1.5),  # cgroup v1: ns
+    ("usage_usec 9\nnr_periods 10\nnr_throttled 2\nthrottled_usec 2500000\n", 2.5),  # v2: µs
+    ("usage_usec 9\n", None),  # a kernel that does not say: not known, not 0
+])
+def test_throttled_time_is_read_from_cpu_stat_or_missing(tmp_path, text, seconds):
+    from perflearn.experiment.cgroups import Group
+    from perflearn.manage.live import _throttled_s
+
+    (tmp_path / "cpu.stat").write_text(text)
+    assert _throttled_s(Group("g", {"cpu": tmp_path})) == seconds
+    assert _throttled_s(Group("g", {"cpu": tmp_path / "absent"})) is None

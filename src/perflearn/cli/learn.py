@@ -35,6 +35,7 @@ ContextColsOpt = Annotated[Optional[str], typer.Option("--context-cols", help="C
 WhereOpt = Annotated[Optional[str], typer.Option("--where", help="Keep only the rows where this holds: a pandas expression over the CSV's columns or the experiment's knobs, metrics and context (e.g. \"settled and policy == 'sweep'\").")]
 PerSampleOpt = Annotated[bool, typer.Option("--per-sample", help="Experiment: one row per sample time of each run (e.g. every wire interval); sampled signals are metrics, or features when named in --context-cols.")]
 FamilyOpt = Annotated[str, typer.Option("--family", help="cart, rf, gbm, svr, mlp, linear, bayes, knn, gp, or auto (chosen by CV).")]
+FamiliesOpt = Annotated[Optional[str], typer.Option("--families", help="auto: choose only among these families, comma-separated (e.g. rf,gbm,gp; default: all).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
 QuantileOpt = Annotated[Optional[float], typer.Option("--quantile", help="Model this quantile of the target instead of its middle (e.g. 0.9: nine values in ten at or under it): rf (a quantile regression forest) or gbm (pinball loss). Judged by coverage and pinball loss.")]
 ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", help="A hyperparameter of --family as NAME=VALUE, repeatable (e.g. n_estimators=200, max_depth=None, hidden_layer_sizes=32,32).")]
@@ -44,6 +45,14 @@ def _split(value: str | None) -> list[str] | None:
     from perflearn.learn.features import split_list
 
     return split_list(value)
+
+
+def _families(value: str | None) -> list[str] | None:
+    """--families as a list; given but empty is an error, not "all"."""
+    families = _split(value)
+    if value is not None and not families:
+        raise UsageError("no candidate family given (e.g. rf,gbm,gp)", where="--families")
+    return families
 
 
 def load_dataset(
@@ -233,6 +242,7 @@ def fit(
     metrics: MetricsOpt = None,
     context_cols: ContextColsOpt = None,
     family: FamilyOpt = "auto",
+    families: FamiliesOpt = None,
     log_target: Annotated[str, typer.Option("--log-target", help="auto, yes or no.")] = "auto",
     cv: Annotated[int, typer.Option("--cv", help="Cross-validation folds.")] = 5,
     ensemble: Annotated[Optional[int], typer.Option("--ensemble", help="auto: average a greedy ensemble of this many picks (1 = best single; default: perflearn's choice).")] = None,
@@ -250,14 +260,15 @@ def fit(
 
     if warmup and not per_sample:
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
-    params = _with_quantile(_hyper(param), quantile, family)
+    params, candidates = _with_quantile(_hyper(param), quantile, family), _families(families)
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup,
                       where)
     if per_sample:
         terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; cross-validation folds "
                       "are by run (all samples of a run in one fold)")
     model = fit_model(ds, target, _split(features), family, params=params, log_target=_log_opt(log_target),
-                      cv=cv, random_state=seed, ensemble=ensemble, point=point, weights=weights)
+                      cv=cv, random_state=seed, families=candidates, ensemble=ensemble, point=point,
+                      weights=weights)
     model.save(out)
     if model.n_excluded:
         terminal.warn(f"{model.n_excluded} run(s) left out (failed, or NULL {target} or feature)")
@@ -325,6 +336,7 @@ def evaluate(
     metrics: MetricsOpt = None,
     context_cols: ContextColsOpt = None,
     family: FamilyOpt = "auto",
+    families: FamiliesOpt = None,
     log_target: Annotated[str, typer.Option("--log-target", help="auto, yes or no.")] = "auto",
     scheme: Annotated[str, typer.Option("--scheme", help="kfold or random (repeated random splits).")] = "kfold",
     folds: Annotated[int, typer.Option("--folds", "-k", help="k of k-fold.")] = 5,
@@ -351,19 +363,19 @@ def evaluate(
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
     if curve not in ("none", "inverse-kfold", "fraction"):  # before any work (it failed after the CV table)
         raise UsageError(f"must be none, inverse-kfold or fraction, got {curve!r}", where="--curve")
-    params = _with_quantile(_hyper(param), quantile, family)
+    params, candidates = _with_quantile(_hyper(param), quantile, family), _families(families)
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup,
                       where)
     data = training_data(ds, target, _split(features))
     lt = _log_opt(log_target)
     res = ev.evaluate(data, family, scheme=scheme, folds=folds, repeats=repeats, test_size=test_size,
-                      params=params, log_target=lt, random_state=seed)
+                      params=params, log_target=lt, random_state=seed, families=candidates)
     lc = None  # the curve before any output: too few runs for it fails before the table, not after
     if curve == "inverse-kfold":
-        lc = ev.learning_curve(data, family, params=params, log_target=lt, random_state=seed)
+        lc = ev.learning_curve(data, family, params=params, log_target=lt, random_state=seed, families=candidates)
     elif curve == "fraction":
         lc = ev.learning_curve(data, family, fractions=[0.1, 0.2, 0.3, 0.5, 0.7, 0.9], repeats=max(3, repeats),
-                               params=params, log_target=lt, random_state=seed)
+                               params=params, log_target=lt, random_state=seed, families=candidates)
     if data.excluded:
         terminal.warn(f"{data.excluded} run(s) left out (failed, or NULL {target} or feature)")
     zeros = int((data.y == 0).sum())

@@ -7,6 +7,7 @@ The runner's child process joins its groups itself (writing its pid to
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +94,40 @@ def create(name: str, controllers: set[str]) -> Group:
                         _write(d / file, (d.parent / file).read_text().strip())
         dirs[controller] = directory
     return Group(name, dirs)
+
+
+def remove_stale(prefix: str) -> list[str]:
+    """Remove the empty groups ``perflearn/<prefix>-<pid>-*`` of processes no longer
+    running: a manager killed (SIGKILL, a crash, a reboot of the VM kept the mount)
+    cannot remove its own. Returns the names removed. A group with processes in it, or
+    of a process still alive, is left alone."""
+    base = root()
+    parents = [base / "perflearn"] if version() == 2 else [d / "perflearn" for d in base.iterdir() if d.is_dir()]
+    pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)-")
+    removed = []
+    for parent in parents:
+        if not parent.is_dir():
+            continue
+        for directory in parent.iterdir():
+            match = pattern.match(directory.name)
+            if not match or not directory.is_dir() or _alive(int(match.group(1))):
+                continue
+            try:
+                directory.rmdir()  # a cgroup directory with processes refuses (EBUSY)
+            except OSError:
+                continue
+            removed.append(directory.name)
+    return sorted(set(removed))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def _write(path: Path, value: str) -> None:

@@ -30,7 +30,7 @@ from perflearn.errors import UsageError
 
 from .features import TrainingData
 from .metrics import METRICS, QUANTILE_METRICS, all_metrics
-from .models import FAMILIES, KNN_NEIGHBORS, AutoRegressor, check_params, make_pipeline, model_for
+from .models import FAMILIES, KNN_NEIGHBORS, AutoRegressor, check_families, check_params, make_pipeline, model_for
 
 
 def _pipeline(data: TrainingData, family: str, params=None, log_target: bool | str = "auto", cv: int = 5,
@@ -87,13 +87,17 @@ def check_neighbors(family: str, params, n_train: int, what: str) -> None:
                          f"use --param n_neighbors={max(1, n_train)} or fewer", where="--param")
 
 
-def _check_family(family: str, params=None) -> None:
+def _check_family(family: str, params=None, families=None) -> None:
     if family != "auto" and family not in FAMILIES:
         raise UsageError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)", where="--family")
     try:
         check_params(family, params)
     except ValueError as exc:
         raise UsageError(str(exc), where="--param") from None
+    try:
+        check_families(family, families)
+    except ValueError as exc:
+        raise UsageError(str(exc), where="--families") from None
 
 
 def _inner_cv(n_train: int, cv: int) -> int:
@@ -145,7 +149,7 @@ def evaluate(
 
     With ``by_run`` and per-sample data (several rows per run, :func:`run_groups`),
     folds and test sets are made of whole runs, and ``folds`` counts runs."""
-    _check_family(family, params)
+    _check_family(family, params, families)
     quantile = (params or {}).get("quantile")
     if repeats < 1:  # max(1, repeats) below would run once and the title say "x0"
         raise UsageError(f"repeats must be at least 1, got {repeats}", where="--repeats")
@@ -266,7 +270,7 @@ def learning_curve(
     random splits training on that fraction. One row per size: ``mode, k/fraction,
     n_train, mre_mean, mre_std, r2_mean, r2_std, rmse_mean``.
     """
-    _check_family(family, params)
+    _check_family(family, params, families)
     X, y = data.X, data.y
     groups = run_groups(data) if by_run else None
     n = len(y) if groups is None else len(pd.unique(groups))  # units: rows, or runs

@@ -32,7 +32,8 @@ from perflearn.store import Dataset
 
 from .features import FeatureSchema, TrainingData, training_data
 from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_MAX_WIDTH, AUTO_POINT, AUTO_SMALL_RATIO, AUTO_WEIGHTS,
-                     FAMILIES, POINTS, WEIGHTS, AutoRegressor, check_params, make_pipeline, model_for)
+                     FAMILIES, POINTS, WEIGHTS, AutoRegressor, check_families, check_params, make_pipeline,
+                     model_for)
 
 FORMAT = "perflearn-model/1"
 
@@ -399,6 +400,10 @@ def fit_data(
         check_params(family, params)
     except ValueError as exc:
         raise UsageError(str(exc), where="--param") from None
+    try:
+        check_families(family, families)
+    except ValueError as exc:
+        raise UsageError(str(exc), where="--families") from None
     y = data.y
     log_target = resolve_log_target(log_target, y, where)
     if family != "auto" and log_target == "auto":

@@ -213,6 +213,20 @@ _BUILD_KEYS = {"linear": ("degree",), "bayes": ("prior",), "gp": ("n_restarts_op
                "gbm": ("quantile",)}
 
 
+def check_families(family: str, families) -> None:
+    """Raise ValueError unless ``families`` (auto's candidate families, or None for all)
+    is a non-empty list of known families given with ``family`` auto."""
+    if families is None:
+        return
+    if family != "auto":
+        raise ValueError(f"candidate families apply to auto; --family {family} is one family already")
+    if not families:
+        raise ValueError("no candidate family given")
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        raise ValueError(f"unknown model family {unknown[0]!r} (families: {', '.join(FAMILIES)})")
+
+
 def check_params(family: str, params: dict[str, Any] | None) -> None:
     """Raise ValueError when ``params`` are not hyperparameters of ``family``, naming
     the first unknown one and the family's own (scikit-learn's TypeError says less)."""

@@ -48,6 +48,22 @@ def _cpu_seconds(group: cgroups.Group) -> float | None:
     return None
 
 
+def _throttled_s(group: cgroups.Group) -> float | None:
+    """Time the group's run queues have spent throttled by its CFS quota so far (cpu.stat:
+    v1 throttled_time in ns, v2 throttled_usec; summed over its CPUs by the kernel), or
+    None where the kernel does not report it."""
+    stat = group.dirs.get("cpu", Path("/nonexistent")) / "cpu.stat"
+    if not stat.exists():
+        return None
+    for line in stat.read_text().splitlines():
+        key, _, value = line.partition(" ")
+        if key == "throttled_time":
+            return int(value) / 1e9
+        if key == "throttled_usec":
+            return int(value) / 1e6
+    return None
+
+
 class LiveService(Service):
     def __init__(self, command: str, port: int, space: ConfigSpace, interval_s: float, protocol: str,
                  load: list[str], interface: str = "lo", name: str = "manage", tick_s: float | None = None,
@@ -65,6 +81,7 @@ class LiveService(Service):
         if cgroups.version() == 1 and (cgroups.root() / "cpuacct").is_dir():
             controllers.add("cpuacct")  # CPU time, where it is its own v1 hierarchy
         try:
+            cgroups.remove_stale(name)  # groups of managers that were killed and could not remove their own
             # one group per manager process: two managers never share (or remove) one
             self.group = cgroups.create(f"{name}-{os.getpid()}-service", controllers)
         except UnsupportedError as exc:
@@ -119,6 +136,7 @@ class LiveService(Service):
         self.load_reader.start()
         self._await_load(timeout=120.0)
         self.last_cpu = _cpu_seconds(self.group)
+        self.last_throttled = _throttled_s(self.group)
         self.last_time = time.monotonic()
 
     def _line(self, obj: dict) -> None:
@@ -192,6 +210,9 @@ class LiveService(Service):
         p95, p99 = line.get("p95_us"), line.get("p99_us")
         rps, probe = float(line.get("rps", 0.0)), self.probe.take()  # (median, fastest) µs, or None
         host = {"host_probe_us": probe[0], "host_probe_min_us": probe[1]} if probe else {}
+        throttled, self.last_throttled = self.last_throttled, _throttled_s(self.group)
+        if throttled is not None and self.last_throttled is not None:  # ms the quota held the service back
+            host["throttled_ms"] = max(0.0, self.last_throttled - throttled) * 1e3
         if not isinstance(p95, (int, float)):
             return Measured(rps, 0.0, 0.0, utilisation, **host)  # no request: nothing late
         return Measured(rps, p95 / 1e6, float(p99 or p95) / 1e6, utilisation, **host)

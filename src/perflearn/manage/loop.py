@@ -35,6 +35,9 @@ class Measured:
     power_w: float | None = None  # measured (RAPL) when the service can; else modelled
     host_probe_us: float | None = None  # CPU µs of the host-speed probe's fixed work (live only; hostspeed.py)
     host_probe_min_us: float | None = None  # its fastest sample in the interval
+    # run-queue ms the CFS quota held the service back (cpu.stat, summed over its CPUs; live only, None
+    # where the kernel does not say): where the speed level is a quota, the baselines' misses came with it
+    throttled_ms: float | None = None
 
 
 React = Callable[[float], None]  # called with the arrival rate of each tick inside an interval
@@ -110,6 +113,7 @@ class IntervalRecord:
     # host's misses
     host_probe_us: float | None = None
     host_probe_min_us: float | None = None
+    throttled_ms: float | None = None  # the CFS quota's hold on the service in the interval (Measured)
 
 
 def control_loop(policy: Policy, service: Service, intervals: int, interval_s: float, power: PowerModel,
@@ -177,7 +181,7 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
                 config.cores, config.level, policy.predicted, measured.utilisation, measured.power_w,
                 measured.power_w * interval_s,
                 new != config, "; ".join([*events, *([note] if note else [])]), reactions, settled, cost_us,
-                measured.host_probe_us, measured.host_probe_min_us))
+                measured.host_probe_us, measured.host_probe_min_us, measured.throttled_ms))
             if new != config:
                 try:
                     service.apply(new)

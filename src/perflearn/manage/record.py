@@ -24,7 +24,7 @@ SUMMARY = (("qos_guarantee", "%"), ("qos_tardiness", ""), ("energy_j", "J"), ("e
 SERIES = (("rps", "req/s"), ("offered_rps", "req/s"), ("p95", "s"), ("p99", "s"), ("target", "s"), ("cores", ""), ("level", ""),
           ("predicted", "s"), ("utilisation", ""), ("power_w", "W"), ("reactions", ""),
           ("settled", ""), ("cpu_us_per_request", "us"), ("host_probe_us", "us"),
-          ("host_probe_min_us", "us"))
+          ("host_probe_min_us", "us"), ("throttled_ms", "ms"))
 
 
 class PolicyRecorder:
