@@ -1299,8 +1299,8 @@ def test_a_live_trace_offers_each_whole_interval_the_rate_at_its_midpoint():
 ])
 def test_throttled_time_is_read_from_cpu_stat_or_missing(tmp_path, text, seconds):
     from perflearn.experiment.cgroups import Group
-    from perflearn.manage.live import _throttled_s
+    from perflearn.manage.live import _usage
 
     (tmp_path / "cpu.stat").write_text(text)
-    assert _throttled_s(Group("g", {"cpu": tmp_path})) == seconds
-    assert _throttled_s(Group("g", {"cpu": tmp_path / "absent"})) is None
+    assert _usage(Group("g", {"cpu": tmp_path}))[1] == seconds
+    assert _usage(Group("g", {"cpu": tmp_path / "absent"}))[1] is None

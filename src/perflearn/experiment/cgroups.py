@@ -98,8 +98,7 @@ def create(name: str, controllers: set[str]) -> Group:
 
 def remove_stale(prefix: str) -> list[str]:
     """Remove the empty groups ``perflearn/<prefix>-<pid>-*`` of processes no longer
-    running: a manager killed (SIGKILL, a crash, a reboot of the VM kept the mount)
-    cannot remove its own. Returns the names removed. A group with processes in it, or
+    running: a manager killed (SIGKILL, a crash) cannot remove its own. Returns the names removed. A group with processes in it, or
     of a process still alive, is left alone."""
     base = root()
     parents = [base / "perflearn"] if version() == 2 else [d / "perflearn" for d in base.iterdir() if d.is_dir()]

@@ -87,7 +87,8 @@ def check_neighbors(family: str, params, n_train: int, what: str) -> None:
                          f"use --param n_neighbors={max(1, n_train)} or fewer", where="--param")
 
 
-def _check_family(family: str, params=None, families=None) -> None:
+def check_family(family: str, params=None, families=None) -> None:
+    """--family, --param and --families, each refused in one line naming it."""
     if family != "auto" and family not in FAMILIES:
         raise UsageError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)", where="--family")
     try:
@@ -149,7 +150,7 @@ def evaluate(
 
     With ``by_run`` and per-sample data (several rows per run, :func:`run_groups`),
     folds and test sets are made of whole runs, and ``folds`` counts runs."""
-    _check_family(family, params, families)
+    check_family(family, params, families)
     quantile = (params or {}).get("quantile")
     if repeats < 1:  # max(1, repeats) below would run once and the title say "x0"
         raise UsageError(f"repeats must be at least 1, got {repeats}", where="--repeats")
@@ -270,7 +271,7 @@ def learning_curve(
     random splits training on that fraction. One row per size: ``mode, k/fraction,
     n_train, mre_mean, mre_std, r2_mean, r2_std, rmse_mean``.
     """
-    _check_family(family, params, families)
+    check_family(family, params, families)
     X, y = data.X, data.y
     groups = run_groups(data) if by_run else None
     n = len(y) if groups is None else len(pd.unique(groups))  # units: rows, or runs

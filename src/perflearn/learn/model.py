@@ -32,8 +32,7 @@ from perflearn.store import Dataset
 
 from .features import FeatureSchema, TrainingData, training_data
 from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_MAX_WIDTH, AUTO_POINT, AUTO_SMALL_RATIO, AUTO_WEIGHTS,
-                     FAMILIES, POINTS, WEIGHTS, AutoRegressor, check_families, check_params, make_pipeline,
-                     model_for)
+                     POINTS, WEIGHTS, AutoRegressor, make_pipeline, model_for)
 
 FORMAT = "perflearn-model/1"
 
@@ -391,19 +390,10 @@ def fit_data(
     weights: str | None = None,
     experiment: str = "",
 ) -> Model:
-    from .evaluate import check_neighbors, fit_params, run_groups
+    from .evaluate import check_family, check_neighbors, fit_params, run_groups
 
     where = experiment or "data"
-    if family != "auto" and family not in FAMILIES:
-        raise UsageError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)", where="--family")
-    try:
-        check_params(family, params)
-    except ValueError as exc:
-        raise UsageError(str(exc), where="--param") from None
-    try:
-        check_families(family, families)
-    except ValueError as exc:
-        raise UsageError(str(exc), where="--families") from None
+    check_family(family, params, families)
     y = data.y
     log_target = resolve_log_target(log_target, y, where)
     if family != "auto" and log_target == "auto":

@@ -34,34 +34,23 @@ from .hostspeed import HostSpeedProbe
 from .loop import Measured, Service
 
 
-def _cpu_seconds(group: cgroups.Group) -> float | None:
-    """CPU time used by the group so far (v1 cpuacct.usage or v2 cpu.stat)."""
+def _usage(group: cgroups.Group) -> tuple[float | None, float | None]:
+    """(CPU seconds the group used so far, seconds its run queues were throttled by its CFS
+    quota so far), each None where the kernel does not report it. CPU time: v1
+    cpuacct.usage, v2 cpu.stat usage_usec; throttled: cpu.stat throttled_time (v1, ns) or
+    throttled_usec (v2), summed over its CPUs by the kernel. cpu.stat is read once."""
+    stat_file = group.dirs.get("cpu", Path("/nonexistent")) / "cpu.stat"
+    stat = {key: int(value) for key, _, value in (line.partition(" ") for line in stat_file.read_text().splitlines())
+            if value.strip().isdigit()} if stat_file.exists() else {}
+    cpu = stat["usage_usec"] / 1e6 if "usage_usec" in stat else None
     for controller in ("cpuacct", "cpu"):  # v1: cpuacct mounted alone, or with cpu
         usage = group.dirs.get(controller, Path("/nonexistent")) / "cpuacct.usage"
         if usage.exists():
-            return int(usage.read_text()) / 1e9
-    stat = group.dirs.get("cpu", Path("/nonexistent")) / "cpu.stat"
-    if stat.exists():
-        for line in stat.read_text().splitlines():
-            if line.startswith("usage_usec"):
-                return int(line.split()[1]) / 1e6
-    return None
-
-
-def _throttled_s(group: cgroups.Group) -> float | None:
-    """Time the group's run queues have spent throttled by its CFS quota so far (cpu.stat:
-    v1 throttled_time in ns, v2 throttled_usec; summed over its CPUs by the kernel), or
-    None where the kernel does not report it."""
-    stat = group.dirs.get("cpu", Path("/nonexistent")) / "cpu.stat"
-    if not stat.exists():
-        return None
-    for line in stat.read_text().splitlines():
-        key, _, value = line.partition(" ")
-        if key == "throttled_time":
-            return int(value) / 1e9
-        if key == "throttled_usec":
-            return int(value) / 1e6
-    return None
+            cpu = int(usage.read_text()) / 1e9
+            break
+    throttled = (stat["throttled_time"] / 1e9 if "throttled_time" in stat
+                 else stat["throttled_usec"] / 1e6 if "throttled_usec" in stat else None)
+    return cpu, throttled
 
 
 class LiveService(Service):
@@ -86,7 +75,6 @@ class LiveService(Service):
             self.group = cgroups.create(f"{name}-{os.getpid()}-service", controllers)
         except UnsupportedError as exc:
             raise UnsupportedError(f"the manager needs cgroup cpuset and cpu controllers: {exc.message}") from None
-        self.cpuacct = _cpu_seconds(self.group)
         # what close() stops, as far as the start got: an interrupt in the preload must not leave them running
         self.freq: CpuFreq | None = None
         self.service: subprocess.Popen | None = None
@@ -135,8 +123,7 @@ class LiveService(Service):
         self.load_reader = threading.Thread(target=self._read_load, daemon=True)
         self.load_reader.start()
         self._await_load(timeout=120.0)
-        self.last_cpu = _cpu_seconds(self.group)
-        self.last_throttled = _throttled_s(self.group)
+        self.last_cpu, self.last_throttled = _usage(self.group)
         self.last_time = time.monotonic()
 
     def _line(self, obj: dict) -> None:
@@ -201,7 +188,7 @@ class LiveService(Service):
         if newest is not None:  # the loop fell behind: the newest interval, the ticks after it
             line, waiting = waiting[newest], waiting[newest + 1:]
         self.carry = waiting  # ticks of the next interval
-        now, cpu = time.monotonic(), _cpu_seconds(self.group)
+        now, (cpu, throttled) = time.monotonic(), _usage(self.group)
         utilisation = 0.0
         if cpu is not None and self.last_cpu is not None and now > self.last_time:
             allowed = self.config.cores * self.config.level * (now - self.last_time)
@@ -209,13 +196,13 @@ class LiveService(Service):
         self.last_cpu, self.last_time = cpu, now
         p95, p99 = line.get("p95_us"), line.get("p99_us")
         rps, probe = float(line.get("rps", 0.0)), self.probe.take()  # (median, fastest) µs, or None
-        host = {"host_probe_us": probe[0], "host_probe_min_us": probe[1]} if probe else {}
-        throttled, self.last_throttled = self.last_throttled, _throttled_s(self.group)
+        extra = {"host_probe_us": probe[0], "host_probe_min_us": probe[1]} if probe else {}
         if throttled is not None and self.last_throttled is not None:  # ms the quota held the service back
-            host["throttled_ms"] = max(0.0, self.last_throttled - throttled) * 1e3
+            extra["throttled_ms"] = max(0.0, throttled - self.last_throttled) * 1e3
+        self.last_throttled = throttled
         if not isinstance(p95, (int, float)):
-            return Measured(rps, 0.0, 0.0, utilisation, **host)  # no request: nothing late
-        return Measured(rps, p95 / 1e6, float(p99 or p95) / 1e6, utilisation, **host)
+            return Measured(rps, 0.0, 0.0, utilisation, **extra)  # no request: nothing late
+        return Measured(rps, p95 / 1e6, float(p99 or p95) / 1e6, utilisation, **extra)
 
     @property
     def load_done(self) -> bool:
