@@ -181,6 +181,33 @@ def test_mlp_asked_for_on_small_data_is_a_bag_of_small_nets():
     assert auto.small_data_
     assert [r["params"] for r in auto.cv_results_] == [
         {"hidden_layer_sizes": (32,), "alpha": 1.0, "solver": "lbfgs", "bag": 3}]
-    nets = auto.best_estimator_.regressor_.regressor_.named_steps["mlp"]
+    nets = auto.best_estimator_.members[0].regressor_.regressor_.named_steps["mlp"]  # one member, bounded
     starts = [n.coefs_[0] for n in nets.estimators_]
     assert len(starts) == 3 and not np.allclose(starts[0], starts[1])  # three different starts
+
+
+def test_small_data_predictions_stay_in_a_plausible_range():
+    """Few runs of a numeric knob with a log-linear effect: a log-linear member extrapolates
+    it without bound far outside the runs; auto's small-data average is kept within the
+    training range widened by its own width (log scale), and points inside are untouched."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.uniform(1, 2, 6), rng.integers(0, 2, (6, 2))])  # 6 runs, 3 features: small data
+    y = np.exp(3 * X[:, 0] + 0.2 * X[:, 1])
+    auto = AutoRegressor(families=("linear", "bayes"), loo_below=30, small_ratio=2.0).fit(X, y)
+    assert auto.small_data_
+    lo, hi = auto.bounds_
+    assert lo == pytest.approx(y.min() ** 2 / y.max()) and hi == pytest.approx(y.max() ** 2 / y.min())
+    far = np.array([[20.0, 1.0, 0.0], [-20.0, 0.0, 0.0]])
+    unbounded = np.array([m.predict(far) for m in auto.best_estimator_.members])
+    assert unbounded.max() > 1e10 and unbounded.min() < 1e-10  # the members run away
+    assert auto.predict(far) == pytest.approx([hi, lo])
+    inside = X[:3]
+    members = np.array([m.predict(inside) for m in auto.best_estimator_.members])
+    assert auto.predict(inside) == pytest.approx(auto.best_estimator_.weights @ members / auto.best_estimator_.weights.sum())
+
+
+def test_no_bounds_outside_small_data():
+    X, y = _options_frame(4, seed=1)
+    X, y = np.vstack([X] * 3), np.concatenate([y] * 3)  # 12 runs per feature
+    auto = AutoRegressor(families=("linear",), cv=3, small_ratio=2.0).fit(X, y)
+    assert not auto.small_data_ and auto.bounds_ is None
