@@ -1,0 +1,82 @@
+"""What heimdall-cheapest's misses would cost to remove, from rounds already run.
+
+For each live round (a CSV of `perflearn manage --csv` holding a static and a
+heimdall-cheapest pass, and a Heracles-2min and a Hipster pass to compare with), two
+counterfactual rules are replayed on heimdall-cheapest's intervals, without running again:
+
+- ``max after a miss``: after the first steady miss of a cheaper configuration in a load
+  step (the manager's note says it distrusts it), the rest of the step runs at the maximum;
+- ``max at the top``: every interval at the top load runs at the maximum (what Heracles's
+  rule "everything above 85 % of the maximum load" does there).
+
+An interval moved to the maximum is given static's mean modelled power at that load in
+the same round, and its miss is counted as removed when a configuration other than the
+maximum missed: an upper bound on the misses removed (the maximum misses too at times,
+and more after a miss). Energy saved is against static's pass, as `perflearn manage`
+reports it.
+
+    python bench/manage_frontier.py bench/manage_live_s29/r[456].csv.gz bench/manage_live_s30/*.csv.gz \\
+        bench/manage_live_s31/r?a.csv.gz
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+
+HEIMDALL, STATIC = "heimdall-cheapest", "static"
+
+
+def misses(p: pd.DataFrame) -> pd.Series:
+    return (p.p95 > p.target) & (p.offered_rps > 0)
+
+
+def saving(power: pd.Series, static: pd.DataFrame) -> float:
+    return 100 * (1 - power.sum() / static.power_w.sum())
+
+
+def replay(frame: pd.DataFrame) -> dict:
+    static = frame[frame.policy == STATIC]
+    at_max_power = static.groupby("offered_rps").power_w.mean()
+    h = frame[frame.policy == HEIMDALL].reset_index(drop=True)
+    miss = misses(h)
+    cheaper = (h.cores < static.cores.max()) | (h.level < static.level.max())
+    step = h.offered_rps.ne(h.offered_rps.shift()).cumsum()
+    after = pd.Series(False, index=h.index)
+    for _, g in h.groupby(step):
+        if g.offered_rps.iloc[0] == 0:
+            continue
+        first = g.index[(miss & cheaper & h.note.fillna("").str.contains("not trusted"))[g.index]]
+        if len(first):
+            after[first[0] + 1: g.index[-1]] = True
+    top = h.offered_rps == h.offered_rps.max()
+    row = {"round": "", "heimdall misses": int(miss.sum()), "saved %": saving(h.power_w, static)}
+    for name, moved in (("max after a miss", after), ("max at the top", top)):
+        power = h.power_w.where(~moved, h.offered_rps.map(at_max_power))
+        row[f"{name}: misses removed"] = int((miss & cheaper & moved).sum())
+        row[f"{name}: saved %"] = saving(power, static)
+    for policy in ("heracles-2min", "hipster"):
+        p = frame[frame.policy == policy]
+        row[f"{policy} misses"] = int(misses(p).sum())
+        row[f"{policy} saved %"] = saving(p.power_w, static)
+    return row
+
+
+def main(paths: list[str]) -> None:
+    rows = []
+    for path in paths:
+        frame = pd.read_csv(path)
+        if not {HEIMDALL, STATIC} <= set(frame.policy):
+            print(f"{path}: no {HEIMDALL} and {STATIC} pass: left out", file=sys.stderr)
+            continue
+        rows.append({**replay(frame), "round": "/".join(path.split("/")[-2:]).split(".")[0]})
+    table = pd.DataFrame(rows).set_index("round")
+    total = table.filter(like="misses").sum().to_frame().T.assign(round="all: misses summed")
+    mean = table.filter(like="saved").mean().to_frame().T.assign(round="all: saving averaged")
+    pd.set_option("display.width", 250)
+    print(pd.concat([table, total.set_index("round"), mean.set_index("round")]).round(1).to_string(na_rep=""))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
