@@ -354,3 +354,24 @@ def test_rules_png_is_written_where_said(tmp_path):
     assert r.exit_code == 0, r.output
     assert f"tree drawn to {png}" in r.output and png.is_file()
     assert not Path(str(png) + ".png").exists()
+
+
+def test_fit_auto_on_small_data_keeps_predictions_in_a_plausible_range(tmp_path):
+    csv = tmp_path / "few.csv"
+    pd.read_csv(STEP).dropna().head(6).to_csv(csv, index=False)
+    out = tmp_path / "few.model"
+    r = run("fit", "--csv", csv, "-t", "T", "-m", "T,lat", "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "kept within" in r.output
+    lo, hi = json.loads((out / "model.json").read_text())["cv"]["bounds"]
+    t = pd.read_csv(csv)["T"]
+    assert lo == pytest.approx(t.min() ** 2 / t.max()) and hi == pytest.approx(t.max() ** 2 / t.min())
+    pts = tmp_path / "far.csv"
+    pd.DataFrame({"a": [1e6, -1e6], "b": ["x", "x"], "c": [1, 1]}).to_csv(pts, index=False)
+    r = run("predict", out, "--points", pts, "-o", tmp_path / "far_pred.csv")
+    assert r.exit_code == 0, r.output
+    got = pd.read_csv(tmp_path / "far_pred.csv")["T"]
+    assert ((got >= lo * (1 - 1e-9)) & (got <= hi * (1 + 1e-9))).all()
+    assert got.iloc[0] == pytest.approx(hi)  # the log-linear members run away with a; the bound holds
+    r = run("predict", out, "--points", pts)
+    assert "predicted by an ensemble of 6" in r.output

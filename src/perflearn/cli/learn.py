@@ -294,6 +294,9 @@ def _print_model(model, out: Path) -> None:
     table.add_row("parameters", params)
     if model.cv.get("point") == "relative":
         table.add_row("point", "relative: minimises the expected relative error (below the median when unsure)")
+    if model.cv.get("bounds"):
+        lo, hi = model.cv["bounds"]
+        table.add_row("kept within", f"{_fmt(lo)} .. {_fmt(hi)} (the training range widened by its width, log scale)")
     table.add_row("features", ", ".join(model.features))
     table.add_row("runs used", f"{model.n_train} ({model.n_excluded} left out)")
     cv = model.cv
@@ -461,7 +464,9 @@ def predict(
     else:
         what = f"the {model.quantile:g} quantile of {model.target}" if model.quantile is not None else model.target
         band = "5 % and 95 % of the values" if model.quantile is not None and model.family == "rf" else "~90% band"
-        terminal.out.print(_frame_table(result, title=f"{what} predicted by {model.family} (lo/hi: {band})"))
+        members = model.cv.get("members") or []
+        by = f"an ensemble of {len(members)}" if len(members) > 1 else model.family
+        terminal.out.print(_frame_table(result, title=f"{what} predicted by {by} (lo/hi: {band})"))
 
 
 # -- recommend --------------------------------------------------------------------------------

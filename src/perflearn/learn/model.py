@@ -443,6 +443,8 @@ def fit_data(
         cvinfo = {"folds": est.n_splits_, **all_metrics(y, est.oof_predictions_),
                   "selected_by": est.scoring_, "members": est.members_, "candidates": est.cv_results_,
                   "point": est.point_, "weights": est.weights_, "combine": est.combine_}
+        if getattr(est, "bounds_", None) is not None:
+            cvinfo["bounds"] = list(est.bounds_)
         if getattr(est, "left_out_", None):
             cvinfo["left_out"] = {"candidates": est.left_out_, "width": int(est.n_features_in_),
                                   "max_width": AUTO_MAX_WIDTH}
