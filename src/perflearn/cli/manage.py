@@ -21,8 +21,8 @@ from .app import app, check_png, interrupt_on_sigterm
 # written out, not joined from POLICY_NAMES: importing the policies (numpy, pandas) would
 # slow every CLI start-up; keep the two in step
 POLICY_HELP = ("static, ondemand, hipster, heracles, heracles-2min, heimdall, heimdall-uncertain, heimdall-online, "
-               "heimdall-cheapest, or all (repeatable); or sweep: profiling for heimdall's model, every configuration "
-               "at every load (with --trace ladder)")
+               "heimdall-cheapest, or all (repeatable); heimdall-experience (with --experience); or sweep: profiling "
+               "for heimdall's model, every configuration at every load (with --trace ladder)")
 TRACES = ("steps", "diurnal", "ladder")  # perflearn.manage.simulator.TRACES, written out for the same reason
 
 
@@ -48,6 +48,11 @@ def manage(
                                 "else the maximum (default: 1 - slack = 0.9). A miss cuts it live, down to 0.5, for the "
                                 "configuration that missed and those no faster; intervals that meet the target give "
                                 "it back, up to this.")] = None,
+    experience: Annotated[Optional[list[Path]], typer.Option("--experience", help="heimdall-experience: the "
+                          "intervals of earlier runs (their --csv files; repeatable). Where they saw a configuration "
+                          "at a load for 15 intervals or more, it runs the least power + price x miss share.")] = None,
+    miss_budget: Annotated[float, typer.Option("--miss-budget", help="heimdall-experience: the share of intervals "
+                           "it may expect to miss, over the loads as experienced; sets the price of a miss.")] = 0.01,
     cores: Annotated[int, typer.Option(help="Cores the service may use.")] = 3,
     service_cpus: Annotated[Optional[str], typer.Option("--service-cpus", help="Live: the CPUs the service's cores are "
                             "taken from, lowest first (e.g. 0 or 2-5; default: every CPU this process may use). The load "
@@ -84,13 +89,19 @@ def manage(
 ) -> None:
     """Run QoS policies on a service's load trace; report QoS guarantee, tardiness, energy, changes."""
     from perflearn.manage.config import ConfigSpace
-    from perflearn.manage.policies import POLICY_NAMES, PROFILERS, with_learning
+    from perflearn.manage.policies import EXPERIENCED, POLICY_NAMES, PROFILERS, with_learning
 
     names = list(POLICY_NAMES) if "all" in policy else list(dict.fromkeys(policy))
-    unknown = [n for n in names if n not in (*POLICY_NAMES, *PROFILERS)]
+    known = (*POLICY_NAMES, *EXPERIENCED, *PROFILERS)
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise UsageError(f"--policy: unknown policy {unknown[0]!r} (one of: {', '.join((*POLICY_NAMES, *PROFILERS))}, "
-                         "all)")
+        raise UsageError(f"--policy: unknown policy {unknown[0]!r} (one of: {', '.join(known)}, all)")
+    if any(n in EXPERIENCED for n in names) and not experience:
+        raise UsageError("heimdall-experience needs --experience: the --csv files of earlier runs")
+    if experience and not any(n in EXPERIENCED for n in names):
+        terminal.warn("--experience is read by heimdall-experience only, which is not among the policies: unused")
+    if not (0 < miss_budget < 1):  # NaN too
+        raise UsageError(f"--miss-budget: a share of the intervals in (0, 1), got {miss_budget:g}")
     # NaN passes every comparison as False: finite and positive, said positively
     for option, value in (("--target-ms", target_ms), ("--max-rps", max_rps), ("--mu", mu)):
         if value is not None and not (0 < value < math.inf):
@@ -141,7 +152,7 @@ def manage(
         _check_simulation_size(space, trace, step_seconds, interval, mu)
         with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
-                      csv, record, power_, tick, profiled_speed, follow_cost, headroom)
+                      csv, record, power_, tick, profiled_speed, follow_cost, headroom, experience, miss_budget)
         return
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
@@ -152,7 +163,7 @@ def manage(
     with recording as record:
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, model,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
-              shlex.split(load_args), power_, tick, cost_model, order, headroom, cpus)
+              shlex.split(load_args), power_, tick, cost_model, order, headroom, cpus, experience, miss_budget)
 
 
 def _service_cpus(text: str | None, cores: int, simulate: bool) -> list[int] | None:
@@ -204,7 +215,8 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 
 
 def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,
-          figure, csv, record, load_args, power, tick, cost_dir, order, headroom, service_cpus=None) -> None:
+          figure, csv, record, load_args, power, tick, cost_dir, order, headroom, service_cpus=None, experience_csvs=None,
+          miss_budget=0.01) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import figure as draw, model_predictor
@@ -218,6 +230,12 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
 
     from perflearn.learn import load
 
+    from perflearn.manage.experience import Experience
+
+    experience = (Experience.from_csvs(experience_csvs, space, target, max_rps)
+                  if experience_csvs and "heimdall-experience" in names else None)
+    if experience is not None:
+        _say_experience(experience)
     predictor = model_predictor(load(model_dir), scale) if model_dir is not None else None
     # the CPU µs per request the service took when profiled
     cost = model_predictor(load(cost_dir), 1e-6, what="--cost-model") if cost_dir is not None else None
@@ -252,7 +270,11 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     with workdir:
         for name in order:
             policy = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
-                                 model=predictor, cost_model=cost, headroom=headroom)
+                                 model=predictor, cost_model=cost, headroom=headroom, experience=experience,
+                                 miss_budget=miss_budget)
+            if name == "heimdall-experience":
+                terminal.info(f"heimdall-experience: a miss priced {policy.price:.3g} W; "
+                              f"{policy.expected_share * 100:.2f} % of intervals expected to miss")
             started = time.monotonic()
             for label, frame in passes(policy, name, service, intervals, interval, power, offered):  # learning first
                 frames[label] = frame
@@ -289,8 +311,16 @@ def _warn_if_hosts_differ(slow: dict[str, float]) -> None:
                       "run them again (docs/manage.md, \"A slow host\")")
 
 
+def _say_experience(experience) -> None:
+    from perflearn.manage.experience import LEAST
+
+    known = int((experience.intervals >= LEAST).any(axis=1)[1:].sum())
+    terminal.info(f"experience: {len(experience)} intervals from {experience.files} file(s); configurations known at "
+                  f"{known} of {experience.buckets} loads")
+
+
 def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, seeds, figure, csv, record,
-              power, tick, profiled_speed, follow_cost, headroom=None) -> None:
+              power, tick, profiled_speed, follow_cost, headroom=None, experience=None, miss_budget=0.01) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import across_seeds, figure as draw, simulate
@@ -299,7 +329,8 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     runs = []
     for s in range(seed, seed + seeds):
         run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s), space, names, trace, step_seconds, interval, power,
-                       target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost, headroom)
+                       target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost, headroom,
+                       experience if "heimdall-experience" in names else None, miss_budget)
         terminal.info(f"seed {s}: simulated service {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s "
                       f"per core; knee p95 {run.knee_target_s * 1e3:.3f} ms; QoS target {run.target_s * 1e3:.3f} ms; "
                       f"max load {run.max_rps:.0f} req/s"

@@ -83,7 +83,8 @@ def profile_model(profile_frame: pd.DataFrame, family: str = "rf", metric: str =
 
 def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interval_s: float, power: PowerModel,
             target_s: float, max_rps: float, policies: list[str], model=None,
-            tick_s: float | None = None, cost_model=None, headroom: float | None = None) -> tuple[pd.DataFrame, dict]:
+            tick_s: float | None = None, cost_model=None, headroom: float | None = None,
+            experience=None, miss_budget: float = 0.01) -> tuple[pd.DataFrame, dict]:
     """Every policy on the same trace; ``tick_s``: the service reports ticks this long
     inside each interval, and the policies that react to them (Heimdall's) do. A policy
     that learns first (Hipster) has its (last) learning pass in the frames and the table
@@ -94,7 +95,7 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
     frames: dict[str, pd.DataFrame] = {}
     for name in ["static", *[p for p in policies if p != "static"]]:
         policy = make_policy(name, space, target_s, max_rps, interval_s, power=power, intervals=len(loads), model=model,
-                             cost_model=cost_model, headroom=headroom)
+                             cost_model=cost_model, headroom=headroom, experience=experience, miss_budget=miss_budget)
         frames.update(passes(policy, name, service, len(loads), interval_s, power, offered=loads))
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items()]
@@ -117,13 +118,17 @@ class Simulation:
 def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace: str, step_s: float,
              interval_s: float, power: PowerModel, target_s: float | None = None,
              tick_s: float | None = None, profiled_speed: float = 1.0, follow_cost: bool = True,
-             headroom: float | None = None) -> Simulation:
+             headroom: float | None = None, experience_csvs: list | None = None,
+             miss_budget: float = 0.01) -> Simulation:
     """The whole simulated protocol for one noise seed (``server.seed``): knee -> target and
     maximum load, profiling -> Heimdall's model, the trace, every policy on it.
     ``profiled_speed``: the server Heimdall's model was profiled on served this many
     times as fast as the one managed (another input mix, a neighbour since): a model
     that is wrong, most of all near saturation, as forests were live. ``follow_cost``:
-    Heimdall also gets the profile's CPU time per request, and follows the service's."""
+    Heimdall also gets the profile's CPU time per request, and follows the service's.
+    ``experience_csvs``: earlier runs' intervals (``--csv``) for heimdall-experience, read
+    against this run's target and maximum load."""
+    from .experience import Experience
     from .simulator import expand, trace_segments
 
     knee_target, max_rps = qos_from_knee(load_sweep(server, space))
@@ -137,8 +142,9 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
             cost = profile_model(samples.dropna(subset=["cost"]), metric="cost")
     segments = trace_segments(trace, max_rps, step_s, interval_s)
     loads = expand(segments, interval_s)
+    experience = Experience.from_csvs(experience_csvs, space, target, max_rps) if experience_csvs else None
     summary, frames = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s, cost,
-                              headroom)
+                              headroom, experience, miss_budget)
     return Simulation(knee_target, target, max_rps, profiled, summary, frames)
 
 

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .config import ConfigSpace, Configuration
+from .experience import Experience, load_bucket
 from .power import PowerModel
 
 
@@ -288,6 +289,17 @@ class Heimdall(Policy):
     configuration, are not learned from: a backlog is not the steady state the model
     describes, and an interval of two configurations is the forecast of neither.
 
+    Experience (``experience``, heimdall-experience): at a load where earlier runs (and this
+    one, as it goes) saw configurations for at least ``experience.LEAST`` intervals, the
+    forecast gives way to what was measured: the configuration of least modelled power +
+    ``price`` x its miss share there, the price set at start as the least that keeps the
+    share of intervals expected to miss within ``miss_budget`` (module ``experience``).
+    Distrust and the learned headroom do not apply there: they treat a miss as news about
+    one configuration, where at this machine's top load every configuration cheaper than
+    the maximum misses 7-11 % of intervals whatever it is, and trying one after another
+    after each miss cost misses and power (bench/manage.md, session 32). Elsewhere the
+    rule is heimdall-cheapest's.
+
     Following the service's cost (``cost_model``: the CPU time per request the service
     took when it was profiled, by configuration and load): a service whose requests now
     take k times the CPU they took then is, as a queue, the profiled one at k times the
@@ -311,7 +323,8 @@ class Heimdall(Policy):
                  power: PowerModel | None = None, recover: bool = True, online: float | None = None,
                  react: bool = True, cheapest: bool = False, distrust_intervals: int = 30, cost_model=None,
                  cost_window: int = 20, headroom: float | None = None, room_floor: float = 0.5,
-                 room_regain: float = 0.001, **kwargs):
+                 room_regain: float = 0.001, experience: Experience | None = None, miss_budget: float = 0.01,
+                 **kwargs):
         super().__init__(*args, **kwargs)
         if online is not None and not 0 < online <= 1:
             raise ValueError(f"online: a weight in (0, 1], got {online}")
@@ -352,6 +365,15 @@ class Heimdall(Policy):
         self.above: float | None = None  # the last tick's rate, when it was over the noise
         self.risen: list[float] = []  # tick rates from the first rise in this interval on
         self.dispersion = 1.0  # variance / mean of tick counts (1 = Poisson), from the last interval
+        # ``experience``: each configuration's miss share per load from earlier runs, and the price of a miss
+        self.experience = experience
+        self.price = self.expected_share = None
+        if experience is not None:
+            if experience.max_rps != self.max_rps or experience.buckets != self.buckets:
+                raise ValueError("experience: read for another maximum load or other load buckets")
+            if not 0 < miss_budget < 1:
+                raise ValueError(f"miss budget: a share of the intervals in (0, 1), got {miss_budget}")
+            self.price, self.expected_share = experience.price_for(miss_budget, self._watts)
 
     def _forecast(self, rps: float):
         k = self.slowdown  # the profiled service at k times the load, on a clock k times slower
@@ -375,9 +397,11 @@ class Heimdall(Policy):
         return float(np.asarray(profiled, dtype=float)[0])
 
     def _bucket(self, rps: float) -> int:
-        """Centred on the multiples of a tenth: a load step at 80 % measured as 79.6 or
-        80.3 % is one bucket, not two."""
-        return int(min(self.buckets, round(max(0.0, rps) / self.max_rps * self.buckets)))
+        return load_bucket(rps, self.max_rps, self.buckets)
+
+    def _watts(self, _bucket: int, demand: float) -> np.ndarray:
+        """Every configuration's modelled power carrying ``demand`` busy full-speed cores."""
+        return np.array([self.power.watts(c, min(1.0, demand / cap)) for c, cap in zip(self.configs, self.capacity)])
 
     def _corrected(self, mean, spread, rps: float):
         if self.online is not None:
@@ -410,6 +434,11 @@ class Heimdall(Policy):
         return mean + self.z * spread < self.target
 
     def _choose(self, mean, spread, demand: float, load: float, now: float) -> int:
+        watts = self._watts(0, demand)
+        if self.experience is not None:  # where the load was experienced: the least power + price x miss share
+            share = self.experience.share()[self._bucket(load)]
+            if np.isfinite(share).any():
+                return int(np.argmin(np.where(np.isfinite(share), watts + self.price * share, np.inf)))
         ok = self._qualifies(mean, spread)
         # no more capacity than a configuration that missed at this load lately: the model was wrong there
         missed = self.distrusted[self._bucket(load)] > now
@@ -420,7 +449,6 @@ class Heimdall(Policy):
             ok &= demand <= self.room * self.capacity
             if not ok.any():  # none leaves it: the most there is
                 return self.fastest
-        watts = np.array([self.power.watts(c, min(1.0, demand / cap)) for c, cap in zip(self.configs, self.capacity)])
         if not self.cheapest:  # equation 3.2: the highest predicted latency under target - slack; of equals, the cheapest
             ok &= np.isclose(mean, mean[ok].max(), rtol=1e-9, atol=0.0)
         return int(np.argmin(np.where(ok, watts, np.inf)))
@@ -430,6 +458,9 @@ class Heimdall(Policy):
         # the interval's mean hides it, and one tick's rate is noisier than their mean
         load = max(obs.rps, float(np.mean(self.risen))) if self.risen else obs.rps
         self.dispersion = tick_dispersion(self.counts, self.dispersion)
+        if (self.experience is not None and not self.switched and obs.rps > 0 and np.isfinite(obs.p95)
+                and obs.config in self.configs):  # what this run teaches, as the files read at start taught
+            self.experience.add(self._bucket(obs.rps), self.configs.index(obs.config), obs.p95 > self.target)
         self._follow_cost(obs)
         mean, spread = self._forecast(load)
         if self.online is not None and not self.switched:  # an interval of two configurations teaches nothing
@@ -695,6 +726,7 @@ def tick_dispersion(counts: list[float], previous: float) -> float:
 POLICIES = {cls.name: cls for cls in (Static, Ondemand, Hipster, Heracles, Heracles2Min, Heimdall)}
 POLICY_NAMES = (*POLICIES, "heimdall-uncertain", "heimdall-online", "heimdall-cheapest")
 PROFILERS = ("sweep",)  # measure for a model; not QoS policies (not in "all")
+EXPERIENCED = ("heimdall-experience",)  # need earlier runs' intervals (--experience); not in "all"
 
 
 def learning_label(name: str) -> str:
@@ -711,17 +743,23 @@ def with_learning(names: list[str]) -> list[str]:
 
 def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, interval_s: float, *,
                 power: PowerModel, intervals: int, model=None, react: bool = True, cost_model=None,
-                headroom: float | None = None) -> Policy:
+                headroom: float | None = None, experience: Experience | None = None,
+                miss_budget: float = 0.01) -> Policy:
     """A policy by name, with the settings this project evaluates it with: Hipster's
     heuristic runs its learning iteration(s) of ``intervals`` each and its Q-table decides
     after them; the Heimdall variants share one latency model (and, when given, the
     profiled CPU time per request it follows) and react to ticks (``react``) where the
-    service reports them; ``headroom``: the cheapest rules' CPU headroom (default 1 - slack)."""
+    service reports them; ``headroom``: the cheapest rules' CPU headroom (default 1 - slack);
+    heimdall-experience is heimdall-cheapest that, where ``experience`` knows the load,
+    prices misses to spend ``miss_budget`` (module ``experience``)."""
+    if name == "heimdall-experience" and experience is None:
+        raise ValueError("heimdall-experience needs the intervals of earlier runs (experience)")
     if name.startswith("heimdall"):
         return Heimdall(space, target_s, max_rps, interval_s, model=model, power=power, cost_model=cost_model,
                         uncertainty_z=1.0 if name == "heimdall-uncertain" else None,
                         online=0.3 if name == "heimdall-online" else None, react=react, headroom=headroom,
-                        cheapest=name in ("heimdall-cheapest", "heimdall-online"))
+                        cheapest=name in ("heimdall-cheapest", "heimdall-online", "heimdall-experience"),
+                        experience=experience if name == "heimdall-experience" else None, miss_budget=miss_budget)
     if name == "hipster":
         return Hipster(space, target_s, max_rps, interval_s, power=power,
                        learn_intervals=intervals * Hipster.learning_iterations)

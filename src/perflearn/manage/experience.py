@@ -1,0 +1,156 @@
+"""Experience: how often each configuration missed the target at each load in earlier runs.
+
+A live service's interval p95 is noisy where a model forecasts a typical interval. Over
+session 29-31's rounds on this project's machine, every configuration cheaper than the
+maximum missed 7-11 % of its intervals at the top load, the maximum 1.5 %, and one step
+below it one core at 0.625 missed 1.1 % where two cores at 0.375 missed none
+(bench/manage.md, session 32). Shares of a few percent take hundreds of intervals to tell
+apart: more than one run gives, but what a manager that has run before knows.
+`perflearn manage --csv` records every interval; ``--experience`` reads them back.
+
+``heimdall-experience`` prices a miss: at each load it runs the configuration of least
+``power + price x miss share``, where the price is the least that keeps the share of
+intervals expected to miss, over the loads as they were experienced, within a budget
+(``--miss-budget``). So the budget is spent where a miss saves the most power: at the top
+load the cheaper configurations save a third of the power for 5-10 points of misses,
+lower down one step of speed saves 4 % for one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from perflearn.errors import UsageError
+
+from .config import ConfigSpace, Configuration
+
+LEAST = 15  # intervals at a load before a configuration's miss share there is used
+COLUMNS = ("rps", "p95", "cores", "level", "utilisation")
+
+
+def load_bucket(rps: float, max_rps: float, buckets: int) -> int:
+    """The load's bucket: centred on the multiples of 1/buckets of the maximum load, so a
+    step at 80 % measured as 79.6 or 80.3 % is one bucket, not two."""
+    return int(min(buckets, round(max(0.0, rps) / max_rps * buckets)))
+
+
+@dataclass
+class Experience:
+    """Intervals and misses per load bucket and configuration (``space``'s order), and
+    the CPU demand each bucket's load put on the service (median busy full-speed cores)."""
+
+    space: ConfigSpace
+    max_rps: float
+    intervals: np.ndarray  # [bucket, configuration]
+    misses: np.ndarray
+    busy: np.ndarray  # [bucket]; NaN where none was seen
+    files: int = 0
+
+    @property
+    def buckets(self) -> int:
+        return self.intervals.shape[0] - 1
+
+    @classmethod
+    def from_csvs(cls, paths: list[Path], space: ConfigSpace, target_s: float, max_rps: float,
+                  buckets: int = 10) -> "Experience":
+        """Every interval under load of ``perflearn manage --csv`` files (any policy, learning
+        passes too), except those in which a reaction changed the configuration, missed or
+        met against ``target_s`` (today's target, not the one they ran under)."""
+        configs = list(space)
+        index = {(c.cores, round(c.level, 4)): i for i, c in enumerate(configs)}
+        intervals = np.zeros((buckets + 1, len(configs)), dtype=int)
+        misses = np.zeros_like(intervals)
+        busy: list[list[float]] = [[] for _ in range(buckets + 1)]
+        for path in paths:
+            frame = _read(path)
+            for row in frame.itertuples(index=False):
+                i = index.get((int(row.cores), round(float(row.level), 4)))
+                if i is None:  # a configuration of another space: nothing to say about this one
+                    continue
+                b = load_bucket(row.rps, max_rps, buckets)
+                intervals[b, i] += 1
+                misses[b, i] += row.p95 > target_s
+                busy[b].append(row.utilisation * row.cores * row.level)
+        median = np.array([np.median(v) if v else np.nan for v in busy])
+        return cls(space, max_rps, intervals, misses, median, files=len(paths))
+
+    def share(self) -> np.ndarray:
+        """Miss share per bucket and configuration (Jeffreys' estimate, (misses + 1/2) /
+        (intervals + 1): a configuration that never missed in 20 intervals is not certain
+        to meet); NaN where fewer than ``LEAST`` intervals were seen."""
+        with np.errstate(invalid="ignore"):
+            share = (self.misses + 0.5) / (self.intervals + 1.0)
+        return np.where(self.intervals >= LEAST, share, np.nan)
+
+    def add(self, bucket: int, config: int, missed: bool) -> None:
+        self.intervals[bucket, config] += 1
+        self.misses[bucket, config] += missed
+
+    def plan(self, price: float, watts: Callable[[int, float], np.ndarray]) -> np.ndarray:
+        """Per bucket, the configuration of least ``watts + price x share`` (-1 where none is
+        known); ``watts(bucket, busy)``: every configuration's power at that demand."""
+        share = self.share()
+        chosen = np.full(self.buckets + 1, -1)
+        for b in range(self.buckets + 1):
+            known = np.isfinite(share[b])
+            if known.any() and np.isfinite(self.busy[b]):
+                cost = watts(b, self.busy[b]) + price * share[b]
+                chosen[b] = int(np.argmin(np.where(known, cost, np.inf)))
+        return chosen
+
+    def expected_share(self, chosen: np.ndarray) -> float:
+        """The share of intervals expected to miss under ``chosen``, each bucket weighted
+        by the intervals experienced there (the loads as they came)."""
+        share = self.share()
+        weight = self.intervals.sum(axis=1)
+        used = chosen >= 0
+        if not used.any():
+            return float("nan")
+        b = np.flatnonzero(used)
+        return float((share[b, chosen[b]] * weight[b]).sum() / weight[b].sum())
+
+    def price_for(self, budget: float, watts: Callable[[int, float], np.ndarray],
+                  ceiling: float = 1e6) -> tuple[float, float]:
+        """(price in watts per unit of miss share, the expected share at it): the least price
+        whose plan expects at most ``budget`` of the intervals to miss, by bisection; at
+        ``ceiling`` (misses avoided at any cost) when no price meets it."""
+        low, high = 0.0, ceiling
+        if self.expected_share(self.plan(0.0, watts)) <= budget:
+            return 0.0, self.expected_share(self.plan(0.0, watts))
+        if self.expected_share(self.plan(high, watts)) > budget:
+            return high, self.expected_share(self.plan(high, watts))
+        for _ in range(60):
+            mid = (low + high) / 2
+            if self.expected_share(self.plan(mid, watts)) <= budget:
+                high = mid
+            else:
+                low = mid
+        return high, self.expected_share(self.plan(high, watts))
+
+    def __len__(self) -> int:
+        return int(self.intervals.sum())
+
+
+def _read(path: Path) -> pd.DataFrame:
+    """The intervals of one ``perflearn manage --csv`` file that can teach: under load, with
+    a p95, no reaction inside."""
+    try:
+        frame = pd.read_csv(path)
+    except FileNotFoundError:
+        raise UsageError(f"--experience: no file {path}") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--experience {path}: not a CSV ({str(exc).splitlines()[0]})") from None
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise UsageError(f"--experience {path}: not a perflearn manage --csv file (no column {missing[0]!r})")
+    frame = frame.assign(**{c: pd.to_numeric(frame[c], errors="coerce") for c in (*COLUMNS, "reactions")
+                            if c in frame.columns})
+    keep = (frame["rps"] > 0) & np.isfinite(frame[list(COLUMNS)]).all(axis=1)
+    if "reactions" in frame.columns:
+        keep &= frame["reactions"].fillna(0) == 0
+    return frame.loc[keep, list(COLUMNS)]

@@ -1,0 +1,123 @@
+"""heimdall-experience: earlier runs' miss shares per load and configuration, and a priced miss."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from perflearn.cli import app
+from perflearn.errors import UsageError
+from perflearn.manage.config import ConfigSpace, Configuration
+from perflearn.manage.experience import LEAST, Experience, load_bucket
+from perflearn.manage.policies import Observation, make_policy
+from perflearn.manage.power import power_model
+
+SPACE = ConfigSpace.make(2, 2)  # 1c@0.5, 1c@1, 2c@0.5, 2c@1
+TARGET = 1e-3
+MAX = 10_000.0
+TX1 = power_model("tx1")
+
+
+def intervals(config: Configuration, rps: float, n: int, missed: int, **extra) -> pd.DataFrame:
+    p95 = [2 * TARGET] * missed + [0.5 * TARGET] * (n - missed)
+    return pd.DataFrame({"t": range(n), "rps": rps, "p95": p95, "cores": config.cores, "level": config.level,
+                         "utilisation": 0.5, "reactions": 0, "policy": "x", **extra})
+
+
+def write(tmp_path, *frames) -> str:
+    path = tmp_path / "run.csv"
+    pd.concat(frames).to_csv(path, index=False)
+    return str(path)
+
+
+def test_experience_counts_intervals_under_load_against_todays_target(tmp_path):
+    path = write(tmp_path,
+                 intervals(Configuration(1, 0.5), 8_000, 20, 3),  # bucket 8
+                 intervals(Configuration(1, 0.5), 7_960, 5, 0),  # 79.6 %: bucket 8 too
+                 intervals(Configuration(2, 1.0), 10_000, 10, 1),  # bucket 10, too few to be used
+                 intervals(Configuration(2, 1.0), 10_000, 30, 30, reactions=1),  # a reaction inside: two configurations
+                 intervals(Configuration(2, 1.0), 0, 30, 0),  # no load
+                 intervals(Configuration(3, 1.0), 10_000, 30, 0))  # not in this space
+    ex = Experience.from_csvs([path], SPACE, TARGET, MAX)
+    i = list(SPACE).index(Configuration(1, 0.5))
+    assert ex.intervals[8, i] == 25 and ex.misses[8, i] == 3
+    assert ex.intervals[10].sum() == 10 and len(ex) == 35
+    share = ex.share()
+    assert share[8, i] == pytest.approx(3.5 / 26)  # Jeffreys: never certain
+    assert np.isnan(share[10]).all()  # fewer than LEAST intervals
+    # against a target three times as loose, the same intervals met it
+    assert Experience.from_csvs([path], SPACE, 3 * TARGET, MAX).misses.sum() == 0
+    assert load_bucket(7_960, MAX, 10) == 8 and load_bucket(12_000, MAX, 10) == 10
+
+
+def two_loads(tmp_path) -> Experience:
+    """At 50 % load the cheap configuration meets as often as the maximum; at the top it
+    misses a tenth of the time, the maximum almost never."""
+    cheap, top = Configuration(1, 0.5), SPACE.maximum
+    return Experience.from_csvs([write(tmp_path,
+                                       intervals(cheap, 5_000, 200, 1), intervals(top, 5_000, 200, 1),
+                                       intervals(cheap, 10_000, 200, 20), intervals(top, 10_000, 200, 1))],
+                                SPACE, TARGET, MAX)
+
+
+def test_the_price_is_the_least_that_keeps_the_expected_misses_in_the_budget(tmp_path):
+    ex = two_loads(tmp_path)
+    policy = make_policy("heimdall-experience", SPACE, TARGET, MAX, 1.0, power=TX1, intervals=10, model=None,
+                         experience=ex, miss_budget=0.02)
+    watts = policy._watts
+    assert policy.expected_share <= 0.02
+    assert ex.expected_share(ex.plan(policy.price * 0.99, watts)) > 0.02  # any cheaper misses more
+    plan = ex.plan(policy.price, watts)
+    configs = list(SPACE)
+    assert configs[plan[10]] == SPACE.maximum and configs[plan[5]] != SPACE.maximum  # misses avoided where they are
+    loose = make_policy("heimdall-experience", SPACE, TARGET, MAX, 1.0, power=TX1, intervals=10, model=None,
+                        experience=two_loads(tmp_path), miss_budget=0.2)
+    assert loose.price == 0.0  # the cheapest plan is within a loose budget
+    with pytest.raises(ValueError, match="needs the intervals"):
+        make_policy("heimdall-experience", SPACE, TARGET, MAX, 1.0, power=TX1, intervals=10, model=None)
+
+
+def test_heimdall_experience_runs_what_was_measured_where_it_knows_the_load(tmp_path):
+    """The model forecasts every configuration far under the target; where experience knows
+    the load, its miss shares decide; where it does not, the cheapest rule does."""
+    forecast = lambda frame: (np.full(len(frame), 0.1 * TARGET), np.full(len(frame), 0.01 * TARGET))
+    policy = make_policy("heimdall-experience", SPACE, TARGET, MAX, 1.0, power=TX1, intervals=10, model=forecast,
+                         experience=two_loads(tmp_path), miss_budget=0.02)
+    seen = lambda rps: Observation(1.0, rps, 0.5 * TARGET, 0.5 * TARGET, SPACE.maximum, 0.1, 5.0)
+    assert policy.decide(seen(10_000)) == SPACE.maximum  # 1c@0.5 carries it, and misses a tenth of the time
+    assert policy.decide(seen(5_000)) != SPACE.maximum
+    cheapest = make_policy("heimdall-cheapest", SPACE, TARGET, MAX, 1.0, power=TX1, intervals=10, model=forecast)
+    assert policy.decide(seen(3_000)) == cheapest.decide(seen(3_000))  # 30 %: never experienced
+    # what this run measures joins the experience: 40 met intervals at 30 % make it known there
+    before = policy.experience.intervals[3].sum()
+    for _ in range(LEAST):
+        policy.decide(seen(3_000))
+    assert policy.experience.intervals[3].sum() == before + LEAST
+
+
+def test_experience_flags_are_one_line(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    for args, message in [
+        (["-p", "heimdall-experience"], "heimdall-experience needs --experience"),
+        (["-p", "heimdall-experience", "--experience", str(tmp_path / "none.csv")], f"--experience: no file {tmp_path / 'none.csv'}"),
+        (["-p", "heimdall-experience", "--experience", str(bad)], "not a perflearn manage --csv file (no column 'rps')"),
+        (["-p", "heimdall-cheapest", "--miss-budget", "0"], "--miss-budget: a share of the intervals in (0, 1)"),
+    ]:
+        r = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "5", *args])
+        assert r.exit_code != 0 and message in r.output, r.output
+        assert "Traceback" not in r.output
+
+
+def test_simulated_heimdall_experience_from_an_earlier_run(tmp_path):
+    first = tmp_path / "first.csv"
+    r = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "10", "--power", "tx1",
+                                 "-p", "heimdall-cheapest", "--csv", str(first)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "10", "--power", "tx1", "--seed", "1",
+                                 "-p", "heimdall-experience", "--experience", str(first), "--miss-budget", "0.05"])
+    assert r.exit_code == 0, r.output
+    row = next(line.split() for line in r.output.splitlines() if line.strip().startswith("heimdall-experience"))
+    assert float(row[1].rstrip("%")) >= 95.0 and float(row[5].rstrip("%")) > 0  # met and saved
