@@ -91,15 +91,15 @@ class Experience:
         self.intervals[bucket, config] += 1
         self.misses[bucket, config] += missed
 
-    def plan(self, price: float, watts: Callable[[int, float], np.ndarray]) -> np.ndarray:
+    def plan(self, price: float, watts: Callable[[float], np.ndarray]) -> np.ndarray:
         """Per bucket, the configuration of least ``watts + price x share`` (-1 where none is
-        known); ``watts(bucket, busy)``: every configuration's power at that demand."""
+        known); ``watts(busy)``: every configuration's power at that demand."""
         share = self.share()
         chosen = np.full(self.buckets + 1, -1)
         for b in range(self.buckets + 1):
             known = np.isfinite(share[b])
             if known.any() and np.isfinite(self.busy[b]):
-                cost = watts(b, self.busy[b]) + price * share[b]
+                cost = watts(self.busy[b]) + price * share[b]
                 chosen[b] = int(np.argmin(np.where(known, cost, np.inf)))
         return chosen
 
@@ -114,23 +114,26 @@ class Experience:
         b = np.flatnonzero(used)
         return float((share[b, chosen[b]] * weight[b]).sum() / weight[b].sum())
 
-    def price_for(self, budget: float, watts: Callable[[int, float], np.ndarray],
+    def price_for(self, budget: float, watts: Callable[[float], np.ndarray],
                   ceiling: float = 1e6) -> tuple[float, float]:
         """(price in watts per unit of miss share, the expected share at it): the least price
         whose plan expects at most ``budget`` of the intervals to miss, by bisection; at
         ``ceiling`` (misses avoided at any cost) when no price meets it."""
+        expected = lambda price: self.expected_share(self.plan(price, watts))
         low, high = 0.0, ceiling
-        if self.expected_share(self.plan(0.0, watts)) <= budget:
-            return 0.0, self.expected_share(self.plan(0.0, watts))
-        if self.expected_share(self.plan(high, watts)) > budget:
-            return high, self.expected_share(self.plan(high, watts))
+        at_low, at_high = expected(low), expected(high)
+        if at_low <= budget:
+            return low, at_low
+        if at_high > budget:
+            return high, at_high
         for _ in range(60):
             mid = (low + high) / 2
-            if self.expected_share(self.plan(mid, watts)) <= budget:
-                high = mid
+            at_mid = expected(mid)
+            if at_mid <= budget:
+                high, at_high = mid, at_mid
             else:
                 low = mid
-        return high, self.expected_share(self.plan(high, watts))
+        return high, at_high
 
     def __len__(self) -> int:
         return int(self.intervals.sum())

@@ -399,7 +399,7 @@ class Heimdall(Policy):
     def _bucket(self, rps: float) -> int:
         return load_bucket(rps, self.max_rps, self.buckets)
 
-    def _watts(self, _bucket: int, demand: float) -> np.ndarray:
+    def _watts(self, demand: float) -> np.ndarray:
         """Every configuration's modelled power carrying ``demand`` busy full-speed cores."""
         return np.array([self.power.watts(c, min(1.0, demand / cap)) for c, cap in zip(self.configs, self.capacity)])
 
@@ -434,11 +434,10 @@ class Heimdall(Policy):
         return mean + self.z * spread < self.target
 
     def _choose(self, mean, spread, demand: float, load: float, now: float) -> int:
-        watts = self._watts(0, demand)
         if self.experience is not None:  # where the load was experienced: the least power + price x miss share
             share = self.experience.share()[self._bucket(load)]
             if np.isfinite(share).any():
-                return int(np.argmin(np.where(np.isfinite(share), watts + self.price * share, np.inf)))
+                return int(np.argmin(np.where(np.isfinite(share), self._watts(demand) + self.price * share, np.inf)))
         ok = self._qualifies(mean, spread)
         # no more capacity than a configuration that missed at this load lately: the model was wrong there
         missed = self.distrusted[self._bucket(load)] > now
@@ -449,6 +448,7 @@ class Heimdall(Policy):
             ok &= demand <= self.room * self.capacity
             if not ok.any():  # none leaves it: the most there is
                 return self.fastest
+        watts = self._watts(demand)
         if not self.cheapest:  # equation 3.2: the highest predicted latency under target - slack; of equals, the cheapest
             ok &= np.isclose(mean, mean[ok].max(), rtol=1e-9, atol=0.0)
         return int(np.argmin(np.where(ok, watts, np.inf)))
