@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from perflearn.cli import app
 from perflearn.errors import UsageError
 from perflearn.manage.config import ConfigSpace, Configuration
-from perflearn.manage.experience import LEAST, Experience, load_bucket
+from perflearn.manage.experience import LEAST, STALE, Experience, load_bucket, misses_at_least
 from perflearn.manage.policies import Observation, make_policy
 from perflearn.manage.power import power_model
 
@@ -95,6 +95,40 @@ def test_heimdall_experience_runs_what_was_measured_where_it_knows_the_load(tmp_
     for _ in range(LEAST):
         policy.decide(seen(3_000))
     assert policy.experience.intervals[3].sum() == before + LEAST
+
+
+def test_misses_at_least_is_the_poisson_binomial_tail():
+    from scipy.stats import binom
+    assert misses_at_least([0.066] * 13, 5) == pytest.approx(binom.sf(4, 13, 0.066))
+    assert misses_at_least([0.1, 0.2], 0) == pytest.approx(1.0)
+    assert misses_at_least([0.1, 0.2], 2) == pytest.approx(0.02)  # both
+    assert misses_at_least([0.1, 0.2], 1) == pytest.approx(1 - 0.9 * 0.8)
+    assert misses_at_least([0.1], 2) == 0.0
+
+
+def test_experience_this_run_contradicts_is_set_aside(tmp_path):
+    """Experience says the cheap configuration misses 3 % at the top load, so the rule keeps
+    it after one miss; a second soon after is too many for 3 % (under STALE), and the load
+    goes back to heimdall-cheapest's rule, which distrusts the configuration that missed."""
+    cheap = Configuration(1, 0.5)
+    ex = Experience.from_csvs([write(tmp_path, intervals(cheap, 10_000, 200, 6),
+                                     intervals(SPACE.maximum, 10_000, 200, 1))], SPACE, TARGET, MAX)
+    forecast = lambda frame: (np.full(len(frame), 0.1 * TARGET), np.full(len(frame), 0.01 * TARGET))
+    policy = make_policy("heimdall-experience", SPACE, TARGET, MAX, 1.0, power=TX1, intervals=10, model=forecast,
+                         experience=ex, miss_budget=0.05)
+    seen = lambda config, p95: Observation(1.0, 10_000, p95, p95, config, 0.3, 5.0)
+    met, missed = 0.5 * TARGET, 2 * TARGET
+    assert policy.decide(seen(cheap, met)) == cheap
+    assert policy.decide(seen(cheap, missed)) == SPACE.maximum  # recovery
+    assert policy.decide(seen(SPACE.maximum, met)) == cheap  # one miss where 3 % were expected: kept
+    assert not policy.fresh.stale.any() and "set aside" not in policy.remark
+    policy.remark = ""  # as the loop does after each interval
+    assert policy.decide(seen(cheap, missed)) == SPACE.maximum
+    assert policy.fresh.stale[10] and not policy.fresh.stale[:10].any()
+    assert "experience at 10000 req/s set aside: 2 of 4 intervals missed" in policy.remark
+    assert "not trusted at this load" in policy.remark  # both reasons kept
+    assert policy.decide(seen(SPACE.maximum, met)) != cheap  # heimdall-cheapest's rule, distrusting it
+    assert misses_at_least(policy.fresh.shares[10], 2) < STALE
 
 
 def test_experience_flags_are_one_line(tmp_path):

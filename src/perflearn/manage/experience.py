@@ -14,6 +14,12 @@ intervals expected to miss, over the loads as they were experienced, within a bu
 (``--miss-budget``). So the budget is spent where a miss saves the most power: at the top
 load the cheaper configurations save a third of the power for 5-10 points of misses,
 lower down one step of speed saves 4 % for one.
+
+Experience can be stale: a host slower than on the days it was gathered misses more
+(bench/manage.md, session 32: one core at 0.625 at the top load missed 20 % of its
+intervals on one day against 6.6 % before). So each load's experience is tested against
+what this run measures there (``Freshness``) and set aside once the run's misses are
+too many for the shares it expected.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from perflearn.errors import UsageError
 from .config import ConfigSpace, Configuration
 
 LEAST = 15  # intervals at a load before a configuration's miss share there is used
+STALE = 0.01  # the chance of so many misses, were the experience right, under which it is set aside
 COLUMNS = ("rps", "p95", "cores", "level", "utilisation")
 
 
@@ -137,6 +144,43 @@ class Experience:
 
     def __len__(self) -> int:
         return int(self.intervals.sum())
+
+
+def misses_at_least(shares: list[float], misses: int) -> float:
+    """The chance of at least ``misses`` misses in intervals that each miss with its own
+    share (the Poisson binomial upper tail, exact: the count's distribution built one
+    interval at a time)."""
+    count = np.array([1.0])
+    for p in shares:
+        count = np.append(count * (1 - p), 0.0) + np.append(0.0, count * p)
+    return float(count[misses:].sum())
+
+
+class Freshness:
+    """Whether each load bucket's experience still holds in this run: the run's intervals
+    there on configurations the experience knew, their misses tested against the shares
+    it expected (fixed at the start, so the run does not vouch for itself). One-sided:
+    fewer misses than expected is no reason to distrust."""
+
+    def __init__(self, experience: Experience):
+        self.expected = experience.share()  # before this run's intervals join
+        self.shares: list[list[float]] = [[] for _ in range(experience.buckets + 1)]
+        self.misses = np.zeros(experience.buckets + 1, dtype=int)
+        self.stale = np.zeros(experience.buckets + 1, dtype=bool)
+
+    def add(self, bucket: int, config: int, missed: bool) -> bool:
+        """Count one interval; True when it makes the bucket's experience stale."""
+        share = self.expected[bucket, config]
+        if self.stale[bucket] or not np.isfinite(share):
+            return False
+        self.shares[bucket].append(float(share))
+        self.misses[bucket] += missed
+        self.stale[bucket] = missed and misses_at_least(self.shares[bucket], self.misses[bucket]) < STALE
+        return bool(self.stale[bucket])
+
+    def why(self, bucket: int) -> str:
+        return (f"{self.misses[bucket]} of {len(self.shares[bucket])} intervals missed where experience expected "
+                f"{sum(self.shares[bucket]):.1f}")
 
 
 def _read(path: Path) -> pd.DataFrame:

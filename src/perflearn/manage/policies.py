@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .config import ConfigSpace, Configuration
-from .experience import Experience, load_bucket
+from .experience import Experience, Freshness, load_bucket
 from .power import PowerModel
 
 
@@ -298,7 +298,10 @@ class Heimdall(Policy):
     one configuration, where at this machine's top load every configuration cheaper than
     the maximum misses 7-11 % of intervals whatever it is, and trying one after another
     after each miss cost misses and power (bench/manage.md, session 32). Elsewhere the
-    rule is heimdall-cheapest's.
+    rule is heimdall-cheapest's, and so it is at a load whose experience this run has
+    found stale: more misses there than its shares make likely (``experience.Freshness``).
+    Live, experience of other days expected 6.6 % of misses at the top load and the rule
+    went back to the configuration after each miss while it missed 5 of 13.
 
     Following the service's cost (``cost_model``: the CPU time per request the service
     took when it was profiled, by configuration and load): a service whose requests now
@@ -367,13 +370,14 @@ class Heimdall(Policy):
         self.dispersion = 1.0  # variance / mean of tick counts (1 = Poisson), from the last interval
         # ``experience``: each configuration's miss share per load from earlier runs, and the price of a miss
         self.experience = experience
-        self.price = self.expected_share = None
+        self.price = self.expected_share = self.fresh = None
         if experience is not None:
             if experience.max_rps != self.max_rps or experience.buckets != self.buckets:
                 raise ValueError("experience: read for another maximum load or other load buckets")
             if not 0 < miss_budget < 1:
                 raise ValueError(f"miss budget: a share of the intervals in (0, 1), got {miss_budget}")
             self.price, self.expected_share = experience.price_for(miss_budget, self._watts)
+            self.fresh = Freshness(experience)
 
     def _forecast(self, rps: float):
         k = self.slowdown  # the profiled service at k times the load, on a clock k times slower
@@ -434,7 +438,8 @@ class Heimdall(Policy):
         return mean + self.z * spread < self.target
 
     def _choose(self, mean, spread, demand: float, load: float, now: float) -> int:
-        if self.experience is not None:  # where the load was experienced: the least power + price x miss share
+        if self.experience is not None and not self.fresh.stale[self._bucket(load)]:
+            # where the load was experienced, and the experience holds: the least power + price x miss share
             share = self.experience.share()[self._bucket(load)]
             if np.isfinite(share).any():
                 return int(np.argmin(np.where(np.isfinite(share), self._watts(demand) + self.price * share, np.inf)))
@@ -460,7 +465,10 @@ class Heimdall(Policy):
         self.dispersion = tick_dispersion(self.counts, self.dispersion)
         if (self.experience is not None and not self.switched and obs.rps > 0 and np.isfinite(obs.p95)
                 and obs.config in self.configs):  # what this run teaches, as the files read at start taught
-            self.experience.add(self._bucket(obs.rps), self.configs.index(obs.config), obs.p95 > self.target)
+            b, i, missed = self._bucket(obs.rps), self.configs.index(obs.config), obs.p95 > self.target
+            self.experience.add(b, i, missed)
+            if self.fresh.add(b, i, missed):
+                self.remark = f"experience at {obs.rps:.0f} req/s set aside: {self.fresh.why(b)}"
         self._follow_cost(obs)
         mean, spread = self._forecast(load)
         if self.online is not None and not self.switched:  # an interval of two configurations teaches nothing
@@ -554,7 +562,8 @@ class Heimdall(Policy):
         hold = self.distrust_s * 2 ** min(self.misses[b, i], 3)
         self.distrusted[b, i] = obs.t + hold
         self.misses[b, i] += 1
-        self.remark = f"{obs.config} missed at {obs.rps:.0f} req/s: not trusted at this load for {hold:.0f} s"
+        self.remark = "; ".join(filter(None, [self.remark, f"{obs.config} missed at {obs.rps:.0f} req/s: "
+                                              f"not trusted at this load for {hold:.0f} s"]))
 
     def _steady(self, obs) -> bool:
         """The interval ran the configuration chosen for the load it carried: not in
