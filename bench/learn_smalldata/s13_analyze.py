@@ -54,6 +54,7 @@ def rules(r):
         if not (d.mean() + 2 * d.std(ddof=1) / np.sqrt(len(d)) < 0):
             s6[~log] = np.inf
     out["R6 log unless raw signif."] = combine(test, near_ties(s6))
+    out["R6g log unless raw signif., geo"] = combine(test, near_ties(s6), geo=True)  # session 33
     s5 = s0.copy()
     if y.max() / y.min() > 10: s5[~log] = np.inf
     out["R5 log only if >10x"] = combine(test, near_ties(s5))

@@ -71,7 +71,30 @@ def task(args):
     print(system, n, rep, round(rec["s"], 1), flush=True)
     return out
 
-DEV = dev_systems()
+def dev_systems_s33():
+    """Session 33's confirmation set (none of it seen by session 13's comparisons): samples of the real
+    hipacc (DeepPerf), Lrzip and VP8 (DaL) files, and the three wide-range synthetic kinds with new seeds."""
+    import dev
+    out = {}
+    for name in ("hipacc", "Lrzip", "VP8"):
+        d = pd.read_csv(f"{DEV_DIR}/{name}_sample.csv"); out[name] = (d.iloc[:, :-1].to_numpy(float), d.iloc[:, -1].to_numpy(float))
+    out["wide-loglin-b"] = dev.syn_loglin(5500, 10, scale=0.9, dens=0.7, n_int=(1, 4), noise=0.05)
+    out["wide-inter-b"] = dev.syn_loglin(5501, 12, scale=0.5, dens=0.6, n_int=(4, 9), noise=0.05, three=True)
+    X, y = dev.syn_numeric(5502); out["wide-numeric-b"] = (X, y ** 1.6)
+    return out
+
+
+def dev_sizes(system):
+    """Session 13: N = 36, 54, 72 for every dev system. Session 33: BDBC's 36, 54, 72 as runs per feature
+    (2.25, 3.375, 4.5 p), so every size is above the small-data rule's 2 p."""
+    if DEV_SET != "s33":
+        return (36, 54, 72)
+    p = DEV[system][0].shape[1]
+    return tuple(int(round(m * p)) for m in (2.25, 3.375, 4.5))
+
+
+DEV_SET = os.environ.get("DEV_SET", "s13")
+DEV = dev_systems_s33() if DEV_SET == "s33" else dev_systems()
 
 if __name__ == "__main__":
     from multiprocessing import Pool
@@ -79,7 +102,7 @@ if __name__ == "__main__":
     tasks = []
     if which == "dev":
         for name in DEV:
-            for n in (36, 54, 72):
+            for n in dev_sizes(name):
                 for rep in range(8):
                     tasks.append(("dev", name, n, rep))
     else:  # "bench SYSTEM:N1,N2 ..."  data dir in DATA_DIR
