@@ -17,9 +17,9 @@ lower down one step of speed saves 4 % for one.
 
 Experience can be stale: a host slower than on the days it was gathered misses more
 (bench/manage.md, session 32: one core at 0.625 at the top load missed 20 % of its
-intervals on one day against 6.6 % before). So each load's experience is tested against
-what this run measures there (``Freshness``) and set aside once the run's misses are
-too many for the shares it expected.
+intervals on one day against 6.6 % before). So the experience is tested against what
+this run measures (``Freshness``) and set aside once the run's misses are too many for
+the shares it expected.
 """
 
 from __future__ import annotations
@@ -157,30 +157,32 @@ def misses_at_least(shares: list[float], misses: int) -> float:
 
 
 class Freshness:
-    """Whether each load bucket's experience still holds in this run: the run's intervals
-    there on configurations the experience knew, their misses tested against the shares
-    it expected (fixed at the start, so the run does not vouch for itself). One-sided:
-    fewer misses than expected is no reason to distrust."""
+    """Whether the experience still holds in this run: the run's intervals on configurations
+    the experience knew at their load, their misses tested together against the shares it
+    expected (fixed at the start, so the run does not vouch for itself). One test for the
+    whole run, not one per load: what changes from one day to the next is the host (its
+    speed, its neighbours), and it changes every load at once; live, per-load tests set
+    four loads aside one after another, paying two or more misses at each (bench/manage.md,
+    session 33). One-sided: fewer misses than expected is no reason to distrust."""
 
     def __init__(self, experience: Experience):
         self.expected = experience.share()  # before this run's intervals join
-        self.shares: list[list[float]] = [[] for _ in range(experience.buckets + 1)]
-        self.misses = np.zeros(experience.buckets + 1, dtype=int)
-        self.stale = np.zeros(experience.buckets + 1, dtype=bool)
+        self.shares: list[float] = []
+        self.misses = 0
+        self.stale = False
 
     def add(self, bucket: int, config: int, missed: bool) -> bool:
-        """Count one interval; True when it makes the bucket's experience stale."""
+        """Count one interval; True when it makes the experience stale."""
         share = self.expected[bucket, config]
-        if self.stale[bucket] or not np.isfinite(share):
+        if self.stale or not np.isfinite(share):
             return False
-        self.shares[bucket].append(float(share))
-        self.misses[bucket] += missed
-        self.stale[bucket] = missed and misses_at_least(self.shares[bucket], self.misses[bucket]) < STALE
-        return bool(self.stale[bucket])
+        self.shares.append(float(share))
+        self.misses += missed
+        self.stale = bool(missed) and misses_at_least(self.shares, self.misses) < STALE
+        return self.stale
 
-    def why(self, bucket: int) -> str:
-        return (f"{self.misses[bucket]} of {len(self.shares[bucket])} intervals missed where experience expected "
-                f"{sum(self.shares[bucket]):.1f}")
+    def why(self) -> str:
+        return f"{self.misses} of {len(self.shares)} intervals missed where it expected {sum(self.shares):.1f}"
 
 
 def _read(path: Path) -> pd.DataFrame:

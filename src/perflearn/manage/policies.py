@@ -298,8 +298,8 @@ class Heimdall(Policy):
     one configuration, where at this machine's top load every configuration cheaper than
     the maximum misses 7-11 % of intervals whatever it is, and trying one after another
     after each miss cost misses and power (bench/manage.md, session 32). Elsewhere the
-    rule is heimdall-cheapest's, and so it is at a load whose experience this run has
-    found stale: more misses there than its shares make likely (``experience.Freshness``).
+    rule is heimdall-cheapest's, and so it is everywhere once this run has found the
+    experience stale: more misses than its shares make likely (``experience.Freshness``).
     Live, experience of other days expected 6.6 % of misses at the top load and the rule
     went back to the configuration after each miss while it missed 5 of 13.
 
@@ -438,7 +438,7 @@ class Heimdall(Policy):
         return mean + self.z * spread < self.target
 
     def _choose(self, mean, spread, demand: float, load: float, now: float) -> int:
-        if self.experience is not None and not self.fresh.stale[self._bucket(load)]:
+        if self.experience is not None and not self.fresh.stale:
             # where the load was experienced, and the experience holds: the least power + price x miss share
             share = self.experience.share()[self._bucket(load)]
             if np.isfinite(share).any():
@@ -468,7 +468,7 @@ class Heimdall(Policy):
             b, i, missed = self._bucket(obs.rps), self.configs.index(obs.config), obs.p95 > self.target
             self.experience.add(b, i, missed)
             if self.fresh.add(b, i, missed):
-                self.remark = f"experience at {obs.rps:.0f} req/s set aside: {self.fresh.why(b)}"
+                self.remark = f"experience set aside at {obs.rps:.0f} req/s: {self.fresh.why()}"
         self._follow_cost(obs)
         mean, spread = self._forecast(load)
         if self.online is not None and not self.switched:  # an interval of two configurations teaches nothing
