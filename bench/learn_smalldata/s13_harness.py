@@ -101,9 +101,10 @@ if __name__ == "__main__":
     which = sys.argv[1]
     tasks = []
     if which == "dev":
-        for name in DEV:
-            for n in dev_sizes(name):
-                for rep in range(8):
+        # repetition-major, so that a run stopped early has every (system, N) equally often
+        for rep in range(8):
+            for name in DEV:
+                for n in dev_sizes(name):
                     tasks.append(("dev", name, n, rep))
     else:  # "bench SYSTEM:N1,N2 ..."  data dir in DATA_DIR
         dd = os.environ["DATA_DIR"]
