@@ -211,3 +211,19 @@ def test_no_bounds_outside_small_data():
     X, y = np.vstack([X] * 3), np.concatenate([y] * 3)  # 12 runs per feature
     auto = AutoRegressor(families=("linear",), cv=3, small_ratio=2.0).fit(X, y)
     assert not auto.small_data_ and auto.bounds_ is None
+
+
+def test_raw_target_candidates_are_kept_only_when_clearly_better():
+    """Scored by relative error, the raw-target candidates stay only if the best of them
+    beats the best log-target one by 2 paired standard errors."""
+    rng = np.random.default_rng(3)
+    X = rng.integers(0, 2, size=(60, 6)).astype(float)
+    multiplicative = np.exp(X @ np.array([1.5, -1.0, 0.8, 0.0, 1.2, -0.6])) * np.exp(rng.normal(0, 0.02, 60))
+    auto = AutoRegressor(families=("linear",), cv=5, blend=0.2).fit(X, multiplicative)
+    assert auto.raw_set_aside_ and auto.best_log_target_
+    assert any(not r["log_target"] and np.isfinite(r["score"]) for r in auto.cv_results_)  # tried, then set aside
+    additive = 1.0 + X @ np.array([40.0, 30.0, 20.0, 0.0, 10.0, 5.0])  # exact for a linear model of y, not of log y
+    auto = AutoRegressor(families=("linear",), cv=5, blend=0.2).fit(X, additive)
+    assert not auto.raw_set_aside_ and not auto.best_log_target_
+    small = AutoRegressor(families=("linear",), cv=5, blend=0.2, small_ratio=20.0).fit(X, multiplicative)
+    assert not small.raw_set_aside_  # small data tries the log target only
