@@ -94,13 +94,14 @@ def dev_sizes(system):
 
 
 DEV_SET = os.environ.get("DEV_SET", "s13")
-DEV = dev_systems_s33() if DEV_SET == "s33" else dev_systems()
+DEV = {}  # the dev systems, read in dev mode only (the bench mode needs none of them)
 
 if __name__ == "__main__":
     from multiprocessing import Pool
     which = sys.argv[1]
     tasks = []
     if which == "dev":
+        DEV.update(dev_systems_s33() if DEV_SET == "s33" else dev_systems())  # before the pool forks
         # repetition-major, so that a run stopped early has every (system, N) equally often
         for rep in range(8):
             for name in DEV:
