@@ -79,7 +79,14 @@ class DuckDBStore(ResultsStore):
                 db.execute("BEGIN TRANSACTION")
 
             def __exit__(self, kind, exc, tb):
-                db.execute("ROLLBACK" if kind else "COMMIT")
+                # Ctrl-C inside a statement reaches Python as DuckDB's InterruptException: it is
+                # still Ctrl-C (the runner then says what was kept), not an internal error
+                try:
+                    db.execute("ROLLBACK" if kind else "COMMIT")
+                except duckdb.InterruptException:
+                    raise KeyboardInterrupt from None
+                if kind is not None and issubclass(kind, duckdb.InterruptException):
+                    raise KeyboardInterrupt from None
 
         return _Tx()
 
