@@ -71,6 +71,10 @@ class Policy:
 
     reacts = False  # whether ``react`` can change the configuration inside an interval
 
+    def _remark(self, text: str) -> None:
+        """Add ``text`` to this interval's note, after what is there already."""
+        self.remark = f"{self.remark}; {text}" if self.remark else text
+
     def decide(self, obs: Observation) -> Configuration:
         raise NotImplementedError
 
@@ -468,7 +472,7 @@ class Heimdall(Policy):
             b, i, missed = self._bucket(obs.rps), self.configs.index(obs.config), obs.p95 > self.target
             self.experience.add(b, i, missed)
             if self.fresh.add(b, i, missed):
-                self.remark = f"experience set aside at {obs.rps:.0f} req/s: {self.fresh.why()}"
+                self._remark(f"experience set aside at {obs.rps:.0f} req/s: {self.fresh.why()}")
         self._follow_cost(obs)
         mean, spread = self._forecast(load)
         if self.online is not None and not self.switched:  # an interval of two configurations teaches nothing
@@ -562,8 +566,7 @@ class Heimdall(Policy):
         hold = self.distrust_s * 2 ** min(self.misses[b, i], 3)
         self.distrusted[b, i] = obs.t + hold
         self.misses[b, i] += 1
-        self.remark = "; ".join(filter(None, [self.remark, f"{obs.config} missed at {obs.rps:.0f} req/s: "
-                                              f"not trusted at this load for {hold:.0f} s"]))
+        self._remark(f"{obs.config} missed at {obs.rps:.0f} req/s: not trusted at this load for {hold:.0f} s")
 
     def _steady(self, obs) -> bool:
         """The interval ran the configuration chosen for the load it carried: not in
@@ -596,8 +599,7 @@ class Heimdall(Policy):
             cut = max(self.room_floor, 0.9 * min(self.room[i], obs.utilisation))
             slower = self.no_faster[:, i]  # includes i itself
             self.room[slower] = np.minimum(self.room[slower], cut)
-            self.remark = "; ".join(filter(None, [self.remark, f"headroom {cut:.2f} of the capacity of {obs.config} "
-                                                                "and of those no faster"]))
+            self._remark(f"headroom {cut:.2f} of the capacity of {obs.config} and of those no faster")
 
     def _learn(self, obs, mean) -> None:
         """``mean``: the uncorrected forecast for the load the interval carried."""
