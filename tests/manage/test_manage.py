@@ -539,6 +539,52 @@ def test_loop_reliability():
     assert service.applied.count(SPACE.minimum) >= 2  # the failed actuation was retried
 
 
+def test_interleaved_policies_take_turns_on_one_service():
+    """--interleave: every step run by every policy in turn, the order rotated by one from
+    step to step, on one service that is offered each step once per policy. Each policy
+    keeps its own clock and sees the whole trace; a turn's first interval follows another
+    policy's configuration, so it is never settled; the service ends at maximum."""
+    from perflearn.manage.loop import SimulatedService, interleaved, interleaved_loads
+
+    loads = [1000.0] * 4 + [9000.0] * 4 + [3000.0] * 3  # three steps, the last one short
+    assert interleaved_loads(loads, 4, 2) == [1000.0] * 8 + [9000.0] * 8 + [3000.0] * 6
+    names = ["static", "ondemand", "heracles"]
+    policies = {n: make_policy(n, SPACE, TARGET, 10_000, 1.0, power=PowerModel(), intervals=len(loads)) for n in names}
+    service = SimulatedService(ServerModel(mu_max=4000, seed=3), SPACE, interleaved_loads(loads, 4, 3), 1.0)
+    frames = interleaved(policies, service, loads, 4, 1.0, PowerModel())
+    assert service.i == 3 * len(loads) and service.config == SPACE.maximum
+    for name, frame in frames.items():
+        assert frame["offered_rps"].tolist() == loads and frame["t"].tolist() == [float(t) for t in range(1, 12)]
+        assert abs(frame["rps"] / frame["offered_rps"] - 1).max() < 0.2  # it was served the step it was offered
+        assert not frame["settled"].to_numpy()[[0, 4, 8]].any()  # a turn's first interval follows another policy
+    order = sorted((f["service_interval"].iloc[0], n) for n, f in frames.items())
+    at = {n: f.set_index("t")["service_interval"] for n, f in frames.items()}
+    starts = [sorted(names, key=lambda n: at[n][1.0 + 4 * k])[0] for k in range(3)]
+    assert starts == ["static", "ondemand", "heracles"]  # slot k opened by the k-th: rotated
+    everything = sorted(i for f in frames.values() for i in f["service_interval"])
+    assert everything == list(range(3 * len(loads))) and order[0] == (0, "static")
+    assert (frames["static"]["cores"] == SPACE.maximum.cores).all()
+    assert frames["ondemand"]["level"].nunique() > 1  # its own decisions, turn after turn
+
+
+def test_interleaved_comparison_cli(tmp_path):
+    """The simulator takes turns as a live run does; Hipster's learning pass runs first, alone."""
+    import pandas as pd
+
+    csv = tmp_path / "i.csv"
+    result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "5", "--interleave", "-p", "static",
+                                      "-p", "hipster", "-p", "heimdall-cheapest", "--csv", str(csv)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(csv)
+    counts = frame.groupby("policy")["service_interval"].agg(["min", "max", "count"])
+    assert (counts["count"] == 55).all()
+    assert counts.loc["hipster (learning)", "max"] == 54  # alone, on its own service
+    assert counts.drop("hipster (learning)")["max"].max() == 3 * 55 - 1  # three took turns on one
+    bad = CliRunner().invoke(app, ["manage", "--service", "memcached -p {port}", "--max-rps", "1000", "--target-ms",
+                                   "1", "-p", "sweep", "--interleave"])
+    assert bad.exit_code != 0 and "--interleave" in bad.output and "Traceback" not in bad.output
+
+
 def test_summary_metrics():
     import pandas as pd
 
@@ -824,6 +870,27 @@ def test_live_memcached_under_load(tmp_path):
     mine = f"manage-{os.getpid()}-service"
     leftovers = [d for d in (cgroups.root() / "cpu" / "perflearn").glob(mine)] if cgroups.version() == 1 else []
     assert leftovers == [] or not any(Path(d, "cgroup.procs").read_text().strip() for d in leftovers)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+def test_live_interleaved_policies_share_one_memcached(tmp_path):
+    """--interleave live: one memcached, one perflearn-load trace that offers each step
+    once per policy; each policy's intervals are the whole trace, and the wire saw each
+    of them at its step's load."""
+    import pandas as pd
+
+    csv = manage_live_memcached(tmp_path, "-p", "static", "-p", "ondemand", "--interleave")
+    frame = pd.read_csv(csv)
+    assert sorted(frame["policy"].unique()) == ["ondemand", "static"]
+    assert sorted(frame["service_interval"]) == list(range(22))  # both, taking turns on one service
+    for _, own in frame.groupby("policy"):
+        assert len(own) == 11 and own["offered_rps"].max() == 8000
+        top = own[own["offered_rps"] == 8000]
+        assert top["rps"].iloc[0] > 4000  # the wire saw the peak in this policy's turn
+        assert own["rps"].iloc[0] < 1600  # 0 % is no load (an interval may reach into the next step)
+    turns = frame.sort_values("service_interval")["policy"].tolist()
+    assert turns[:2] == ["static", "ondemand"] and turns[2:4] == ["ondemand", "static"]  # rotated each step
 
 
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")

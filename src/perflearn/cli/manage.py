@@ -66,6 +66,9 @@ def manage(
                                 "12 steps' time; live, perflearn-load replays it as a trace) or ladder (10 -> 110 % in 10 % steps, "
                                 "for -p sweep).")] = "steps",
     step_seconds: Annotated[float, typer.Option(help="How long each load step is held.")] = 50.0,
+    interleave: Annotated[bool, typer.Option("--interleave", help="The policies take turns on one service: each "
+                          "step of the trace is run by every policy in turn (the order rotated from step to step), "
+                          "so a slow spell of the host meets them all, not one pass. Learning passes run first.")] = False,
     interval: Annotated[float, typer.Option(help="Control interval, seconds.")] = 1.0,
     react_ms: Annotated[float, typer.Option("--react-ms", help="Heimdall reacts to a load rise inside the interval, "
                                             "from the arrival rate of ticks this long (0: only at interval ends, "
@@ -141,6 +144,9 @@ def manage(
                       f"of the {len(space)} configurations: each load measures only the fastest of them")
     # the passes in order, static first to compare with; a profile alone needs none: nothing is compared
     profiling = not simulate and all(n in PROFILERS for n in names)
+    if interleave and any(n in PROFILERS for n in names):
+        raise UsageError("--interleave compares policies; -p sweep profiles: run it on its own")
+    slot = max(1, round(step_seconds / interval)) if interleave else None
     order = ([] if profiling else ["static"]) + [n for n in names if n != "static"]
     rows = with_learning(order)
     recording = _recording(store, name or f"manage-{'sim' if simulate else 'live'}-{time.strftime('%Y%m%d-%H%M%S')}",
@@ -152,7 +158,7 @@ def manage(
         _check_simulation_size(space, trace, step_seconds, interval, mu)
         with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
-                      csv, record, power_, tick, profiled_speed, follow_cost, headroom, experience, miss_budget)
+                      csv, record, power_, tick, profiled_speed, follow_cost, headroom, experience, miss_budget, slot)
         return
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
@@ -163,7 +169,7 @@ def manage(
     with recording as record:
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, model,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
-              shlex.split(load_args), power_, tick, cost_model, order, headroom, cpus, experience, miss_budget)
+              shlex.split(load_args), power_, tick, cost_model, order, headroom, cpus, experience, miss_budget, slot)
 
 
 def _service_cpus(text: str | None, cores: int, simulate: bool) -> list[int] | None:
@@ -216,13 +222,13 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 
 def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,
           figure, csv, record, load_args, power, tick, cost_dir, order, headroom, service_cpus=None, experience_csvs=None,
-          miss_budget=0.01) -> None:
+          miss_budget=0.01, slot=None) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import figure as draw, model_predictor
     from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.live import LiveService, write_trace
-    from perflearn.manage.loop import passes, summarize
+    from perflearn.manage.loop import interleaved, interleaved_loads, passes, summarize
     from perflearn.manage.policies import make_policy
     from perflearn.manage.power import rapl_or_none
     from perflearn.manage.simulator import per_interval, steps_profile, trace_segments
@@ -253,7 +259,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     intervals = len(offered)
     frames = {}
 
-    def service(label: str) -> LiveService:
+    def service(label: str, shape: list[str] = shape, intervals: int = intervals) -> LiveService:
         port = free_port()
         load = ["--server", f"127.0.0.1:{port}", "--protocol", protocol, "--rate", f"{max_rps:g}", *shape,
                 "--preload", "--connections", "8", "--drain", "1", *load_args]
@@ -268,19 +274,31 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
         return live
 
     with workdir:
+        made = {}
         for name in order:
-            policy = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
-                                 model=predictor, cost_model=cost, headroom=headroom, experience=experience,
-                                 miss_budget=miss_budget)
+            policy = made[name] = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
+                                              model=predictor, cost_model=cost, headroom=headroom,
+                                              experience=experience, miss_budget=miss_budget)
             if name == "heimdall-experience":
                 terminal.info(f"heimdall-experience: a miss priced {policy.price:.3g} W; "
                               f"{policy.expected_share * 100:.2f} % of intervals expected to miss")
             started = time.monotonic()
-            for label, frame in passes(policy, name, service, intervals, interval, power, offered):  # learning first
+            for label, frame in passes(policy, name, service, intervals, interval, power, offered,  # learning first
+                                       learning_only=slot is not None):
                 frames[label] = frame
                 static = frames.get("static")
                 record(label, frame, None if static is None else static["energy_j"].sum(), time.monotonic() - started)
                 started = time.monotonic()
+        if slot is not None:  # the evaluated passes, taking turns on one service
+            loads = interleaved_loads(offered, slot, len(made))
+            turns = write_trace([(interval, rps) for rps in loads], Path(workdir.name) / "interleaved.trace")
+            terminal.info(f"interleaved: {len(made)} policies take turns every {slot} intervals")
+            started = time.monotonic()
+            taken = interleaved(made, service("interleaved", ["--profile", "trace", "--trace", str(turns)], len(loads)),
+                                offered, slot, interval, power)
+            frames.update(taken)
+            for label, frame in taken.items():  # one wall time for all: they shared it
+                record(label, frame, taken["static"]["energy_j"].sum(), time.monotonic() - started)
     static_energy = frames["static"]["energy_j"].sum() if "static" in frames else None
     shown = {n: f for n, f in frames.items() if n != "static" or "static" in names}
     slow = slow_intervals(frames)
@@ -320,7 +338,8 @@ def _say_experience(experience) -> None:
 
 
 def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, seeds, figure, csv, record,
-              power, tick, profiled_speed, follow_cost, headroom=None, experience=None, miss_budget=0.01) -> None:
+              power, tick, profiled_speed, follow_cost, headroom=None, experience=None, miss_budget=0.01,
+              slot=None) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import across_seeds, figure as draw, simulate
@@ -330,7 +349,7 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     for s in range(seed, seed + seeds):
         run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s), space, names, trace, step_seconds, interval, power,
                        target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost, headroom,
-                       experience if "heimdall-experience" in names else None, miss_budget)
+                       experience if "heimdall-experience" in names else None, miss_budget, slot)
         terminal.info(f"seed {s}: simulated service {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s "
                       f"per core; knee p95 {run.knee_target_s * 1e3:.3f} ms; QoS target {run.target_s * 1e3:.3f} ms; "
                       f"max load {run.max_rps:.0f} req/s"

@@ -18,7 +18,7 @@ from perflearn.errors import UsageError
 from perflearn.learn.knee import load_knee
 
 from .config import ConfigSpace
-from .loop import SimulatedService, passes, summarize
+from .loop import SimulatedService, interleaved, interleaved_loads, passes, summarize
 from .policies import make_policy
 from .power import PowerModel
 from .simulator import ServerModel
@@ -84,19 +84,27 @@ def profile_model(profile_frame: pd.DataFrame, family: str = "rf", metric: str =
 def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interval_s: float, power: PowerModel,
             target_s: float, max_rps: float, policies: list[str], model=None,
             tick_s: float | None = None, cost_model=None, headroom: float | None = None,
-            experience=None, miss_budget: float = 0.01) -> tuple[pd.DataFrame, dict]:
+            experience=None, miss_budget: float = 0.01, slot: int | None = None) -> tuple[pd.DataFrame, dict]:
     """Every policy on the same trace; ``tick_s``: the service reports ticks this long
     inside each interval, and the policies that react to them (Heimdall's) do. A policy
     that learns first (Hipster) has its (last) learning pass in the frames and the table
-    as ``learning_label(name)``, ahead of its evaluated pass."""
-    def service(_label: str) -> SimulatedService:  # every pass of every policy: the same noise
-        return SimulatedService(replace(server, seed=server.seed + 7), space, loads, interval_s, tick_s)
+    as ``learning_label(name)``, ahead of its evaluated pass. ``slot``: the evaluated
+    passes take turns on one service, a slot of this many intervals each
+    (``loop.interleaved``); learning passes run before, each on its own."""
+    def service(_label: str, offered: list[float] = loads) -> SimulatedService:  # every pass: the same noise
+        return SimulatedService(replace(server, seed=server.seed + 7), space, offered, interval_s, tick_s)
 
+    names = ["static", *[p for p in policies if p != "static"]]
+    made = {name: make_policy(name, space, target_s, max_rps, interval_s, power=power, intervals=len(loads), model=model,
+                              cost_model=cost_model, headroom=headroom, experience=experience, miss_budget=miss_budget)
+            for name in names}
     frames: dict[str, pd.DataFrame] = {}
-    for name in ["static", *[p for p in policies if p != "static"]]:
-        policy = make_policy(name, space, target_s, max_rps, interval_s, power=power, intervals=len(loads), model=model,
-                             cost_model=cost_model, headroom=headroom, experience=experience, miss_budget=miss_budget)
-        frames.update(passes(policy, name, service, len(loads), interval_s, power, offered=loads))
+    for name, policy in made.items():
+        frames.update(passes(policy, name, service, len(loads), interval_s, power, offered=loads,
+                             learning_only=slot is not None))
+    if slot is not None:
+        shared = service("interleaved", interleaved_loads(loads, slot, len(made)))
+        frames.update(interleaved(made, shared, loads, slot, interval_s, power))
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items()]
     return pd.DataFrame(rows), frames
@@ -119,7 +127,7 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
              interval_s: float, power: PowerModel, target_s: float | None = None,
              tick_s: float | None = None, profiled_speed: float = 1.0, follow_cost: bool = True,
              headroom: float | None = None, experience_csvs: list | None = None,
-             miss_budget: float = 0.01) -> Simulation:
+             miss_budget: float = 0.01, slot: int | None = None) -> Simulation:
     """The whole simulated protocol for one noise seed (``server.seed``): knee -> target and
     maximum load, profiling -> Heimdall's model, the trace, every policy on it.
     ``profiled_speed``: the server Heimdall's model was profiled on served this many
@@ -144,7 +152,7 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
     loads = expand(segments, interval_s)
     experience = Experience.from_csvs(experience_csvs, space, target, max_rps) if experience_csvs else None
     summary, frames = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s, cost,
-                              headroom, experience, miss_budget)
+                              headroom, experience, miss_budget, slot)
     return Simulation(knee_target, target, max_rps, profiled, summary, frames)
 
 

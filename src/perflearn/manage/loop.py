@@ -114,49 +114,60 @@ class IntervalRecord:
     host_probe_us: float | None = None
     host_probe_min_us: float | None = None
     throttled_ms: float | None = None  # the CFS quota's hold on the service in the interval (Measured)
+    # the interval's place on the service it ran on (from 0): passes that took turns on one service
+    # (``interleaved``) are put back in the order the host ran them
+    service_interval: int | None = None
 
 
-def control_loop(policy: Policy, service: Service, intervals: int, interval_s: float, power: PowerModel,
-                 offered: list[float] | None = None, realtime: bool = False) -> pd.DataFrame:
-    """Run ``policy`` on ``service`` for ``intervals``; one record per interval. The
-    configuration, power and energy of an interval are those in force at its end: an
-    interval in which the policy reacted is charged its later (larger) configuration
-    throughout, which never flatters the policy."""
-    records: list[IntervalRecord] = []
-    config = service.space.maximum
-    service.apply(config)
-    started = time.monotonic()
-    events: list[str] = []
+class Controller:
+    """One policy's side of the loop: its configuration, its clock (the intervals it has
+    run) and its records. ``run`` drives it on a service for some intervals; the
+    service's own lifetime (leaving it at maximum, closing it) is the caller's, so one
+    service can be handed from one policy's controller to another's (``interleaved``)."""
 
-    def react(rps: float) -> None:
-        nonlocal config
-        try:
-            new = policy.react(rps, service.tick_s, config)
-        except Exception as exc:  # as for a decision: never leave the service under-provisioned
-            new = service.space.maximum
-            events.append(f"policy failed in a tick ({type(exc).__name__}: {exc}): maximum configuration applied")
-        if new is None or new == config:
-            return
-        try:
-            service.apply(new)
-        except Exception as exc:  # tried again at the next tick, or by the interval's decision
-            events.append(f"actuation failed in a tick: {exc}")
-            return
-        events.append(f"reacted at {rps:.0f} req/s: {config} -> {new}")
-        config = new
+    def __init__(self, policy: Policy, space: ConfigSpace, interval_s: float, power: PowerModel):
+        self.policy, self.interval, self.power = policy, interval_s, power
+        self.config = space.maximum
+        self.records: list[IntervalRecord] = []
 
-    reacting = bool(service.tick_s) and policy.reacts
-    try:
-        for i in range(intervals):
+    def run(self, service: Service, offered: list[float | None], realtime: bool = False, first: int = 0) -> None:
+        """``len(offered)`` intervals on ``service`` (``offered``: the rate each was offered,
+        None where unknown); ``first``: the service's count of intervals before these. Its
+        own configuration is applied first: the interval before was another controller's
+        (or none), so the first is never settled."""
+        service.apply(self.config)
+        started = time.monotonic()
+        events: list[str] = []
+        policy, interval_s, power = self.policy, self.interval, self.power
+
+        def react(rps: float) -> None:
+            try:
+                new = policy.react(rps, service.tick_s, self.config)
+            except Exception as exc:  # as for a decision: never leave the service under-provisioned
+                new = service.space.maximum
+                events.append(f"policy failed in a tick ({type(exc).__name__}: {exc}): maximum configuration applied")
+            if new is None or new == self.config:
+                return
+            try:
+                service.apply(new)
+            except Exception as exc:  # tried again at the next tick, or by the interval's decision
+                events.append(f"actuation failed in a tick: {exc}")
+                return
+            events.append(f"reacted at {rps:.0f} req/s: {self.config} -> {new}")
+            self.config = new
+
+        reacting = bool(service.tick_s) and policy.reacts
+        for i, offered_rps in enumerate(offered):
             if realtime:
                 time.sleep(max(0.0, started + (i + 1) * interval_s - time.monotonic()))
-            t = (i + 1) * interval_s
+            t = (len(self.records) + 1) * interval_s  # the policy's own clock
             note = ""
             events.clear()
             measured = service.observe(t, react) if reacting else service.observe(t)
             reactions = sum(e.startswith("reacted") for e in events)
+            config = self.config  # a reaction's, if any
             # its configuration ran through it and the interval before: the record's and the policy's to know
-            settled = bool(records) and not records[-1].changed and not records[-1].reactions and not reactions
+            settled = i > 0 and not self.records[-1].changed and not self.records[-1].reactions and not reactions
             cost_us = None
             if measured is None:
                 note = "latency stream stalled: maximum configuration applied"
@@ -176,34 +187,88 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
                     new = service.space.maximum
             if measured.power_w is None:
                 measured.power_w = power.watts(config, measured.utilisation)
-            records.append(IntervalRecord(
-                t, offered[i] if offered else None, measured.rps, measured.p95, measured.p99, policy.target,
+            self.records.append(IntervalRecord(
+                t, offered_rps, measured.rps, measured.p95, measured.p99, policy.target,
                 config.cores, config.level, policy.predicted, measured.utilisation, measured.power_w,
                 measured.power_w * interval_s,
                 new != config, "; ".join([*events, *([note] if note else [])]), reactions, settled, cost_us,
-                measured.host_probe_us, measured.host_probe_min_us, measured.throttled_ms))
+                measured.host_probe_us, measured.host_probe_min_us, measured.throttled_ms, first + i))
             if new != config:
                 try:
                     service.apply(new)
-                    config = new
+                    self.config = new
                 except Exception as exc:  # config stays as it is, so the next decision applies it again
-                    records[-1].note = (records[-1].note + "; " if records[-1].note else "") + f"actuation failed: {exc}"
+                    self.records[-1].note = (self.records[-1].note + "; " if self.records[-1].note else "") + \
+                        f"actuation failed: {exc}"
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([asdict(r) for r in self.records])
+
+
+def control_loop(policy: Policy, service: Service, intervals: int, interval_s: float, power: PowerModel,
+                 offered: list[float] | None = None, realtime: bool = False) -> pd.DataFrame:
+    """Run ``policy`` on ``service`` for ``intervals``; one record per interval. The
+    configuration, power and energy of an interval are those in force at its end: an
+    interval in which the policy reacted is charged its later (larger) configuration
+    throughout, which never flatters the policy."""
+    controller = Controller(policy, service.space, interval_s, power)
+    try:
+        controller.run(service, list(offered[:intervals]) if offered else [None] * intervals, realtime)
     finally:
-        try:
-            service.apply(service.space.maximum)  # leave the service at maximum
-        finally:
-            service.close()
-    return pd.DataFrame([asdict(r) for r in records])
+        _leave(service)
+    return controller.frame()
+
+
+def _leave(service: Service) -> None:
+    try:
+        service.apply(service.space.maximum)  # leave the service at maximum
+    finally:
+        service.close()
+
+
+def interleaved_loads(offered: list[float], slot: int, turns: int) -> list[float]:
+    """The load a service is offered when ``turns`` policies take turns on one trace:
+    each slot of ``slot`` intervals of ``offered``, ``turns`` times over."""
+    return [rps for k in range(0, len(offered), slot) for _ in range(turns) for rps in offered[k:k + slot]]
+
+
+def interleaved(policies: dict[str, Policy], service: Service, offered: list[float], slot: int, interval_s: float,
+                power: PowerModel, realtime: bool = False) -> dict[str, pd.DataFrame]:
+    """Every policy on one trace and one service, taking turns: the trace is cut in slots
+    of ``slot`` intervals (a step of the seed's profile), and each slot is run by every
+    policy in turn, the order rotated by one from one slot to the next (so none always
+    follows the same one); ``service`` must be offered ``interleaved_loads``. Each policy
+    keeps its own state and clock across its turns and sees the trace as it would alone,
+    except that a step it does not open has already reached the service, under another
+    policy, when its turn begins. Why: passes one after another met different hosts.
+    Live, a slow phase of the host lasts minutes, as long as a pass, and a pass on a slow
+    host misses 5-10 times as often: session 33's ranking followed which passes met one
+    (bench/manage.md, session 34). Taking turns within every step spreads a phase over
+    every policy; the comparison is paired in time."""
+    names = list(policies)
+    controllers = {n: Controller(p, service.space, interval_s, power) for n, p in policies.items()}
+    done = 0
+    try:
+        for k, start in enumerate(range(0, len(offered), slot)):
+            chunk = offered[start:start + slot]
+            turn = k % len(names)
+            for name in names[turn:] + names[:turn]:
+                controllers[name].run(service, chunk, realtime, first=done)
+                done += len(chunk)
+    finally:
+        _leave(service)
+    return {n: c.frame() for n, c in controllers.items()}
 
 
 def passes(policy: Policy, name: str, new_service: Callable[[str], Service], intervals: int, interval_s: float,
-           power: PowerModel, offered: list[float] | None = None,
-           realtime: bool = False) -> Iterator[tuple[str, pd.DataFrame]]:
+           power: PowerModel, offered: list[float] | None = None, realtime: bool = False,
+           learning_only: bool = False) -> Iterator[tuple[str, pd.DataFrame]]:
     """(label, intervals) of each pass over the trace, as it ends: first the
     ``policy.learning_iterations`` it learns from (Hipster's learning phase, labelled
-    ``learning_label(name)``), then the evaluated one (``name``), each on a fresh service
-    from ``new_service(label)``. Learning is reported as its own row, not hidden."""
-    for label in [learning_label(name)] * policy.learning_iterations + [name]:
+    ``learning_label(name)``), then the evaluated one (``name``; not with
+    ``learning_only``), each on a fresh service from ``new_service(label)``. Learning is
+    reported as its own row, not hidden."""
+    for label in [learning_label(name)] * policy.learning_iterations + ([] if learning_only else [name]):
         yield label, control_loop(policy, new_service(label), intervals, interval_s, power, offered, realtime)
 
 
