@@ -16,7 +16,8 @@
 #    the maximum load, 50 s a load, on one long-lived memcached; bench/manage.md,
 #    session 23); 3. random forests of log p95 and of the CPU time per request from the
 #    sweep's settled intervals against the offered rate (not the interval's measured
-#    rate: bench/manage.md, session 16); 4. every policy.
+#    rate: bench/manage.md, session 16); 4. every policy, taking turns on one memcached step by
+#    step (--interleave: one host phase for all; bench/manage.md, session 34).
 set -e
 cd "$(dirname "$0")/.."
 store=${1:-/tmp/perflearn-manage-live.duckdb}
@@ -49,5 +50,5 @@ perflearn fit --csv "$sweep" --where "$steady and utilisation < 0.85" \
     -o /tmp/perflearn-manage-cost.model
 
 perflearn manage --service "$service" $common --model /tmp/perflearn-manage-p95.model --model-unit s \
-    --cost-model /tmp/perflearn-manage-cost.model --step-seconds "$step" --store "$store" \
+    --cost-model /tmp/perflearn-manage-cost.model --step-seconds "$step" --store "$store" --interleave \
     --load-args "--value-size fixed:4096" --figure bench/manage_live.png --csv /tmp/perflearn-manage-live.csv

@@ -880,10 +880,15 @@ def test_live_interleaved_policies_share_one_memcached(tmp_path):
     of them at its step's load."""
     import pandas as pd
 
-    csv = manage_live_memcached(tmp_path, "-p", "static", "-p", "ondemand", "--interleave")
+    from perflearn.store import open_store
+
+    csv = manage_live_memcached(tmp_path, "-p", "static", "-p", "ondemand", "--interleave", "--name", "turns")
     frame = pd.read_csv(csv)
     assert sorted(frame["policy"].unique()) == ["ondemand", "static"]
     assert sorted(frame["service_interval"]) == list(range(22))  # both, taking turns on one service
+    with open_store(tmp_path / "m.duckdb", read_only=True) as store:
+        stored = store.samples("turns")
+    assert sorted(stored.loc[stored["metric"] == "service_interval", "value"]) == list(range(22))
     for _, own in frame.groupby("policy"):
         assert len(own) == 11 and own["offered_rps"].max() == 8000
         top = own[own["offered_rps"] == 8000]

@@ -2,7 +2,7 @@
 policy (knob ``policy``), the summary as the run's metrics and every control interval
 as its samples (load measured and offered, p95, p99, cores, level, predicted p95,
 utilisation, power, changes inside the interval, whether it was settled, CPU time per
-request, the host-speed probe).
+request, the host-speed probe, the place on the service: interleaved passes share one).
 
 Each policy's run is written as soon as its loop ends, so an interrupted comparison
 keeps the policies already measured.
@@ -24,7 +24,7 @@ SUMMARY = (("qos_guarantee", "%"), ("qos_tardiness", ""), ("energy_j", "J"), ("e
 SERIES = (("rps", "req/s"), ("offered_rps", "req/s"), ("p95", "s"), ("p99", "s"), ("target", "s"), ("cores", ""), ("level", ""),
           ("predicted", "s"), ("utilisation", ""), ("power_w", "W"), ("reactions", ""),
           ("settled", ""), ("cpu_us_per_request", "us"), ("host_probe_us", "us"),
-          ("host_probe_min_us", "us"), ("throttled_ms", "ms"))
+          ("host_probe_min_us", "us"), ("throttled_ms", "ms"), ("service_interval", ""))
 
 
 class PolicyRecorder:
