@@ -375,3 +375,24 @@ def test_fit_auto_on_small_data_keeps_predictions_in_a_plausible_range(tmp_path)
     assert got.iloc[0] == pytest.approx(hi)  # the log-linear members run away with a; the bound holds
     r = run("predict", out, "--points", pts)
     assert "predicted by an ensemble of 6" in r.output
+
+
+def test_fit_says_when_raw_target_candidates_were_set_aside(tmp_path):
+    """A multiplicative target: `auto` tries the raw target, finds it not clearly better,
+    and the model says so (model.json and the printed table); an additive one keeps it."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    X = rng.integers(0, 2, size=(60, 6)).astype(float)
+    frame = pd.DataFrame(X, columns=list("abcdef"))
+    frame["mult"] = np.exp(X @ np.array([1.5, -1.0, 0.8, 0.0, 1.2, -0.6])) * np.exp(rng.normal(0, 0.02, 60))
+    frame["add"] = 1.0 + X @ np.array([40.0, 30.0, 20.0, 0.0, 10.0, 5.0])
+    csv = tmp_path / "d.csv"
+    frame.to_csv(csv, index=False)
+    for target, aside in (("mult", True), ("add", False)):
+        out = tmp_path / f"{target}.model"
+        r = run("fit", "--csv", csv, "-t", target, "-f", "a,b,c,d,e,f", "--families", "linear",
+                "-o", out)
+        assert r.exit_code == 0, r.output
+        assert json.loads((out / "model.json").read_text())["cv"].get("raw_set_aside", False) is aside
+        assert ("set aside" in r.output) is aside

@@ -294,6 +294,8 @@ def _print_model(model, out: Path) -> None:
     table.add_row("parameters", params)
     if model.cv.get("point") == "relative":
         table.add_row("point", "relative: minimises the expected relative error (below the median when unsure)")
+    if model.cv.get("raw_set_aside"):
+        table.add_row("raw target", "set aside: none beat the best log-target candidate by 2 standard errors")
     if model.cv.get("bounds"):
         lo, hi = model.cv["bounds"]
         table.add_row("kept within", f"{_fmt(lo)} .. {_fmt(hi)} (the training range widened by its width, log scale)")

@@ -445,6 +445,8 @@ def fit_data(
                   "point": est.point_, "weights": est.weights_, "combine": est.combine_}
         if getattr(est, "bounds_", None) is not None:
             cvinfo["bounds"] = list(est.bounds_)
+        if getattr(est, "raw_set_aside_", False):  # raw-target candidates tried, then not clearly better
+            cvinfo["raw_set_aside"] = True
         if getattr(est, "left_out_", None):
             cvinfo["left_out"] = {"candidates": est.left_out_, "width": int(est.n_features_in_),
                                   "max_width": AUTO_MAX_WIDTH}
