@@ -64,13 +64,14 @@ def main(argv: list[str] | None = None) -> None:
     per_round = table.groupby("round")[["misses_a", "misses_b", "energy"]].sum()
     print(f"{args.a} (A) against {args.b} (B), per round: misses of A, of B; A's energy minus B's, % of static's")
     print(per_round.round(2).to_string())
+    margins = {column: margin(table[column]) for column in ("misses", "energy")}
     for column, what in (("misses", "misses per step, A - B"), ("energy", "energy per step, A - B, points of static's")):
-        mean, half = margin(table[column])
+        mean, half = margins[column]
         print(f"{what}: {mean:+.3f} ± {half:.3f} (95 %, {len(table)} steps)")
-    total_mean, total_half = margin(table["energy"])
-    steps_per_round = len(table) / len(rounds)
-    print(f"so over a round: energy {total_mean * steps_per_round:+.2f} ± {total_half * steps_per_round:.2f} points, "
-          f"misses {table['misses'].mean() * steps_per_round:+.2f} ± {margin(table['misses'])[1] * steps_per_round:.2f}")
+    per = len(table) / len(rounds)  # steps per round
+    (energy, energy_half), (misses, misses_half) = margins["energy"], margins["misses"]
+    print(f"so over a round: energy {energy * per:+.2f} ± {energy_half * per:.2f} points, "
+          f"misses {misses * per:+.2f} ± {misses_half * per:.2f}")
 
 
 if __name__ == "__main__":
