@@ -567,6 +567,38 @@ def test_interleaved_policies_take_turns_on_one_service():
     assert frames["ondemand"]["level"].nunique() > 1  # its own decisions, turn after turn
 
 
+def test_an_interrupted_interleaved_comparison_keeps_the_turns_taken():
+    """The run in flight of an interleaved comparison is every policy's: interrupted, each
+    policy's intervals so far come out, marked incomplete, and the interrupt goes on; the
+    service is left at maximum and closed. Passes before it (learning) are complete."""
+    from perflearn.manage.loop import SimulatedService, comparison
+
+    class Interrupted(SimulatedService):  # Ctrl-C in the 11th interval on the shared service
+        def observe(self, t, react=None):
+            if self.label == "interleaved" and self.i == 10:
+                raise KeyboardInterrupt
+            return super().observe(t)
+
+    loads = [1000.0] * 4 + [9000.0] * 4
+    services = {}
+
+    def service(label, loads=loads):
+        made = services[label] = Interrupted(ServerModel(mu_max=4000, seed=3), SPACE, loads, 1.0)
+        made.label = label
+        return made
+
+    names = ["static", "hipster", "ondemand"]
+    policies = {n: make_policy(n, SPACE, TARGET, 10_000, 1.0, power=PowerModel(), intervals=len(loads)) for n in names}
+    got = []
+    with pytest.raises(KeyboardInterrupt):
+        for label, frame, wall, complete in comparison(policies, service, loads, 1.0, PowerModel(), slot=4):
+            got.append((label, len(frame), complete))
+    assert got[0] == ("hipster (learning)", 8, True)
+    # 10 intervals on the shared service: static's first turn (4), hipster's (4), ondemand's first two
+    assert sorted(got[1:]) == [("hipster", 4, False), ("ondemand", 2, False), ("static", 4, False)]
+    assert services["interleaved"].config == SPACE.maximum  # left at maximum
+
+
 def test_interleaved_comparison_cli(tmp_path):
     """The simulator takes turns as a live run does; Hipster's learning pass runs first, alone."""
     import pandas as pd
@@ -932,6 +964,54 @@ def test_a_terminated_manager_stops_its_service_and_load(tmp_path):
     out, err = manager.communicate(timeout=30)
     assert manager.returncode == 130 and "interrupted" in err, err
     assert mine() == [] and load() == [] and "Traceback" not in err
+
+
+@pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+def test_a_terminated_interleaved_comparison_keeps_its_intervals(tmp_path):
+    """Policies taking turns end together, so the run in flight is all of them: killed, each
+    policy's intervals so far go to --csv and to the store, as failed runs with samples."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pandas as pd
+
+    from perflearn.experiment import cgroups
+    from perflearn.store import open_store
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+    csv, store, log = tmp_path / "cut.csv", tmp_path / "cut.duckdb", tmp_path / "stderr"
+    with open(log, "w") as stderr:
+        manager = subprocess.Popen(
+            [sys.executable, "-m", "perflearn", "manage", "--service",
+             "memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0", "--cores", "2", "--levels", "4", "--max-rps", "8000",
+             "--target-ms", "2", "--step-seconds", "2", "-p", "static", "-p", "ondemand", "--interleave",
+             "--csv", str(csv), "--store", str(store), "--name", "cut"],
+            stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "interleaved: 44 intervals" not in log.read_text() and manager.poll() is None:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        time.sleep(6)  # the preload, then some of each policy's turns (2-s steps, 44 intervals of 1 s in all)
+        manager.send_signal(signal.SIGTERM)
+        manager.wait(timeout=30)
+    finally:
+        if manager.poll() is None:
+            manager.kill()
+    err = log.read_text()
+    assert manager.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+    frame = pd.read_csv(csv)
+    counts = frame.groupby("policy").size()
+    assert sorted(counts.index) == ["ondemand", "static"] and counts.min() >= 2, counts
+    assert len(frame) < 44  # cut short
+    with open_store(store, read_only=True) as results:
+        runs, samples = results.dataset("cut").frame, results.samples("cut")
+    assert sorted(runs["policy"]) == ["ondemand", "static"] and (runs["status"] == "failed").all()
+    assert sorted(samples.loc[samples["metric"] == "service_interval", "value"]) == \
+        sorted(frame["service_interval"].astype(float))
 
 
 @pytest.mark.slow

@@ -209,7 +209,7 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
     """Where each policy's run goes as its loop ends: the store (opened on entry, so bad
     flags found later create nothing), or nowhere."""
     if store is None:
-        yield lambda policy, frame, static_energy, wall_s: None
+        yield lambda policy, frame, static_energy, wall_s, complete=True: None
         return
     from perflearn.manage.record import PolicyRecorder
     from perflearn.store import open_store
@@ -223,12 +223,10 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,
           figure, csv, record, load_args, power, tick, cost_dir, order, headroom, service_cpus=None, experience_csvs=None,
           miss_budget=0.01, slot=None) -> None:
-    import pandas as pd
-
     from perflearn.manage.compare import figure as draw, model_predictor
     from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.live import LiveService, write_trace
-    from perflearn.manage.loop import interleaved, interleaved_loads, passes, summarize
+    from perflearn.manage.loop import comparison, summarize
     from perflearn.manage.policies import make_policy
     from perflearn.manage.power import rapl_or_none
     from perflearn.manage.simulator import per_interval, steps_profile, trace_segments
@@ -259,11 +257,17 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     intervals = len(offered)
     frames = {}
 
-    def service(label: str, shape: list[str] = shape, intervals: int = intervals) -> LiveService:
+    def service(label: str, loads: list[float] | None = None) -> LiveService:
+        given, count = shape, intervals
+        if loads is not None:  # the interleaved turns: each step of the trace once per policy
+            given = ["--profile", "trace", "--trace",
+                     str(write_trace([(interval, rps) for rps in loads], Path(workdir.name) / f"{label}.trace"))]
+            count = len(loads)
+            terminal.info(f"{label}: {len(made)} policies take turns every {slot} intervals")
         port = free_port()
-        load = ["--server", f"127.0.0.1:{port}", "--protocol", protocol, "--rate", f"{max_rps:g}", *shape,
+        load = ["--server", f"127.0.0.1:{port}", "--protocol", protocol, "--rate", f"{max_rps:g}", *given,
                 "--preload", "--connections", "8", "--drain", "1", *load_args]
-        terminal.info(f"{label}: {intervals} intervals of {interval:g} s on {command.format(port=port)}")
+        terminal.info(f"{label}: {count} intervals of {interval:g} s on {command.format(port=port)}")
         live = LiveService(command.format(port=port), port, space, interval, protocol, load, tick_s=tick,
                            service_cpus=service_cpus)
         if not frames:  # the first pass: say the service's speed knob and placement once
@@ -273,32 +277,25 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
                               f"on CPU {','.join(map(str, live.harness))}")
         return live
 
-    with workdir:
-        made = {}
-        for name in order:
-            policy = made[name] = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
-                                              model=predictor, cost_model=cost, headroom=headroom,
-                                              experience=experience, miss_budget=miss_budget)
-            if name == "heimdall-experience":
-                terminal.info(f"heimdall-experience: a miss priced {policy.price:.3g} W; "
-                              f"{policy.expected_share * 100:.2f} % of intervals expected to miss")
-            started = time.monotonic()
-            for label, frame in passes(policy, name, service, intervals, interval, power, offered,  # learning first
-                                       learning_only=slot is not None):
+    made = {}
+    for name in order:
+        policy = made[name] = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
+                                          model=predictor, cost_model=cost, headroom=headroom,
+                                          experience=experience, miss_budget=miss_budget)
+        if name == "heimdall-experience":
+            terminal.info(f"heimdall-experience: a miss priced {policy.price:.3g} W; "
+                          f"{policy.expected_share * 100:.2f} % of intervals expected to miss")
+    with workdir:  # each pass recorded as it ends (static's comes first: the energy's reference)
+        try:
+            for label, frame, wall, complete in comparison(made, service, offered, interval, power, slot):
                 frames[label] = frame
                 static = frames.get("static")
-                record(label, frame, None if static is None else static["energy_j"].sum(), time.monotonic() - started)
-                started = time.monotonic()
-        if slot is not None:  # the evaluated passes, taking turns on one service
-            loads = interleaved_loads(offered, slot, len(made))
-            turns = write_trace([(interval, rps) for rps in loads], Path(workdir.name) / "interleaved.trace")
-            terminal.info(f"interleaved: {len(made)} policies take turns every {slot} intervals")
-            started = time.monotonic()
-            taken = interleaved(made, service("interleaved", ["--profile", "trace", "--trace", str(turns)], len(loads)),
-                                offered, slot, interval, power)
-            frames.update(taken)
-            for label, frame in taken.items():  # one wall time for all: they shared it
-                record(label, frame, taken["static"]["energy_j"].sum(), time.monotonic() - started)
+                record(label, frame, None if static is None else static["energy_j"].sum(), wall, complete)
+        except KeyboardInterrupt:
+            if csv and frames:  # what ran, cut short or not: nothing measured is lost
+                _write_csv(frames, csv)
+                terminal.warn(f"interrupted: the intervals run so far are in {csv}")
+            raise
     static_energy = frames["static"]["energy_j"].sum() if "static" in frames else None
     shown = {n: f for n, f in frames.items() if n != "static" or "static" in names}
     slow = slow_intervals(frames)
@@ -315,7 +312,13 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
     if figure:
         draw({n: frames[n] for n in names}, figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
     if csv:
-        pd.concat([f.assign(policy=n) for n, f in frames.items()]).to_csv(csv, index=False)
+        _write_csv(frames, csv)
+
+
+def _write_csv(frames: dict, path: Path) -> None:
+    import pandas as pd
+
+    pd.concat([f.assign(policy=n) for n, f in frames.items()]).to_csv(path, index=False)
 
 
 def _warn_if_hosts_differ(slow: dict[str, float]) -> None:

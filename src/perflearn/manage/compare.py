@@ -18,7 +18,7 @@ from perflearn.errors import UsageError
 from perflearn.learn.knee import load_knee
 
 from .config import ConfigSpace
-from .loop import SimulatedService, interleaved, interleaved_loads, passes, summarize
+from .loop import SimulatedService, comparison, summarize
 from .policies import make_policy
 from .power import PowerModel
 from .simulator import ServerModel
@@ -98,13 +98,7 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
     made = {name: make_policy(name, space, target_s, max_rps, interval_s, power=power, intervals=len(loads), model=model,
                               cost_model=cost_model, headroom=headroom, experience=experience, miss_budget=miss_budget)
             for name in names}
-    frames: dict[str, pd.DataFrame] = {}
-    for name, policy in made.items():
-        frames.update(passes(policy, name, service, len(loads), interval_s, power, offered=loads,
-                             learning_only=slot is not None))
-    if slot is not None:
-        shared = service("interleaved", interleaved_loads(loads, slot, len(made)))
-        frames.update(interleaved(made, shared, loads, slot, interval_s, power))
+    frames = {label: frame for label, frame, *_ in comparison(made, service, loads, interval_s, power, slot)}
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items()]
     return pd.DataFrame(rows), frames

@@ -234,19 +234,28 @@ def interleaved_loads(offered: list[float], slot: int, turns: int) -> list[float
 
 def interleaved(policies: dict[str, Policy], service: Service, offered: list[float], slot: int, interval_s: float,
                 power: PowerModel, realtime: bool = False) -> dict[str, pd.DataFrame]:
-    """Every policy on one trace and one service, taking turns: the trace is cut in slots
-    of ``slot`` intervals (a step of the seed's profile), and each slot is run by every
-    policy in turn, the order rotated by one from one slot to the next (so none always
-    follows the same one); ``service`` must be offered ``interleaved_loads``. Each policy
-    keeps its own state and clock across its turns and sees the trace as it would alone,
-    except that a step it does not open has already reached the service, under another
-    policy, when its turn begins. Why: passes one after another met different hosts.
-    Live, a slow phase of the host lasts minutes, as long as a pass: in session 33 static
-    missed 45 times in a pass 81 % slow and never in one 45 % slow, and the ranking
-    followed which passes met one (bench/manage.md, session 34). Taking turns within
-    every step spreads a phase over every policy; the comparison is paired in time."""
-    names = list(policies)
+    """Every policy on one trace and one service, taking turns (``take_turns``); each
+    policy's intervals."""
     controllers = {n: Controller(p, service.space, interval_s, power) for n, p in policies.items()}
+    take_turns(controllers, service, offered, slot, realtime)
+    return {n: c.frame() for n, c in controllers.items()}
+
+
+def take_turns(controllers: dict[str, Controller], service: Service, offered: list[float], slot: int,
+               realtime: bool = False) -> None:
+    """The controllers on one trace and one service, taking turns: the trace is cut in
+    slots of ``slot`` intervals (a step of the seed's profile), and each slot is run by
+    every controller in turn, the order rotated by one from one slot to the next (so none
+    always follows the same one); ``service`` must be offered ``interleaved_loads``. Each
+    policy keeps its own state and clock across its turns and sees the trace as it would
+    alone, except that a step it does not open has already reached the service, under
+    another policy, when its turn begins. Why: passes one after another met different
+    hosts. Live, a slow phase of the host lasts minutes, as long as a pass: in session 33
+    static missed 45 times in a pass 81 % slow and never in one 45 % slow, and the
+    ranking followed which passes met one (bench/manage.md, session 34). Taking turns
+    within every step spreads a phase over every policy; the comparison is paired in time.
+    The records taken so far stay in the controllers when it is interrupted."""
+    names = list(controllers)
     done = 0
     try:
         for k, start in enumerate(range(0, len(offered), slot)):
@@ -257,7 +266,6 @@ def interleaved(policies: dict[str, Policy], service: Service, offered: list[flo
                 done += len(chunk)
     finally:
         _leave(service)
-    return {n: c.frame() for n, c in controllers.items()}
 
 
 def passes(policy: Policy, name: str, new_service: Callable[[str], Service], intervals: int, interval_s: float,
@@ -270,6 +278,39 @@ def passes(policy: Policy, name: str, new_service: Callable[[str], Service], int
     reported as its own row, not hidden."""
     for label in [learning_label(name)] * policy.learning_iterations + ([] if learning_only else [name]):
         yield label, control_loop(policy, new_service(label), intervals, interval_s, power, offered, realtime)
+
+
+def comparison(policies: dict[str, Policy], new_service: Callable[..., Service], offered: list[float],
+               interval_s: float, power: PowerModel, slot: int | None = None
+               ) -> Iterator[tuple[str, pd.DataFrame, float, bool]]:
+    """(label, intervals, wall seconds, complete) of every pass of a comparison, as each
+    ends, in the order of ``policies``. Without ``slot``: each policy's passes
+    (``passes``), one after another; one interrupted is lost, as a run in flight is.
+    With it: only the learning passes so, then the evaluated passes taking turns on one
+    service, ``new_service("interleaved", loads)`` offered ``interleaved_loads``
+    (``take_turns``). Those end together and share one wall time; interrupted, each
+    policy's intervals so far come out marked incomplete before the exception goes on,
+    since the run in flight is then every policy's."""
+    for name, policy in policies.items():
+        started = time.monotonic()
+        for label, frame in passes(policy, name, new_service, len(offered), interval_s, power, offered,
+                                   learning_only=slot is not None):
+            yield label, frame, time.monotonic() - started, True
+            started = time.monotonic()
+    if slot is None:
+        return
+    started = time.monotonic()
+    shared = new_service("interleaved", interleaved_loads(offered, slot, len(policies)))
+    controllers = {n: Controller(p, shared.space, interval_s, power) for n, p in policies.items()}
+    complete = False
+    try:
+        take_turns(controllers, shared, offered, slot)
+        complete = True
+    finally:  # interrupted too: the turns taken are not lost
+        wall = time.monotonic() - started
+        for name, controller in controllers.items():
+            if controller.records:
+                yield name, controller.frame(), wall, complete
 
 
 def summarize(frame: pd.DataFrame, static_energy_j: float | None = None) -> dict[str, float]:

@@ -5,7 +5,8 @@ utilisation, power, changes inside the interval, whether it was settled, CPU tim
 request, the host-speed probe, the place on the service: interleaved passes share one).
 
 Each policy's run is written as soon as its loop ends, so an interrupted comparison
-keeps the policies already measured.
+keeps the policies already measured; interleaved policies' intervals so far are kept as
+failed runs.
 """
 
 from __future__ import annotations
@@ -37,13 +38,18 @@ class PolicyRecorder:
         self.ids = {p: i for i, p in enumerate(policies)}
         store.add_points(self.experiment, [(i, json.dumps({"policy": p}), {"policy": p}) for p, i in self.ids.items()])
 
-    def record(self, policy: str, frame: pd.DataFrame, static_energy_j: float | None, wall_s: float) -> None:
+    def record(self, policy: str, frame: pd.DataFrame, static_energy_j: float | None, wall_s: float,
+               complete: bool = True) -> None:
+        """``complete``: False for a pass cut short (an interrupted interleaved comparison): a
+        failed run, its intervals kept as samples."""
         summary = summarize(frame, static_energy_j)
         notes = sorted({n for n in frame.get("note", pd.Series(dtype=str)) if n})
+        if not complete:
+            notes.insert(0, f"interrupted after {len(frame)} intervals")
         samples = [(metric, float(row.t), _value(getattr(row, metric)))
                    for row in frame.itertuples(index=False) for metric, _ in SERIES]
         self.store.record_run(self.experiment, RunRecord(
-            point_id=self.ids[policy], rep=0, status="ok", started=datetime.now(), wall_s=wall_s,
+            point_id=self.ids[policy], rep=0, status="ok" if complete else "failed", started=datetime.now(), wall_s=wall_s,
             notes="; ".join(notes)[:2000] or None, values={m: _value(summary[m]) for m, _ in SUMMARY},
             samples=samples))
 
