@@ -16,7 +16,8 @@
 #    the maximum load, 50 s a load, on one long-lived memcached; bench/manage.md,
 #    session 23); 3. random forests of log p95 and of the CPU time per request from the
 #    sweep's settled intervals against the offered rate (not the interval's measured
-#    rate: bench/manage.md, session 16); 4. every policy, taking turns on one memcached step by
+#    rate: bench/manage.md, session 16) and the host-speed probe (Heimdall plans for the
+#    host of late: bench/manage.md, session 36); 4. every policy, taking turns on one memcached step by
 #    step (--interleave: one host phase for all; bench/manage.md, session 34).
 set -e
 cd "$(dirname "$0")/.."
@@ -40,14 +41,14 @@ common="--cores 2 --levels $levels --max-rps $max_rps --target-ms $target_ms --p
 [ -s "$sweep" ] || perflearn manage --service "$service" $common -p sweep --trace ladder --step-seconds 50 \
     --load-args "--value-size fixed:4096" --csv "$sweep"
 # settled intervals (one configuration through them and the one before) inside their load step
-steady="settled and abs(rps / offered_rps - 1) < 0.05"
-perflearn fit --csv "$sweep" --where "$steady and p95 > 0" -t p95 -f cores,level,offered_rps \
-    --context-cols offered_rps --family rf --log-target yes -o /tmp/perflearn-manage-p95.model
+steady="settled and abs(rps / offered_rps - 1) < 0.05 and host_probe_us > 0"
+perflearn fit --csv "$sweep" --where "$steady and p95 > 0" -t p95 -f cores,level,offered_rps,host_probe_us \
+    --context-cols offered_rps,host_probe_us --family rf --log-target yes -o /tmp/perflearn-manage-p95.model
 # the CPU time per request, from intervals that were not saturated (a saturated interval's
 # CPU time is capped)
 perflearn fit --csv "$sweep" --where "$steady and utilisation < 0.85" \
-    -t cpu_us_per_request -f cores,level,offered_rps --context-cols offered_rps --family rf --log-target yes \
-    -o /tmp/perflearn-manage-cost.model
+    -t cpu_us_per_request -f cores,level,offered_rps,host_probe_us --context-cols offered_rps,host_probe_us \
+    --family rf --log-target yes -o /tmp/perflearn-manage-cost.model
 
 perflearn manage --service "$service" $common --model /tmp/perflearn-manage-p95.model --model-unit s \
     --cost-model /tmp/perflearn-manage-cost.model --step-seconds "$step" --store "$store" --interleave \

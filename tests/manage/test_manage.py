@@ -1314,6 +1314,65 @@ def test_heimdall_follows_the_services_cpu_time_per_request():
     assert blind_choice == half and chosen.cores * chosen.level > 0.5
 
 
+def test_heimdall_plans_for_the_slowest_host_of_late():
+    """A model that knows the host (p95 in proportion to the probe, as live) is asked for
+    the host at the 95th percentile of the last intervals' probes: one slow interval in
+    five sizes the next for a slow host; fast ones only, for a fast host. The cost model,
+    given each interval's own host, keeps k at 1 when the service costs what it cost on
+    such a host when profiled, so the host is counted once."""
+    def by_host(frame):  # 0.3 ms at 1000 req/s on one full-speed CPU, times the host's slowness
+        units = (frame["cores"] * frame["level"]).to_numpy()
+        return 0.3e-3 * frame["rps"].to_numpy() / 1000 / units * frame["host_probe_us"].to_numpy() / 400, np.zeros(len(frame))
+
+    def cost_by_host(frame):  # CPU seconds per request: 1.2 times on a host 1.65 times slower (elasticity 0.35)
+        return 0.1e-3 * (frame["host_probe_us"].to_numpy() / 400) ** 0.35, np.zeros(len(frame))
+
+    space = ConfigSpace.make(2, 4)
+    fast, mixed = (Heimdall(space, 1e-3, 2000.0, model=by_host, cost_model=cost_by_host, cheapest=True, react=False,
+                            power=power_model("tx1")) for _ in range(2))
+    half = Configuration(1, 0.5)
+    for t in range(10):
+        for policy, slow in ((fast, False), (mixed, t % 5 == 0)):
+            host = 660.0 if slow else 400.0
+            cpu = 0.1e-3 * (host / 400) ** 0.35 * 300.0  # busy CPUs at 300 req/s: the profile's cost on this host
+            policy.decide(Observation(float(t), 300.0, 0.5e-3, 0.5e-3, half, cpu / 0.5, 1.0, True, host))
+    assert fast._host() == 400.0 and mixed._host() == pytest.approx(660.0)
+    assert fast.slowdown == mixed.slowdown == pytest.approx(1.0)  # the host is in the cost model: not in k
+    assert mixed._forecast(1000.0)[0] == pytest.approx(fast._forecast(1000.0)[0] * 660 / 400)
+    # at 1000 req/s one core at half meets 1 ms - 10 % on a fast host (0.6 ms) and not on a slow one (0.99 ms);
+    # its CPUs have room for either (0.1-0.12 busy CPUs): the forecast decides
+    on_fast, on_mixed = (p.decide(Observation(11.0, 1000.0, 0.5e-3, 0.5e-3, half, 0.2, 1.0, True, 400.0))
+                         for p in (fast, mixed))
+    assert on_fast.cores * on_fast.level == 0.5 and on_mixed.cores * on_mixed.level > 0.5
+    with pytest.raises(ValueError, match="quantile in"):
+        Heimdall(space, 1e-3, 2000.0, model=by_host, host_quantile=1.5)
+
+
+def test_a_model_that_knows_the_host_is_given_the_slowest_it_saw_when_none_is_known(tmp_path):
+    """``model_predictor`` feeds host_probe_us from the frame, and where it is missing (the
+    simulator, a pass's first interval) the slowest host of the model's training data."""
+    import pandas as pd
+
+    from perflearn.learn import fit
+    from perflearn.manage.compare import model_predictor
+    from perflearn.store import Dataset
+
+    rng = np.random.default_rng(0)
+    host = rng.choice([400.0, 650.0], 400)
+    rps = rng.uniform(1000, 9000, 400)
+    frame = pd.DataFrame({"cores": 1, "level": 1.0, "offered_rps": rps, "host_probe_us": host,
+                          "p95": 50.0 * host / 400 * (1 + rps / 10_000)})
+    ds = Dataset.from_frame(frame, metrics=["p95"], knobs=["cores", "level"], context=["offered_rps", "host_probe_us"],
+                            name="host")
+    predict = model_predictor(fit(ds, "p95", family="rf", log_target=True), 1e-6)
+    points = pd.DataFrame({"cores": [1, 1, 1], "level": [1.0, 1.0, 1.0], "rps": [5000.0] * 3,
+                           "host_probe_us": [400.0, 650.0, np.nan]})
+    mean, _ = predict(points)
+    assert mean[1] / mean[0] == pytest.approx(650 / 400, rel=0.1)
+    assert mean[2] == pytest.approx(mean[1])  # unknown: the slowest host it was trained on
+    assert predict(points.drop(columns="host_probe_us"))[0] == pytest.approx(np.full(3, mean[1]))
+
+
 def sweep_on_the_simulator(space, target_s=2e-3, max_rps=20_000.0, step_s=30.0):
     from perflearn.manage.policies import Sweep
     from perflearn.manage.loop import SimulatedService

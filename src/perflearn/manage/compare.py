@@ -193,25 +193,29 @@ def figure(frames: dict[str, pd.DataFrame], path, title: str = "") -> None:
     plt.close(fig)
 
 
-FEEDABLE = ("cores", "level", "quota", "rps", "rate", "wire.rps", "offered_rps")
+FEEDABLE = ("cores", "level", "quota", "rps", "rate", "wire.rps", "offered_rps", "host_probe_us")
 
 
 def model_predictor(model, scale: float, what: str = "the model"):
     """Adapt a perflearn model of tail latency to the Heimdall policy: its features must
-    be among cores, level, quota (= cores x level CPUs) and rps/rate/wire.rps/offered_rps
+    be among cores, level, quota (= cores x level CPUs), rps/rate/wire.rps/offered_rps
     (the load; ``wire.rps`` is the per-interval rate of a model fitted ``--per-sample``,
-    ``offered_rps`` the rate a profile by ``-p sweep`` offered each interval);
-    ``scale`` turns its unit into seconds (1e-6 for the wire analyzer's microseconds)."""
-    from perflearn.errors import UsageError
-
+    ``offered_rps`` the rate a profile by ``-p sweep`` offered each interval) and
+    host_probe_us (the host-speed probe a sweep records: the policy gives the host it
+    plans for; where it knows none, in the simulator or before the first probe, the
+    slowest host the model was trained on, so an unknown host is never taken for a fast
+    one); ``scale`` turns its unit into seconds (1e-6 for the wire analyzer's microseconds)."""
     unknown = [f for f in model.features if f not in FEEDABLE]
     if unknown:
         raise UsageError(f"{what} was trained on {', '.join(model.features)}; the manager can give it only "
-                         f"{', '.join(FEEDABLE)} (quota = cores x level CPUs; rps = rate = wire.rps = offered_rps = the load)")
+                         f"{', '.join(FEEDABLE)} (quota = cores x level CPUs; rps = rate = wire.rps = offered_rps = the load; "
+                         "host_probe_us = the host-speed probe)")
+    slowest_host = model.schema.ranges.get("host_probe_us", (np.nan, np.nan))[1]
 
     def predict(frame: pd.DataFrame):
+        host = frame["host_probe_us"] if "host_probe_us" in frame else pd.Series(np.nan, index=frame.index)
         full = frame.assign(quota=frame["cores"] * frame["level"], rate=frame["rps"], offered_rps=frame["rps"],
-                            **{"wire.rps": frame["rps"]})
+                            host_probe_us=host.fillna(slowest_host), **{"wire.rps": frame["rps"]})
         dist = model.predict_dist(full[model.features])
         return dist["pred"].to_numpy() * scale, dist["std"].to_numpy() * scale
 

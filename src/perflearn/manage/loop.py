@@ -177,7 +177,7 @@ class Controller:
                 power_w = measured.power_w if measured.power_w is not None else power.watts(config, measured.utilisation)
                 measured.power_w = power_w
                 obs = Observation(t, measured.rps, measured.p95, measured.p99, config, measured.utilisation, power_w,
-                                  settled)
+                                  settled, measured.host_probe_us)
                 cost_us = obs.busy / obs.rps * 1e6 if obs.rps > 0 else None
                 try:
                     new = policy.decide(obs)

@@ -53,6 +53,7 @@ class Observation:
     utilisation: float
     power_w: float
     settled: bool = False  # its configuration ran through the interval before too (the loop knows)
+    host_probe_us: float | None = None  # how slow the host ran fixed work meanwhile (live only; hostspeed.py)
 
     @property
     def busy(self) -> float:
@@ -322,6 +323,17 @@ class Heimdall(Policy):
     service measured cheaper than its profile keeps the profile's forecasts, because the
     two measures differ by method as well (a profiling run's CPU time over its requests,
     against an interval's), and an error there is a saving missed, not a target missed.
+
+    Planning for the host (a model trained with ``host_probe_us``, the host-speed probe
+    a sweep records each interval): forecasts are made for the host the next interval
+    is likely to meet at worst, the ``host_quantile`` of the probe over the last
+    ``host_window`` intervals (``_host``), and the cost model, given the host as well, is
+    asked what the service took on a host like the one each interval measured, so k
+    follows the service and not the host. Live, the host's speed moves p95 at an
+    elasticity of about 1 and CPU time per request at only about 0.35: following the
+    cost alone saw a third of a slow host's effect, and heimdall-cheapest missed 10.5 %
+    of its intervals on a slow host against 2.7 % on a fast one (bench/manage.md,
+    session 35).
     """
 
     name = "heimdall"
@@ -331,10 +343,13 @@ class Heimdall(Policy):
                  react: bool = True, cheapest: bool = False, distrust_intervals: int = 30, cost_model=None,
                  cost_window: int = 20, headroom: float | None = None, room_floor: float = 0.5,
                  room_regain: float = 0.001, experience: Experience | None = None, miss_budget: float = 0.01,
-                 **kwargs):
+                 host_window: int = 60, host_quantile: float = 0.95, **kwargs):
         super().__init__(*args, **kwargs)
         if online is not None and not 0 < online <= 1:
             raise ValueError(f"online: a weight in (0, 1], got {online}")
+        if host_window < 1 or not 0 <= host_quantile <= 1:
+            raise ValueError(f"host: a window of at least 1 interval and a quantile in [0, 1], got {host_window}, "
+                             f"{host_quantile}")
         # the cheapest rules' CPU headroom: the demand at most this fraction of a configuration's capacity
         self.headroom = 1 - slack if headroom is None else headroom
         if not 0 < self.headroom <= 1:
@@ -343,6 +358,9 @@ class Heimdall(Policy):
         self.cost_model = cost_model
         self.slowdowns: deque[float] = deque(maxlen=cost_window)  # measured / profiled CPU time per request
         self.slowdown = 1.0  # k: the service's CPU time per request against its profile's
+        # the host's speed lately (the probe's CPU µs per interval), and the quantile of it a decision plans for
+        self.hosts: deque[float] = deque(maxlen=host_window)
+        self.host_quantile = host_quantile
         self.cheapest = cheapest or uncertainty_z is not None
         self.reacts = react
         self.power = power or PowerModel()
@@ -385,23 +403,36 @@ class Heimdall(Policy):
 
     def _forecast(self, rps: float):
         k = self.slowdown  # the profiled service at k times the load, on a clock k times slower
-        mean, spread = self.model(self.grid.assign(rps=rps * k))
+        mean, spread = self.model(self.grid.assign(rps=rps * k, host_probe_us=self._host()))
         return k * np.asarray(mean, dtype=float), k * np.asarray(spread, dtype=float)
+
+    def _host(self) -> float:
+        """The host speed a decision plans for, for a model that knows the host
+        (``host_probe_us``): the ``host_quantile`` of the probe over the last
+        ``host_window`` intervals; NaN (the model's slowest host) before any probe. Not the
+        last interval's: live the host turns slow and fast from one second to the next
+        (the probe's lag-1 autocorrelation 0.24-0.50, lag-5 0.12-0.30, over nine rounds),
+        a slow host's p95 is 1.35-1.65 times a fast one's at the same load and
+        configuration, and the target holds per interval: the next interval's host is
+        a draw from the recent ones (bench/manage.md, session 36)."""
+        return float(np.quantile(self.hosts, self.host_quantile)) if self.hosts else float("nan")
 
     def _follow_cost(self, obs) -> None:
         """Fold this interval's measured / profiled CPU time per request into the slowdown."""
         if (self.cost_model is None or self.recovering or self.switched or obs.rps < 0.05 * self.max_rps
                 or obs.utilisation >= 0.98):  # a saturated interval's CPU time is capped
             return
-        profiled = self._profiled_cost(obs.config, obs.rps)
+        profiled = self._profiled_cost(obs.config, obs.rps, obs.host_probe_us)
         if obs.busy > 0 and profiled > 0 and np.isfinite(profiled):
             self.slowdowns.append(obs.busy / obs.rps / profiled)
             if len(self.slowdowns) >= 3:  # a cheaper service keeps its profile's forecasts: see the docstring
                 self.slowdown = max(1.0, float(np.median(self.slowdowns)))
 
-    def _profiled_cost(self, config: Configuration, rps: float) -> float:
-        """The CPU seconds per request the cost model says ``config`` took at ``rps`` when profiled."""
-        profiled, _ = self.cost_model(pd.DataFrame({"cores": [config.cores], "level": [config.level], "rps": [rps]}))
+    def _profiled_cost(self, config: Configuration, rps: float, host: float | None = None) -> float:
+        """The CPU seconds per request the cost model says ``config`` took at ``rps`` when
+        profiled (on a host as fast as ``host``, for a model that knows the host)."""
+        profiled, _ = self.cost_model(pd.DataFrame({"cores": [config.cores], "level": [config.level], "rps": [rps],
+                                                    "host_probe_us": [np.nan if host is None else host]}))
         return float(np.asarray(profiled, dtype=float)[0])
 
     def _bucket(self, rps: float) -> int:
@@ -473,6 +504,8 @@ class Heimdall(Policy):
             self.experience.add(b, i, missed)
             if self.fresh.add(b, i, missed):
                 self._remark(f"experience set aside at {obs.rps:.0f} req/s: {self.fresh.why()}")
+        if obs.host_probe_us is not None and np.isfinite(obs.host_probe_us):
+            self.hosts.append(obs.host_probe_us)
         self._follow_cost(obs)
         mean, spread = self._forecast(load)
         if self.online is not None and not self.switched:  # an interval of two configurations teaches nothing
@@ -552,7 +585,7 @@ class Heimdall(Policy):
         recent = self.costs[self._bucket(rps)]
         cost = float(np.median(recent)) if recent else self.unit_cost
         if cost is None and self.cost_model is not None:
-            cost = self.slowdown * self._profiled_cost(self.space.maximum, rps)
+            cost = self.slowdown * self._profiled_cost(self.space.maximum, rps, self._host())
         return cost is None or not np.isfinite(cost) or cost * rps <= self.room[i] * self.capacity[i]
 
     def _distrust(self, obs) -> None:
