@@ -1458,6 +1458,69 @@ def test_live_sweep_profiles_for_a_model_the_manager_takes(tmp_path):
     assert np.all((mean > 0) & (mean < 1.0))  # seconds, as the manager's
 
 
+def fit_p95_model(tmp_path, name: str, p95_of_capacity) -> str:
+    """A forest of p95 (seconds) from cores, level and offered_rps, fitted by ``perflearn
+    fit`` on a grid where p95 = p95_of_capacity(cores x level); its directory."""
+    import pandas as pd
+
+    grid = pd.DataFrame([(c, lv, r) for c in (1, 2) for lv in (0.25, 0.5, 0.75, 1.0) for r in range(500, 9000, 500)],
+                        columns=["cores", "level", "offered_rps"])
+    grid["p95"] = p95_of_capacity(grid["cores"] * grid["level"])
+    grid.to_csv(tmp_path / f"{name}.csv", index=False)
+    result = CliRunner().invoke(app, ["fit", "--csv", str(tmp_path / f"{name}.csv"), "-t", "p95", "-f",
+                                      "cores,level,offered_rps", "--context-cols", "offered_rps", "--family", "rf",
+                                      "-o", str(tmp_path / f"{name}.model")])
+    assert result.exit_code == 0, result.output
+    return str(tmp_path / f"{name}.model")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+def test_labelled_policies_run_their_own_models_in_one_round(tmp_path):
+    """-p heimdall-cheapest:slow takes --model slow=PATH, -p heimdall-cheapest the
+    unlabelled model, in turns on one real memcached: a model that forecasts every
+    configuration over the target keeps its policy at the fastest (the maximum); one that
+    forecasts all of them far under it lets its policy run cheaper ones."""
+    import pandas as pd
+
+    fast = fit_p95_model(tmp_path, "fast", lambda capacity: 1e-5 / capacity)  # 5-40 µs: all meet 2 ms
+    slow = fit_p95_model(tmp_path, "slow", lambda capacity: 1.0 / capacity)  # 0.5-4 s: none does
+    csv = manage_live_memcached(tmp_path, "-p", "heimdall-cheapest", "-p", "heimdall-cheapest:slow", "--interleave",
+                                "--model", fast, "--model", f"slow={slow}", "--model-unit", "s", "--name", "pair")
+    frame = pd.read_csv(csv)
+    assert set(frame["policy"]) == {"static", "heimdall-cheapest", "heimdall-cheapest:slow"}
+    loaded = frame[frame["offered_rps"] > 0]
+    labelled = loaded[loaded["policy"] == "heimdall-cheapest:slow"]
+    assert ((labelled["cores"] == 2) & (labelled["level"] == 1.0)).all()  # none qualifies: the fastest
+    unlabelled = loaded[loaded["policy"] == "heimdall-cheapest"]
+    assert (unlabelled["cores"] * unlabelled["level"] < 2).mean() > 0.5  # cheaper than the maximum mostly
+    from perflearn.store import open_store
+
+    with open_store(tmp_path / "m.duckdb", read_only=True) as store:
+        assert sorted(store.dataset("pair").frame["policy"]) == sorted(set(frame["policy"]))
+
+
+def test_labelled_models_bad_flags(tmp_path):
+    """NAME:LABEL: heimdall's only, live only, its --model given; two unlabelled models
+    refused; a labelled model no policy takes is said to be unused."""
+    live = ["manage", "--service", "memcached -p {port}", "--max-rps", "1000", "--target-ms", "1"]
+
+    def error(*args):
+        result = CliRunner().invoke(app, [*args])
+        assert result.exit_code != 0 and "Traceback" not in result.output
+        return result.output
+
+    assert "only heimdall policies take a label" in error(*live, "-p", "hipster:x", "--model", "x=m")
+    assert "no --model blind=PATH" in error(*live, "-p", "heimdall-cheapest:blind", "--model", "m")
+    assert "live only" in error("manage", "--simulate", "-p", "heimdall-cheapest:x", "--model", "x=m")
+    assert "two models for unlabelled policies" in error(*live, "-p", "heimdall", "--model", "a", "--model", "b")
+    assert "two models for 'x'" in error(*live, "-p", "heimdall:x", "--model", "x=a", "--model", "x=b")
+    assert "unknown policy 'nope'" in error(*live, "-p", "nope:x")
+    # an unused label warns; the run then stops at the missing model directory, before any service
+    out = error(*live, "-p", "heimdall", "--model", str(tmp_path / "none"), "--cost-model", "spare=c")
+    assert "--cost-model spare=...: no policy is labelled 'spare'" in " ".join(out.split())
+
+
 def test_one_interval_over_the_target_is_no_verdict_on_a_configuration_two_are():
     """The first interval after a switch is not judged, one settled miss is noise, two
     (or one over twice the target) skip the configuration and all no faster; the maximum

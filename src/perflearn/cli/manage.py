@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import shlex
 import tempfile
 import time
@@ -35,12 +36,15 @@ def manage(
     load_args: Annotated[str, typer.Option("--load-args", help="Live: more perflearn-load options, e.g. "
                                            "\"--value-size fixed:4096 --threads 2\".")] = "",
     max_rps: Annotated[Optional[float], typer.Option("--max-rps", help="Live: the trace's peak load (95 % of the knee's load).")] = None,
-    model: Annotated[Optional[Path], typer.Option(help="Live: a perflearn model of tail latency (perflearn fit) for heimdall.")] = None,
+    model: Annotated[Optional[list[str]], typer.Option("--model", help="Live: a perflearn model of tail latency (perflearn "
+                     "fit) for heimdall. LABEL=PATH (repeatable) gives a model to the policies named NAME:LABEL only, "
+                     "e.g. -p heimdall-cheapest:blind with --model blind=PATH, to compare two models in one run.")] = None,
     model_unit: Annotated[str, typer.Option(help="Unit of the model's target: us, ms or s.")] = "us",
-    cost_model: Annotated[Optional[Path], typer.Option("--cost-model", help="Live: a perflearn model of the service's "
+    cost_model: Annotated[Optional[list[str]], typer.Option("--cost-model", help="Live: a perflearn model of the service's "
                           "CPU µs per request when profiled (cpu_us_per_request of examples/memcached-profile), "
                           "from cores, level or quota, and the load: heimdall then forecasts the service as it is now, "
-                          "k times slower or faster.")] = None,
+                          "k times slower or faster. LABEL=PATH: for NAME:LABEL policies only (they take the "
+                          "unlabelled one when their label has none).")] = None,
     follow_cost: Annotated[bool, typer.Option("--follow-cost/--no-follow-cost", help="Simulator: heimdall also gets "
                            "its profile's CPU time per request and follows the service's.")] = True,
     headroom: Annotated[Optional[float], typer.Option(help="The cheapest Heimdall rules run a configuration only where "
@@ -92,16 +96,19 @@ def manage(
 ) -> None:
     """Run QoS policies on a service's load trace; report QoS guarantee, tardiness, energy, changes."""
     from perflearn.manage.config import ConfigSpace
-    from perflearn.manage.policies import EXPERIENCED, POLICY_NAMES, PROFILERS, with_learning
+    from perflearn.manage.policies import EXPERIENCED, POLICY_NAMES, PROFILERS, variant, with_learning
 
     names = list(POLICY_NAMES) if "all" in policy else list(dict.fromkeys(policy))
     known = (*POLICY_NAMES, *EXPERIENCED, *PROFILERS)
-    unknown = [n for n in names if n not in known]
+    bases = [variant(n)[0] for n in names]
+    unknown = [n for n in bases if n not in known]
     if unknown:
         raise UsageError(f"--policy: unknown policy {unknown[0]!r} (one of: {', '.join(known)}, all)")
-    if any(n in EXPERIENCED for n in names) and not experience:
+    models, cost_models = _labelled(model, "--model"), _labelled(cost_model, "--cost-model")
+    _check_labels(names, models, cost_models, simulate)
+    if any(n in EXPERIENCED for n in bases) and not experience:
         raise UsageError("heimdall-experience needs --experience: the --csv files of earlier runs")
-    if experience and not any(n in EXPERIENCED for n in names):
+    if experience and not any(n in EXPERIENCED for n in bases):
         terminal.warn("--experience is read by heimdall-experience only, which is not among the policies: unused")
     if not (0 < miss_budget < 1):  # NaN too
         raise UsageError(f"--miss-budget: a share of the intervals in (0, 1), got {miss_budget:g}")
@@ -164,12 +171,56 @@ def manage(
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
     if max_rps is None or max_rps <= 0 or target_ms is None:
         raise UsageError("a live service needs --max-rps and --target-ms (from the knee of a load sweep: perflearn knee)")
-    if any(n.startswith("heimdall") for n in names) and model is None:
+    if any(n.startswith("heimdall") and ":" not in n for n in names) and None not in models:
         raise UsageError("heimdall needs --model (a perflearn model of p95 from cores, level or quota, and rps)")
     with recording as record:
-        _live(names, space, service, protocol, max_rps, target_ms / 1e3, model,
+        _live(names, space, service, protocol, max_rps, target_ms / 1e3, models,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
-              shlex.split(load_args), power_, tick, cost_model, order, headroom, cpus, experience, miss_budget, slot)
+              shlex.split(load_args), power_, tick, cost_models, order, headroom, cpus, experience, miss_budget, slot)
+
+
+LABEL = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _labelled(values: list[str] | None, option: str) -> dict[str | None, Path]:
+    """--model / --cost-model as {label: path}; None labels the model of unlabelled policies.
+    A value is LABEL=PATH unless it is a path that exists (a directory may hold '=')."""
+    models: dict[str | None, Path] = {}
+    for value in values or []:
+        label, sep, path = value.partition("=")
+        if not sep or not LABEL.fullmatch(label) or Path(value).exists():
+            label, path = None, value
+        if label in models:
+            raise UsageError(f"{option}: two models for {'unlabelled policies' if label is None else repr(label)}: "
+                             f"{models[label]} and {path}")
+        models[label] = Path(path)
+    return models
+
+
+def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: bool) -> None:
+    """NAME:LABEL policies: heimdall's only (the label picks its models), live only, and
+    each label given its --model; a labelled model no policy takes is said to be unused."""
+    labels = {}
+    for name in names:
+        base, _, label = name.partition(":")
+        if not label:
+            continue
+        if not base.startswith("heimdall") or not LABEL.fullmatch(label):
+            raise UsageError(f"--policy {name!r}: only heimdall policies take a label (heimdall-cheapest:LABEL, "
+                             "letters, digits, '_', '.', '-'), which picks their --model LABEL=PATH")
+        if simulate:
+            raise UsageError(f"--policy {name!r}: a label picks a --model, and the simulator fits its own: live only")
+        if label not in models:
+            raise UsageError(f"--policy {name!r}: no --model {label}=PATH")
+        labels[label] = name
+    for option, given in (("--model", models), ("--cost-model", cost_models)):
+        for label in given.keys() - labels.keys() - {None}:
+            terminal.warn(f"{option} {label}=...: no policy is labelled {label!r} (e.g. -p heimdall-cheapest:{label}): unused")
+
+
+def _option(option: str, label: str | None) -> str:
+    """How a model is named in messages: --model, or --model LABEL=... ."""
+    return option if label is None else f"{option} {label}=..."
 
 
 def _service_cpus(text: str | None, cores: int, simulate: bool) -> list[int] | None:
@@ -220,14 +271,14 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
         yield recorder.record
 
 
-def _live(names, space, command, protocol, max_rps, target, model_dir, scale, trace, step_seconds, interval,
-          figure, csv, record, load_args, power, tick, cost_dir, order, headroom, service_cpus=None, experience_csvs=None,
+def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, trace, step_seconds, interval,
+          figure, csv, record, load_args, power, tick, cost_dirs, order, headroom, service_cpus=None, experience_csvs=None,
           miss_budget=0.01, slot=None) -> None:
     from perflearn.manage.compare import figure as draw, model_predictor
     from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.live import LiveService, write_trace
     from perflearn.manage.loop import comparison, summarize
-    from perflearn.manage.policies import make_policy
+    from perflearn.manage.policies import make_policy, variant
     from perflearn.manage.power import rapl_or_none
     from perflearn.manage.simulator import per_interval, steps_profile, trace_segments
     from perflearn.runner.process import free_port
@@ -240,9 +291,11 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
                   if experience_csvs and "heimdall-experience" in names else None)
     if experience is not None:
         _say_experience(experience)
-    predictor = model_predictor(load(model_dir), scale) if model_dir is not None else None
-    # the CPU µs per request the service took when profiled
-    cost = model_predictor(load(cost_dir), 1e-6, what="--cost-model") if cost_dir is not None else None
+    # each label's model of p95, and of the CPU µs per request the service took when profiled
+    predictors = {label: model_predictor(load(path), scale, what=_option("--model", label))
+                  for label, path in model_dirs.items()}
+    costs = {label: model_predictor(load(path), 1e-6, what=_option("--cost-model", label))
+             for label, path in cost_dirs.items()}
     if rapl_or_none() is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
     workdir = tempfile.TemporaryDirectory(prefix="perflearn-manage-")
@@ -279,8 +332,10 @@ def _live(names, space, command, protocol, max_rps, target, model_dir, scale, tr
 
     made = {}
     for name in order:
+        label = variant(name)[1]
         policy = made[name] = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
-                                          model=predictor, cost_model=cost, headroom=headroom,
+                                          model=predictors.get(label), cost_model=costs.get(label, costs.get(None)),
+                                          headroom=headroom,
                                           experience=experience, miss_budget=miss_budget)
         if name == "heimdall-experience":
             terminal.info(f"heimdall-experience: a miss priced {policy.price:.3g} W; "

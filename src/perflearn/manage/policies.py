@@ -773,6 +773,13 @@ PROFILERS = ("sweep",)  # measure for a model; not QoS policies (not in "all")
 EXPERIENCED = ("heimdall-experience",)  # need earlier runs' intervals (--experience); not in "all"
 
 
+def variant(name: str) -> tuple[str, str | None]:
+    """A policy name and its label: ``heimdall-cheapest:blind`` is heimdall-cheapest with
+    the models labelled ``blind``, so two models can be compared in one run."""
+    base, _, label = name.partition(":")
+    return base, label or None
+
+
 def learning_label(name: str) -> str:
     """How a policy's learning iterations are named in tables, files and the store."""
     return f"{name} (learning)"
@@ -796,6 +803,7 @@ def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, 
     service reports them; ``headroom``: the cheapest rules' CPU headroom (default 1 - slack);
     heimdall-experience is heimdall-cheapest that, where ``experience`` knows the load,
     prices misses to spend ``miss_budget`` (module ``experience``)."""
+    name = variant(name)[0]  # the label chose the models; the rules are the name's
     if name == "heimdall-experience" and experience is None:
         raise ValueError("heimdall-experience needs the intervals of earlier runs (experience)")
     if name.startswith("heimdall"):
