@@ -200,10 +200,12 @@ def _labelled(values: list[str] | None, option: str) -> dict[str | None, Path]:
 def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: bool) -> None:
     """NAME:LABEL policies: heimdall's only (the label picks its models), live only, and
     each label given its --model; a labelled model no policy takes is said to be unused."""
+    from perflearn.manage.policies import variant
+
     labels = {}
     for name in names:
-        base, _, label = name.partition(":")
-        if not label:
+        base, label = variant(name)
+        if label is None:
             continue
         if not base.startswith("heimdall") or not LABEL.fullmatch(label):
             raise UsageError(f"--policy {name!r}: only heimdall policies take a label (heimdall-cheapest:LABEL, "
@@ -288,7 +290,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
     from perflearn.manage.experience import Experience
 
     experience = (Experience.from_csvs(experience_csvs, space, target, max_rps)
-                  if experience_csvs and "heimdall-experience" in names else None)
+                  if experience_csvs and any(variant(n)[0] == "heimdall-experience" for n in names) else None)
     if experience is not None:
         _say_experience(experience)
     # each label's model of p95, and of the CPU µs per request the service took when profiled
@@ -337,8 +339,8 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                                           model=predictors.get(label), cost_model=costs.get(label, costs.get(None)),
                                           headroom=headroom,
                                           experience=experience, miss_budget=miss_budget)
-        if name == "heimdall-experience":
-            terminal.info(f"heimdall-experience: a miss priced {policy.price:.3g} W; "
+        if variant(name)[0] == "heimdall-experience":
+            terminal.info(f"{name}: a miss priced {policy.price:.3g} W; "
                           f"{policy.expected_share * 100:.2f} % of intervals expected to miss")
     with workdir:  # each pass recorded as it ends (static's comes first: the energy's reference)
         try:
