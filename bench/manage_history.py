@@ -3,7 +3,7 @@
 `perflearn manage --csv` grouped by their directory, each policy's QoS guarantee and
 energy saved against static (means over the rounds), in how many rounds Heimdall met the
 goal (97.7 % met, 22 % saved), and in how many it beat both baselines on both counts at
-once, strictly (a tie is not a win).
+once, strictly (a tie to the 0.1 point perflearn prints is not a win).
 
     python bench/manage_history.py bench/manage_live_s3[56]/r?.csv.gz --heimdall heimdall-cheapest
 
@@ -36,7 +36,7 @@ def round_row(path: Path, heimdall: str) -> dict | None:
     # to the 0.1 point perflearn prints: a difference it does not show is a tie
     scores = {name: {k: round(v, 1) for k, v in summarize(f, static).items()} for name, f in frames.items()}
     ours = scores[heimdall]
-    row = {"session": path.parent.name.removeprefix("manage_live_"), "round": path.name.split(".")[0]}
+    row = {"session": path.parent.name.removeprefix("manage_live_")}
     for name in ("static", heimdall, *BASELINES):
         row[f"{name} met"] = scores[name]["qos_guarantee"] if name in scores else np.nan
         row[f"{name} saved"] = scores[name]["energy_reduction"] if name in scores else np.nan

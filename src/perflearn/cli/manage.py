@@ -171,7 +171,7 @@ def manage(
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
     if max_rps is None or max_rps <= 0 or target_ms is None:
         raise UsageError("a live service needs --max-rps and --target-ms (from the knee of a load sweep: perflearn knee)")
-    if any(n.startswith("heimdall") and ":" not in n for n in names) and None not in models:
+    if any(n.startswith("heimdall") and variant(n)[1] is None for n in names) and None not in models:
         raise UsageError("heimdall needs --model (a perflearn model of p95 from cores, level or quota, and rps)")
     with recording as record:
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, models,
@@ -334,12 +334,12 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
 
     made = {}
     for name in order:
-        label = variant(name)[1]
+        base, label = variant(name)
         policy = made[name] = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
                                           model=predictors.get(label), cost_model=costs.get(label, costs.get(None)),
                                           headroom=headroom,
                                           experience=experience, miss_budget=miss_budget)
-        if variant(name)[0] == "heimdall-experience":
+        if base == "heimdall-experience":
             terminal.info(f"{name}: a miss priced {policy.price:.3g} W; "
                           f"{policy.expected_share * 100:.2f} % of intervals expected to miss")
     with workdir:  # each pass recorded as it ends (static's comes first: the energy's reference)
