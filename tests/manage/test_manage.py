@@ -1578,3 +1578,38 @@ def test_throttled_time_is_read_from_cpu_stat_or_missing(tmp_path, text, seconds
     (tmp_path / "cpu.stat").write_text(text)
     assert _usage(Group("g", {"cpu": tmp_path}))[1] == seconds
     assert _usage(Group("g", {"cpu": tmp_path / "absent"}))[1] is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("shutil").which("redis-server") is None, reason="needs redis-server")
+def test_live_redis_on_one_core(tmp_path):
+    """The manager is not memcached's: real Redis (RESP on the wire), one core (Redis runs
+    its commands on one thread, so the speed level is a quota on one CPU), three policies
+    taking turns. The wire analyzer reads every loaded interval's p95 from RESP; ondemand
+    and heimdall-cheapest (a model forecasting every configuration far under the target)
+    run speeds under the maximum; static does not."""
+    import pandas as pd
+
+    from perflearn.experiment import cgroups
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+    model = fit_p95_model(tmp_path, "fast", lambda capacity: 1e-5 / capacity)
+    csv = tmp_path / "redis.csv"
+    result = CliRunner().invoke(app, ["manage", "--service",
+                                      "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no",
+                                      "--protocol", "redis", "--cores", "1", "--levels", "4", "--max-rps", "8000",
+                                      "--target-ms", "2", "--step-seconds", "1", "--interleave", "-p", "static",
+                                      "-p", "ondemand", "-p", "heimdall-cheapest", "--model", model,
+                                      "--model-unit", "s", "--csv", str(csv)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(csv)
+    assert set(frame["policy"]) == {"static", "ondemand", "heimdall-cheapest"} and (frame["cores"] == 1).all()
+    for policy, own in frame.groupby("policy"):
+        assert len(own) == 11, policy
+        loaded = own[own["offered_rps"] >= 4000]
+        assert loaded["rps"].min() > 2000, policy  # the wire counted Redis's requests in this policy's turns
+        assert (loaded["p95"] > 0).all() and (loaded["p95"] < 0.05).all(), policy  # and timed their replies
+    levels = frame.groupby("policy")["level"]
+    assert levels.min()["static"] == 1.0
+    assert levels.min()["ondemand"] < 1.0 and levels.min()["heimdall-cheapest"] < 1.0
