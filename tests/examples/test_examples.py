@@ -76,7 +76,7 @@ def test_memcached_wire(store_path):
     assert samples["t"].between(-1, 60).all()  # seconds since the run started, not wall-clock time
 
 
-@pytest.mark.parametrize("name", ["memcached-profile", "detect"])
+@pytest.mark.parametrize("name", ["memcached-profile", "detect", "memcached-knee", "redis-knee"])
 def test_longer_examples_validate(name):
     """Examples too long for the suite are still checked against the spec reader and this machine."""
     result = CliRunner().invoke(app, ["validate", str(REPO / "examples" / name / "spec.toml")])
