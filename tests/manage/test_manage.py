@@ -846,15 +846,19 @@ def test_model_trained_on_other_knobs_is_refused():
         model_predictor(Model(), 1e-6, what="--cost-model")
 
 
-def manage_live_memcached(tmp_path, *args: str):
-    """``perflearn manage`` on a real memcached (8000 req/s at most, 1-s steps); the CSV of its intervals."""
+MEMCACHED = "memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0"
+
+
+def manage_live(tmp_path, *args: str, service: str = MEMCACHED, cores: int = 2):
+    """``perflearn manage`` on a real service (memcached unless told; 8000 req/s at most,
+    1-s steps); the CSV of its intervals."""
     from perflearn.experiment import cgroups
 
     if cgroups.version() is None:
         pytest.skip("needs cgroups")
     csv = tmp_path / "live.csv"
-    result = CliRunner().invoke(app, ["manage", "--service", "memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0",
-                                      "--cores", "2", "--levels", "4", "--max-rps", "8000", "--target-ms", "2",
+    result = CliRunner().invoke(app, ["manage", "--service", service,
+                                      "--cores", str(cores), "--levels", "4", "--max-rps", "8000", "--target-ms", "2",
                                       "--step-seconds", "1", "--csv", str(csv), "--store", str(tmp_path / "m.duckdb"),
                                       *args])
     assert result.exit_code == 0, result.output
@@ -869,7 +873,7 @@ def test_live_memcached_under_load(tmp_path):
 
     from perflearn.experiment import cgroups
 
-    csv = manage_live_memcached(tmp_path, "-p", "static", "-p", "ondemand", "--name", "live")
+    csv = manage_live(tmp_path, "-p", "static", "-p", "ondemand", "--name", "live")
     import pandas as pd
 
     from perflearn.store import open_store
@@ -914,7 +918,7 @@ def test_live_interleaved_policies_share_one_memcached(tmp_path):
 
     from perflearn.store import open_store
 
-    csv = manage_live_memcached(tmp_path, "-p", "static", "-p", "ondemand", "--interleave", "--name", "turns")
+    csv = manage_live(tmp_path, "-p", "static", "-p", "ondemand", "--interleave", "--name", "turns")
     frame = pd.read_csv(csv)
     assert sorted(frame["policy"].unique()) == ["ondemand", "static"]
     assert sorted(frame["service_interval"]) == list(range(22))  # both, taking turns on one service
@@ -1018,7 +1022,7 @@ def test_a_terminated_interleaved_comparison_keeps_its_intervals(tmp_path):
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
 def test_live_memcached_follows_the_diurnal_trace(tmp_path):
     """The simulator's diurnal trace, replayed live by perflearn-load from a trace file."""
-    csv = manage_live_memcached(tmp_path, "-p", "static", "--trace", "diurnal")
+    csv = manage_live(tmp_path, "-p", "static", "--trace", "diurnal")
     import pandas as pd
 
     rps = pd.read_csv(csv)["rps"].to_numpy()
@@ -1441,7 +1445,7 @@ def test_live_sweep_profiles_for_a_model_the_manager_takes(tmp_path):
     from perflearn.learn import load
     from perflearn.manage.compare import model_predictor
 
-    csv = manage_live_memcached(tmp_path, "-p", "sweep", "--trace", "ladder", "--cores", "1", "--levels", "2",
+    csv = manage_live(tmp_path, "-p", "sweep", "--trace", "ladder", "--cores", "1", "--levels", "2",
                                 "--interval", "0.5", "--step-seconds", "3")
     frame = pd.read_csv(csv)
     assert set(frame["policy"]) == {"sweep"} and len(frame) == 66  # 11 steps of 3 s, no static pass
@@ -1485,7 +1489,7 @@ def test_labelled_policies_run_their_own_models_in_one_round(tmp_path):
 
     fast = fit_p95_model(tmp_path, "fast", lambda capacity: 1e-5 / capacity)  # 5-40 µs: all meet 2 ms
     slow = fit_p95_model(tmp_path, "slow", lambda capacity: 1.0 / capacity)  # 0.5-4 s: none does
-    csv = manage_live_memcached(tmp_path, "-p", "heimdall-cheapest", "-p", "heimdall-cheapest:slow", "--interleave",
+    csv = manage_live(tmp_path, "-p", "heimdall-cheapest", "-p", "heimdall-cheapest:slow", "--interleave",
                                 "--model", fast, "--model", f"slow={slow}", "--model-unit", "s", "--name", "pair")
     frame = pd.read_csv(csv)
     assert set(frame["policy"]) == {"static", "heimdall-cheapest", "heimdall-cheapest:slow"}
@@ -1590,19 +1594,10 @@ def test_live_redis_on_one_core(tmp_path):
     run speeds under the maximum; static does not."""
     import pandas as pd
 
-    from perflearn.experiment import cgroups
-
-    if cgroups.version() is None:
-        pytest.skip("needs cgroups")
     model = fit_p95_model(tmp_path, "fast", lambda capacity: 1e-5 / capacity)
-    csv = tmp_path / "redis.csv"
-    result = CliRunner().invoke(app, ["manage", "--service",
-                                      "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no",
-                                      "--protocol", "redis", "--cores", "1", "--levels", "4", "--max-rps", "8000",
-                                      "--target-ms", "2", "--step-seconds", "1", "--interleave", "-p", "static",
-                                      "-p", "ondemand", "-p", "heimdall-cheapest", "--model", model,
-                                      "--model-unit", "s", "--csv", str(csv)])
-    assert result.exit_code == 0, result.output
+    csv = manage_live(tmp_path, "--protocol", "redis", "--interleave", "-p", "static", "-p", "ondemand",
+                      "-p", "heimdall-cheapest", "--model", model, "--model-unit", "s",
+                      service="redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no", cores=1)
     frame = pd.read_csv(csv)
     assert set(frame["policy"]) == {"static", "ondemand", "heimdall-cheapest"} and (frame["cores"] == 1).all()
     for policy, own in frame.groupby("policy"):
