@@ -194,6 +194,7 @@ def test_regression_values_on_a_spec_whose_knobs_is_not_a_table(write_spec):
     (('timeout = "2s"', 'timeout = "1e10s"'), "timeout: a duration of at most a year"),
     (("values = [1, 2, 4]", 'values = ["0-100000000000"]\napply = "affinity"'), "is beyond any machine"),
     (('source = "time"', 'source = "regex"\npattern = \'\''), "pattern: must not be empty"),
+    (('timeout = "2s"', 'timeout = "2s"\nmeasure_from = "(start"'), "measure_from: not a valid regular expression"),
 ])
 def test_values_that_would_silently_misbehave_are_refused(write_spec, change, fragment):
     """A zero timeout timed out every run; nan/inf knob values were accepted; an empty

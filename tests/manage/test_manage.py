@@ -1523,6 +1523,32 @@ def test_labelled_models_bad_flags(tmp_path):
     # an unused label warns; the run then stops at the missing model directory, before any service
     out = error(*live, "-p", "heimdall", "--model", str(tmp_path / "none"), "--cost-model", "spare=c")
     assert "--cost-model spare=...: no policy is labelled 'spare'" in " ".join(out.split())
+    # --host-quantile [LABEL=]Q: a quantile, one per label, live only
+    assert "a quantile in [0, 1]" in error(*live, "-p", "heimdall", "--model", "m", "--host-quantile", "1.5")
+    assert "a quantile in [0, 1]" in error(*live, "-p", "heimdall", "--model", "m", "--host-quantile", "q=half")
+    assert "two quantiles for 'q'" in error(*live, "-p", "heimdall:q", "--model", "q=m", "--host-quantile", "q=0.5",
+                                            "--host-quantile", "q=0.6")
+    assert "live only" in error("manage", "--simulate", "-p", "heimdall", "--host-quantile", "0.5")
+    out = error(*live, "-p", "heimdall", "--model", str(tmp_path / "none"), "--host-quantile", "spare=0.5")
+    assert "--host-quantile spare=...: no policy is labelled 'spare'" in " ".join(out.split())
+
+
+def test_a_labelled_host_quantile_reaches_its_policy_only():
+    """--host-quantile q50=0.5 with -p heimdall-cheapest:q50: that policy plans for the
+    median recent host, the unlabelled one for the default 0.95 or the unlabelled value."""
+    from perflearn.cli.manage import _quantiles
+
+    quantiles = _quantiles(["q50=0.5", "0.8"])
+    assert quantiles == {"q50": 0.5, None: 0.8}
+    space, power = ConfigSpace.make(2, 2), power_model("tx1")
+
+    def made(name, q):
+        return make_policy(name, space, TARGET, 1000.0, 1.0, power=power, intervals=10,
+                           model=lambda X: np.full(len(X), TARGET / 2), host_quantile=q)
+
+    assert made("heimdall-cheapest:q50", quantiles["q50"]).host_quantile == 0.5
+    assert made("heimdall-cheapest", quantiles[None]).host_quantile == 0.8
+    assert made("heimdall-cheapest", 0.95).host_quantile == 0.95
 
 
 def test_one_interval_over_the_target_is_no_verdict_on_a_configuration_two_are():

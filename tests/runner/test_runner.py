@@ -316,6 +316,30 @@ def test_a_companions_cpu_time_over_the_workload(write_spec):
     assert "had exited when the workload ended" in m.loc["gone_cpu", "missing_reason"]
 
 
+def test_proc_counters_cover_the_measured_phase_only(write_spec):
+    """measure_from: a companion's CPU seconds from the workload's start line on, not
+    over the warm-up before it."""
+    path = write_spec("""
+        [workload]
+        command = "sleep 0.8; echo measuring; sleep 0.3"
+        shell = true
+        measure_from = "^measuring$"
+        [workload.companions.busy]
+        command = "echo ready; while :; do :; done"
+        shell = true
+        ready_pattern = "ready"
+        [metrics.busy_cpu]
+        source = "proc"
+        file = "process"
+        process = "busy"
+        key = "cpu"
+    """)
+    outcome, store = run(path)
+    assert outcome.by_status == {"ok": 1}
+    cpu = store.measurements("spec").set_index("metric").loc["busy_cpu", "value"]
+    assert 0.02 < cpu < 0.6  # the 0.3 s after the line (one CPU at most), not the 1.1 s of the run
+
+
 @pytest.mark.parametrize("metric, shown", [
     ('file = "process"\nprocess = "workload"\nkey = "cpu"', "its own CPU time is source = \"rusage\""),
     ('file = "process"\nprocess = "server"\nkey = "ctxt"', "a process has cpu, cpu.user"),

@@ -52,6 +52,10 @@ def manage(
                                 "else the maximum (default: 1 - slack = 0.9). A miss cuts it live, down to 0.5, for the "
                                 "configuration that missed and those no faster; intervals that meet the target give "
                                 "it back, up to this.")] = None,
+    host_quantile: Annotated[Optional[list[str]], typer.Option("--host-quantile", help="Live: with a model that knows "
+                             "the host (host_probe_us), heimdall plans for this quantile of the host-speed probe over "
+                             "its last 60 intervals (default 0.95: a host as slow as it was one interval in twenty). "
+                             "LABEL=Q: for NAME:LABEL policies only.")] = None,
     experience: Annotated[Optional[list[Path]], typer.Option("--experience", help="heimdall-experience: the "
                           "intervals of earlier runs (their --csv files; repeatable). Where they saw a configuration "
                           "at a load for 15 intervals or more, it runs the least power + price x miss share.")] = None,
@@ -105,7 +109,8 @@ def manage(
     if unknown:
         raise UsageError(f"--policy: unknown policy {unknown[0]!r} (one of: {', '.join(known)}, all)")
     models, cost_models = _labelled(model, "--model"), _labelled(cost_model, "--cost-model")
-    _check_labels(names, models, cost_models, simulate)
+    quantiles = _quantiles(host_quantile)
+    _check_labels(names, models, cost_models, simulate, quantiles)
     if any(n in EXPERIENCED for n in bases) and not experience:
         raise UsageError("heimdall-experience needs --experience: the --csv files of earlier runs")
     if experience and not any(n in EXPERIENCED for n in bases):
@@ -176,7 +181,8 @@ def manage(
     with recording as record:
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, models,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
-              shlex.split(load_args), power_, tick, cost_models, order, headroom, cpus, experience, miss_budget, slot)
+              shlex.split(load_args), power_, tick, cost_models, order, headroom, cpus, experience, miss_budget, slot,
+              quantiles)
 
 
 LABEL = re.compile(r"[A-Za-z0-9_.-]+")
@@ -197,7 +203,28 @@ def _labelled(values: list[str] | None, option: str) -> dict[str | None, Path]:
     return models
 
 
-def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: bool) -> None:
+def _quantiles(values: list[str] | None) -> dict[str | None, float]:
+    """--host-quantile as {label: q}; None for unlabelled policies."""
+    quantiles: dict[str | None, float] = {}
+    for value in values or []:
+        label, sep, text = value.rpartition("=")
+        key = label if sep else None
+        if sep and not LABEL.fullmatch(label):
+            raise UsageError(f"--host-quantile {value!r}: LABEL=Q, the label letters, digits, '_', '.', '-'")
+        try:
+            q = float(text)
+        except ValueError:
+            q = math.nan
+        if not 0 <= q <= 1:  # NaN too
+            raise UsageError(f"--host-quantile {value!r}: a quantile in [0, 1], e.g. 0.5 or blind=0.5")
+        if key in quantiles:
+            raise UsageError(f"--host-quantile: two quantiles for {'unlabelled policies' if key is None else repr(key)}")
+        quantiles[key] = q
+    return quantiles
+
+
+def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: bool,
+                  quantiles: dict | None = None) -> None:
     """NAME:LABEL policies: heimdall's only (the label picks its models), live only, and
     each label given its --model; a labelled model no policy takes is said to be unused."""
     from perflearn.manage.policies import variant
@@ -215,7 +242,9 @@ def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: b
         if label not in models:
             raise UsageError(f"--policy {name!r}: no --model {label}=PATH")
         labels[label] = name
-    for option, given in (("--model", models), ("--cost-model", cost_models)):
+    if quantiles and simulate:
+        raise UsageError("--host-quantile: the simulator's host does not change speed: live only")
+    for option, given in (("--model", models), ("--cost-model", cost_models), ("--host-quantile", quantiles or {})):
         for label in given.keys() - labels.keys() - {None}:
             terminal.warn(f"{option} {label}=...: no policy is labelled {label!r} (e.g. -p heimdall-cheapest:{label}): unused")
 
@@ -275,7 +304,7 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 
 def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, trace, step_seconds, interval,
           figure, csv, record, load_args, power, tick, cost_dirs, order, headroom, service_cpus=None, experience_csvs=None,
-          miss_budget=0.01, slot=None) -> None:
+          miss_budget=0.01, slot=None, quantiles=None) -> None:
     from perflearn.manage.compare import figure as draw, model_predictor
     from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.live import LiveService, write_trace
@@ -288,6 +317,8 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
     from perflearn.learn import load
 
     from perflearn.manage.experience import Experience
+
+    quantiles = quantiles or {}
 
     experience = (Experience.from_csvs(experience_csvs, space, target, max_rps)
                   if experience_csvs and any(variant(n)[0] == "heimdall-experience" for n in names) else None)
@@ -337,7 +368,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         base, label = variant(name)
         policy = made[name] = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
                                           model=predictors.get(label), cost_model=costs.get(label, costs.get(None)),
-                                          headroom=headroom,
+                                          headroom=headroom, host_quantile=quantiles.get(label, quantiles.get(None, 0.95)),
                                           experience=experience, miss_budget=miss_budget)
         if base == "heimdall-experience":
             terminal.info(f"{name}: a miss priced {policy.price:.3g} W; "

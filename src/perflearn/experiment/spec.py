@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import shlex
 import signal
 import tomllib
@@ -64,6 +65,7 @@ class WorkloadSpec:
     setup: list[str] = field(default_factory=list)
     teardown: list[str] = field(default_factory=list)
     warmup: int = 0
+    measure_from: str | None = None  # the measured phase begins at the workload's first stdout line matching this
 
     @property
     def processes(self) -> list[ProcessSpec]:
@@ -281,8 +283,6 @@ def _read_process(table: _Table, name: str) -> ProcessSpec:
         except KeyError:
             raise table.error("stop_signal", f"unknown signal {stop!r} (e.g. TERM, INT, KILL)") from None
         if process.ready_pattern:
-            import re
-
             try:
                 re.compile(process.ready_pattern)
             except re.error as exc:
@@ -298,6 +298,12 @@ def _read_workload(table: _Table) -> WorkloadSpec:
     warmup = table.get("warmup", (int,), 0)
     if warmup < 0:
         raise table.error("warmup", "must be >= 0")
+    measure_from = table.get("measure_from", (str,), None)
+    if measure_from is not None:
+        try:
+            re.compile(measure_from)
+        except re.error as exc:
+            raise table.error("measure_from", f"not a valid regular expression ({exc})") from None
     companions = []
     companions_table = table.table("companions", {})
     for name in companions_table.data:
@@ -307,7 +313,7 @@ def _read_workload(table: _Table) -> WorkloadSpec:
         companions.append(_read_process(sub, name))
         sub.done()
     table.done()
-    return WorkloadSpec(main, companions, timeout, setup, teardown, warmup)
+    return WorkloadSpec(main, companions, timeout, setup, teardown, warmup, measure_from)
 
 
 def _read_knob(name: str, table: _Table, experiment: str) -> Knob:

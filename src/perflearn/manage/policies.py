@@ -795,14 +795,15 @@ def with_learning(names: list[str]) -> list[str]:
 def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, interval_s: float, *,
                 power: PowerModel, intervals: int, model=None, react: bool = True, cost_model=None,
                 headroom: float | None = None, experience: Experience | None = None,
-                miss_budget: float = 0.01) -> Policy:
+                miss_budget: float = 0.01, host_quantile: float = 0.95) -> Policy:
     """A policy by name, with the settings this project evaluates it with: Hipster's
     heuristic runs its learning iteration(s) of ``intervals`` each and its Q-table decides
     after them; the Heimdall variants share one latency model (and, when given, the
     profiled CPU time per request it follows) and react to ticks (``react``) where the
     service reports them; ``headroom``: the cheapest rules' CPU headroom (default 1 - slack);
     heimdall-experience is heimdall-cheapest that, where ``experience`` knows the load,
-    prices misses to spend ``miss_budget`` (module ``experience``)."""
+    prices misses to spend ``miss_budget`` (module ``experience``); ``host_quantile``: the
+    quantile of the recent host-speed probe the Heimdall variants plan for."""
     name = variant(name)[0]  # the label chose the models; the rules are the name's
     if name == "heimdall-experience" and experience is None:
         raise ValueError("heimdall-experience needs the intervals of earlier runs (experience)")
@@ -811,7 +812,8 @@ def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, 
                         uncertainty_z=1.0 if name == "heimdall-uncertain" else None,
                         online=0.3 if name == "heimdall-online" else None, react=react, headroom=headroom,
                         cheapest=name in ("heimdall-cheapest", "heimdall-online", "heimdall-experience"),
-                        experience=experience if name == "heimdall-experience" else None, miss_budget=miss_budget)
+                        experience=experience if name == "heimdall-experience" else None, miss_budget=miss_budget,
+                        host_quantile=host_quantile)
     if name == "hipster":
         return Hipster(space, target_s, max_rps, interval_s, power=power,
                        learn_intervals=intervals * Hipster.learning_iterations)

@@ -155,7 +155,14 @@ class RunExecutor:
         running.append(proc)
         if sampler is not None:
             sampler.start(proc.pid)  # its own process group: pgid == pid
-        finished = proc_mod.wait(proc, timeout)
+        unmarked = None
+        if self.spec.workload.measure_from:
+            def mark() -> None:
+                for collector in self.collectors:
+                    collector.mark(run)
+            finished, unmarked = proc_mod.wait_marking(proc, timeout, self.spec.workload.measure_from, mark)
+        else:
+            finished = proc_mod.wait(proc, timeout)
         wall = time.perf_counter() - proc.started
         for collector in self.collectors:
             collector.after(run)
@@ -169,6 +176,8 @@ class RunExecutor:
             status, error = "timeout", f"no exit within the timeout of {timeout:g} s; process group killed"
         elif exit_code != 0:
             status, error = "failed", f"workload exited with {proc_mod.describe_status(exit_code, sig)}"
+        elif unmarked:  # what was measured is not the phase the spec asked for
+            status, error = "failed", f"the measured phase never began (measure_from): {unmarked}"
         proc_mod.stop(proc)  # reaps it, and kills what it left behind in its group
         results = {p.launch.name: ProcessResult(p.launch.name, p.exit_code, p.signal, p.output("stdout"),
                                                 p.output("stderr")) for p in running}

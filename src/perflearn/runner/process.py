@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +105,32 @@ def wait(proc: Running, timeout: float | None) -> bool:
     proc.exit_status, proc.rusage = status, rusage
     proc.popen.returncode = os.waitstatus_to_exitcode(status)  # tell Popen it is reaped
     return True
+
+
+def wait_marking(proc: Running, timeout: float | None, pattern: str, on_match: Callable[[], None],
+                 poll: float = 0.01) -> tuple[bool, str | None]:
+    """``wait``, calling ``on_match`` as soon as a line of the process's stdout first
+    matches ``pattern`` (the start of its measured phase). Returns whether it exited in
+    time, and why no line matched (None once one did)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    regex, pending, why = re.compile(pattern), b"", f"its stdout had no line matching {pattern!r}"
+    with open(proc.stdout_path, "rb") as out:
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            exited = wait(proc, poll if left is None else max(0.0, min(poll, left)))
+            lines = (pending + out.read()).split(b"\n")
+            pending = b"" if exited else lines.pop()  # a line still being written waits, unless it is the last
+            try:  # a backtracking pattern must not outlast the run
+                with time_limit(max(left, 0.01) if left is not None else 60.0):
+                    matched = any(regex.search(line.decode(errors="replace")) for line in lines)
+            except TimeLimit:
+                return wait(proc, left), f"matching {pattern!r} on its stdout ran out of time"
+            if matched:
+                on_match()
+                left = None if deadline is None else deadline - time.monotonic()
+                return wait(proc, None if left is None else max(0.0, left)), None
+            if exited or (left is not None and left <= 0):
+                return exited, why
 
 
 def stop(proc: Running, sig: int = signal.SIGTERM, grace: float = 5.0) -> None:

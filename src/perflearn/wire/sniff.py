@@ -160,6 +160,12 @@ class LiveSniffer:
             if obj.get("type") == "interval":
                 yield obj
 
+    def mark(self) -> None:
+        """The measured phase begins now: the summary covers only what follows (SIGUSR1).
+        Interval lines go on as before, the one in progress closing early."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGUSR1)
+
     def stop(self) -> SniffResult:
         """Stop the capture (SIGINT), wait for its summary."""
         if self._proc is None:

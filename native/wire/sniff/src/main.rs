@@ -70,7 +70,8 @@ struct Args {
     /// Most outstanding requests per connection.
     #[arg(long, default_value_t = 10_000)]
     max_outstanding: usize,
-    /// Live capture: stop after this many seconds.
+    /// Live capture: stop after this many seconds. (SIGUSR1 marks the start of the measured
+    /// phase: the summary then covers only what follows.)
     #[arg(long)]
     duration: Option<f64>,
 }
@@ -216,6 +217,10 @@ fn run(args: Args) -> Result<(), WireError> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| WireError::new("signals", e.to_string()))?;
     }
+    // Registered before the ready line: a mark sent after it is never the default action (exit).
+    let mark = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&mark))
+        .map_err(|e| WireError::new("signals", e.to_string()))?;
     {
         let mut out = stdout();
         let ready = format!(
@@ -244,6 +249,24 @@ fn run(args: Args) -> Result<(), WireError> {
             analyzer.frame(frame, &mut reporter);
             frame_ts = Some(frame.ts);
         })?;
+        if mark.swap(false, Ordering::Relaxed) {
+            // Packets stamped before the mark may still wait in the kernel buffer: take them first.
+            let at = now_ns();
+            let drain_until = Instant::now() + Duration::from_millis(50);
+            let mut newest = 0u64;
+            while newest < at && Instant::now() < drain_until {
+                let got = cap.next(&mut |frame| {
+                    reporter.clock(frame.ts, &analyzer.counters(), Gauges::default(), Some(&kernel));
+                    analyzer.frame(frame, &mut reporter);
+                    newest = frame.ts;
+                })?;
+                if !got {
+                    break;
+                }
+            }
+            let g = Gauges { outstanding: analyzer.outstanding() as u64, flows: analyzer.flows() as u64 };
+            reporter.mark(at, &analyzer.counters(), g, Some(&kernel));
+        }
         if last_stats.elapsed() >= timer {
             last_stats = Instant::now();
             if let Ok(k) = cap.stats() {

@@ -224,6 +224,23 @@ impl Reporter {
         self.start = Some(start);
     }
 
+    /// The measured phase begins at `now` (e.g. a load generator's preload just ended):
+    /// the interval in progress closes there, a partial one, the next ones start there,
+    /// and the summary covers only what follows. Intervals before it stay on the stream.
+    pub fn mark(&mut self, now: Ts, c: &Counters, g: Gauges, kernel: Option<&KernelStats>) {
+        self.clock(now, c, g, kernel);
+        if let Some(start) = self.start {
+            if now > start {
+                self.write_interval(start, now, c, g, kernel);
+            }
+        }
+        self.window.reset();
+        self.totals.reset();
+        self.first = Some(now);
+        self.start = Some(now);
+        self.observe(now);
+    }
+
     /// Write every tick that ended by `now`. Requests are counted as the analyzer parses
     /// them, so a tick holds those seen before the packet (or timer) that closes it.
     fn clock_ticks(&mut self, now: Ts, c: &Counters) {
@@ -368,5 +385,61 @@ impl Sink for Reporter {
         if self.records.is_some() {
             self.write_record(flow.unwrap_or(""), ex.proto, ex);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    #[derive(Clone, Default)]
+    struct Shared(Rc<RefCell<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn exchange(at: Ts, latency: Ts) -> Exchange {
+        Exchange { proto: Protocol::McBinary, op: "get", key_len: Some(3), keys: 1, req_bytes: 27, resp_bytes: 30,
+                   t_req_start: at, t_req: at, t_resp_start: at + latency, t_resp: at + latency, error: false, status: 0 }
+    }
+
+    #[test]
+    fn a_mark_starts_the_summary_and_the_intervals_over() {
+        let (lines, summary) = (Shared::default(), Shared::default());
+        let mut r = Reporter::new(None, Some(Box::new(lines.clone())), Some(Box::new(summary.clone())), 1_000_000_000).unwrap();
+        let c = Counters::default();
+        let s = 10_000_000_000;
+        // a preload: 50 slow requests in the first 0.5 s, then the mark, then 20 fast ones
+        for i in 0..50 {
+            r.clock(s + i * 10_000_000, &c, Gauges::default(), None);
+            r.exchange(None, &exchange(s + i * 10_000_000, 1_000_000));
+        }
+        r.mark(s + 700_000_000, &c, Gauges::default(), None);
+        for i in 0..20 {
+            r.clock(s + 800_000_000 + i * 50_000_000, &c, Gauges::default(), None);
+            r.exchange(None, &exchange(s + 800_000_000 + i * 50_000_000, 10_000));
+        }
+        r.finish(&c, Gauges::default(), None, None);
+        let summary: serde_json::Value = serde_json::from_slice(&summary.0.borrow()).unwrap();
+        assert_eq!(summary["requests"], 20);
+        assert!(summary["max_us"].as_f64().unwrap() < 20.0, "{summary}");
+        assert_eq!(summary["start"].as_f64().unwrap(), 10.7);
+        let text = String::from_utf8(lines.0.borrow().clone()).unwrap();
+        let intervals: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        // the preload's interval closes at the mark; the next one starts there
+        assert_eq!((intervals[0]["start"].as_f64(), intervals[0]["end"].as_f64()), (Some(10.0), Some(10.7)));
+        assert_eq!(intervals[0]["requests"], 50);
+        assert_eq!(intervals[1]["start"].as_f64(), Some(10.7));
+        let after: u64 = intervals[1..].iter().map(|i| i["requests"].as_u64().unwrap()).sum();
+        assert_eq!(after, 20);
     }
 }

@@ -4,6 +4,8 @@ A collector handles every metric of one source (all perf events share one
 ``perf stat``; all /proc metrics share one snapshot per file). Its life in a run:
 ``before`` (just before the workload starts: wrap its argv, take snapshots),
 ``after`` (just after it exits: second snapshots), ``values`` (parse, compute).
+When the spec names a measured phase (``measure_from``), ``mark`` is called as it
+begins; sources that can measure a phase start over there.
 A value that cannot be had is ``Missing(reason)``, never 0.
 """
 
@@ -53,6 +55,9 @@ class Collector:
 
     def before(self, run: RunContext) -> None:
         pass
+
+    def mark(self, run: RunContext) -> None:
+        """The workload's measured phase begins now (its stdout matched ``measure_from``)."""
 
     def after(self, run: RunContext) -> None:
         pass

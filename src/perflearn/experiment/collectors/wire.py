@@ -7,7 +7,8 @@ and the analyzer's counters: evicted, discarded, unmatched_responses, gaps, desy
 flows_dropped, kernel_dropped); every interval aggregate is also stored as a sample
 ``wire.<field>`` of the run, at the interval's start in seconds since the capture began
 (the store's convention for sample times). A capture that saw no request leaves the
-latencies missing.
+latencies missing. With a measured phase (``measure_from``) the summary and the samples
+cover only the requests that follow its mark: a load generator's preload is left out.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class Wire(Collector):
 
         self._captures, self._results, self._errors = {}, {}, {}
         self._started = time.time()  # the sniffer's interval times are wall-clock seconds
+        self._marked = float("-inf")
         for metric in self.metrics:
             key = self._key(metric, run)
             if key in self._captures or key in self._errors:
@@ -81,6 +83,11 @@ class Wire(Collector):
                 self._captures[key] = sniffer.start()
             except (PerflearnError, ValueError) as exc:
                 self._errors[key] = f"capture on {interface} port {port} did not start: {exc}"
+
+    def mark(self, run):
+        self._marked = time.time()
+        for sniffer in self._captures.values():
+            sniffer.mark()
 
     def after(self, run):
         from perflearn.errors import PerflearnError
@@ -117,6 +124,8 @@ class Wire(Collector):
         for (_, _, _, _), capture in self._results.items():
             for i, interval in enumerate(capture.intervals):
                 start = interval.get("start")
+                if isinstance(start, (int, float)) and start < self._marked:
+                    continue  # before the measured phase: the sniffer starts its next interval at the mark
                 t = float(start) - self._started if isinstance(start, (int, float)) else float(i)
                 for name in INTERVAL_FIELDS:
                     if isinstance(interval.get(name), (int, float)):
