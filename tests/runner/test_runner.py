@@ -340,6 +340,27 @@ def test_proc_counters_cover_the_measured_phase_only(write_spec):
     assert 0.02 < cpu < 0.6  # the 0.3 s after the line (one CPU at most), not the 1.1 s of the run
 
 
+@pytest.mark.parametrize("command, pattern, shown", [
+    ("echo warming up", "^measuring", "its stdout had no line matching '^measuring'"),
+    ("echo " + "a" * 40 + "b", "(a+)+$", "matching '(a+)+$' on its stdout ran out of time"),
+])
+def test_a_workload_that_never_starts_its_phase_fails_the_run(write_spec, command, pattern, shown):
+    """No line matches measure_from (or matching it backtracks past the timeout): the run
+    failed, saying so, not a measurement of the wrong phase, and no hang."""
+    path = write_spec(f"""
+        [workload]
+        command = "{command}"
+        measure_from = '{pattern}'
+        timeout = "2s"
+        [metrics.t]
+        source = "time"
+    """)
+    outcome, store = run(path)
+    assert outcome.by_status == {"failed": 1}
+    error = store.runs("spec")["error"].iloc[0]
+    assert "the measured phase never began (measure_from)" in error and shown in error
+
+
 @pytest.mark.parametrize("metric, shown", [
     ('file = "process"\nprocess = "workload"\nkey = "cpu"', "its own CPU time is source = \"rusage\""),
     ('file = "process"\nprocess = "server"\nkey = "ctxt"', "a process has cpu, cpu.user"),

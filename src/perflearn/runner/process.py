@@ -124,7 +124,7 @@ def wait_marking(proc: Running, timeout: float | None, pattern: str, on_match: C
                 with time_limit(max(left, 0.01) if left is not None else 60.0):
                     matched = any(regex.search(line.decode(errors="replace")) for line in lines)
             except TimeLimit:
-                return wait(proc, left), f"matching {pattern!r} on its stdout ran out of time"
+                return wait(proc, None if left is None else 0.0), f"matching {pattern!r} on its stdout ran out of time"
             if matched:
                 on_match()
                 left = None if deadline is None else deadline - time.monotonic()
