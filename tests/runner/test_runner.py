@@ -25,6 +25,13 @@ def run(path, store=None, **kwargs):
     return run_experiment(load_spec(path), store, **kwargs), store
 
 
+def failure(path) -> str:
+    """The error of the spec's one run, which must have failed."""
+    outcome, store = run(path)
+    assert outcome.by_status == {"failed": 1}
+    return store.runs("spec")["error"].iloc[0]
+
+
 def test_failed_run_is_stored_with_exit_code_and_stderr(write_spec):
     path = write_spec("""
         [workload]
@@ -96,9 +103,7 @@ def test_regex_that_never_matches_is_null_with_reason_and_required_fails(write_s
         pattern = 'nothing (\\d+)'
         required = true
     """)
-    outcome, store = run(path)
-    assert outcome.by_status == {"failed": 1}
-    assert "required metric strict is missing" in store.runs("spec")["error"][0]
+    assert "required metric strict is missing" in failure(path)
 
 
 def test_optional_missing_metric_keeps_the_run_ok(write_spec):
@@ -129,9 +134,7 @@ def test_companion_that_dies_fails_the_run(write_spec):
         [metrics.t]
         source = "time"
     """)
-    outcome, store = run(path)
-    assert outcome.by_status == {"failed": 1}
-    error = store.runs("spec")["error"][0]
+    error = failure(path)
     assert "companion server exited with code 4 before it was ready" in error and "cannot bind" in error
 
 
@@ -355,9 +358,7 @@ def test_a_workload_that_never_starts_its_phase_fails_the_run(write_spec, comman
         [metrics.t]
         source = "time"
     """)
-    outcome, store = run(path)
-    assert outcome.by_status == {"failed": 1}
-    error = store.runs("spec")["error"].iloc[0]
+    error = failure(path)
     assert "the measured phase never began (measure_from)" in error and shown in error
 
 
