@@ -223,8 +223,7 @@ def _quantiles(values: list[str] | None) -> dict[str | None, float]:
     return quantiles
 
 
-def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: bool,
-                  quantiles: dict | None = None) -> None:
+def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: bool, quantiles: dict) -> None:
     """NAME:LABEL policies: heimdall's only (the label picks its models), live only, and
     each label given its --model; a labelled model no policy takes is said to be unused."""
     from perflearn.manage.policies import variant
@@ -244,7 +243,7 @@ def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: b
         labels[label] = name
     if quantiles and simulate:
         raise UsageError("--host-quantile: the simulator's host does not change speed: live only")
-    for option, given in (("--model", models), ("--cost-model", cost_models), ("--host-quantile", quantiles or {})):
+    for option, given in (("--model", models), ("--cost-model", cost_models), ("--host-quantile", quantiles)):
         for label in given.keys() - labels.keys() - {None}:
             terminal.warn(f"{option} {label}=...: no policy is labelled {label!r} (e.g. -p heimdall-cheapest:{label}): unused")
 
@@ -304,12 +303,12 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 
 def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, trace, step_seconds, interval,
           figure, csv, record, load_args, power, tick, cost_dirs, order, headroom, service_cpus=None, experience_csvs=None,
-          miss_budget=0.01, slot=None, quantiles=None) -> None:
+          miss_budget=0.01, slot=None, quantiles: dict | None = None) -> None:
     from perflearn.manage.compare import figure as draw, model_predictor
     from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.live import LiveService, write_trace
     from perflearn.manage.loop import comparison, summarize
-    from perflearn.manage.policies import make_policy, variant
+    from perflearn.manage.policies import HOST_QUANTILE, make_policy, variant
     from perflearn.manage.power import rapl_or_none
     from perflearn.manage.simulator import per_interval, steps_profile, trace_segments
     from perflearn.runner.process import free_port
@@ -317,8 +316,6 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
     from perflearn.learn import load
 
     from perflearn.manage.experience import Experience
-
-    quantiles = quantiles or {}
 
     experience = (Experience.from_csvs(experience_csvs, space, target, max_rps)
                   if experience_csvs and any(variant(n)[0] == "heimdall-experience" for n in names) else None)
@@ -363,12 +360,14 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                               f"on CPU {','.join(map(str, live.harness))}")
         return live
 
+    quantiles = quantiles or {}
     made = {}
     for name in order:
         base, label = variant(name)
         policy = made[name] = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
                                           model=predictors.get(label), cost_model=costs.get(label, costs.get(None)),
-                                          headroom=headroom, host_quantile=quantiles.get(label, quantiles.get(None, 0.95)),
+                                          headroom=headroom,
+                                          host_quantile=quantiles.get(label, quantiles.get(None, HOST_QUANTILE)),
                                           experience=experience, miss_budget=miss_budget)
         if base == "heimdall-experience":
             terminal.info(f"{name}: a miss priced {policy.price:.3g} W; "

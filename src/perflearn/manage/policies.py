@@ -222,6 +222,9 @@ class Heracles2Min(Heracles):
         super().__init__(*args, boost_s=boost_s, **kwargs)
 
 
+HOST_QUANTILE = 0.95  # Heimdall plans for a host as slow as the recent one was one interval in twenty
+
+
 class Heimdall(Policy):
     """Model-based: ``model`` maps a frame (cores, level, rps) to predicted p95 in seconds
     and its spread (mean, spread arrays).
@@ -343,7 +346,7 @@ class Heimdall(Policy):
                  react: bool = True, cheapest: bool = False, distrust_intervals: int = 30, cost_model=None,
                  cost_window: int = 20, headroom: float | None = None, room_floor: float = 0.5,
                  room_regain: float = 0.001, experience: Experience | None = None, miss_budget: float = 0.01,
-                 host_window: int = 60, host_quantile: float = 0.95, **kwargs):
+                 host_window: int = 60, host_quantile: float = HOST_QUANTILE, **kwargs):
         super().__init__(*args, **kwargs)
         if online is not None and not 0 < online <= 1:
             raise ValueError(f"online: a weight in (0, 1], got {online}")
@@ -795,7 +798,7 @@ def with_learning(names: list[str]) -> list[str]:
 def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, interval_s: float, *,
                 power: PowerModel, intervals: int, model=None, react: bool = True, cost_model=None,
                 headroom: float | None = None, experience: Experience | None = None,
-                miss_budget: float = 0.01, host_quantile: float = 0.95) -> Policy:
+                miss_budget: float = 0.01, host_quantile: float = HOST_QUANTILE) -> Policy:
     """A policy by name, with the settings this project evaluates it with: Hipster's
     heuristic runs its learning iteration(s) of ``intervals`` each and its Q-table decides
     after them; the Heimdall variants share one latency model (and, when given, the

@@ -252,18 +252,7 @@ fn run(args: Args) -> Result<(), WireError> {
         if mark.swap(false, Ordering::Relaxed) {
             // Packets stamped before the mark may still wait in the kernel buffer: take them first.
             let at = now_ns();
-            let drain_until = Instant::now() + Duration::from_millis(50);
-            let mut newest = 0u64;
-            while newest < at && Instant::now() < drain_until {
-                let got = cap.next(&mut |frame| {
-                    reporter.clock(frame.ts, &analyzer.counters(), Gauges::default(), Some(&kernel));
-                    analyzer.frame(frame, &mut reporter);
-                    newest = frame.ts;
-                })?;
-                if !got {
-                    break;
-                }
-            }
+            drain(&mut cap, &mut analyzer, &mut reporter, &kernel, at, Duration::from_millis(50))?;
             let g = Gauges { outstanding: analyzer.outstanding() as u64, flows: analyzer.flows() as u64 };
             reporter.mark(at, &analyzer.counters(), g, Some(&kernel));
         }
@@ -283,16 +272,7 @@ fn run(args: Args) -> Result<(), WireError> {
         }
     }
     // Let packets already in the kernel buffer arrive.
-    let drain_until = Instant::now() + Duration::from_millis(100);
-    while Instant::now() < drain_until {
-        let got = cap.next(&mut |frame| {
-            reporter.clock(frame.ts, &analyzer.counters(), Gauges::default(), Some(&kernel));
-            analyzer.frame(frame, &mut reporter);
-        })?;
-        if !got {
-            break;
-        }
-    }
+    drain(&mut cap, &mut analyzer, &mut reporter, &kernel, u64::MAX, Duration::from_millis(100))?;
     if let Ok(k) = cap.stats() {
         kernel = k;
     }
@@ -302,6 +282,25 @@ fn run(args: Args) -> Result<(), WireError> {
     if let Some(e) = reporter.take_error() {
         if e.kind() != io::ErrorKind::BrokenPipe {
             return Err(WireError::new("output", e.to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// Take the packets waiting in the kernel buffer, up to the first stamped at or after
+/// `before`, for at most `budget`.
+fn drain(cap: &mut LiveCapture, analyzer: &mut Analyzer, reporter: &mut Reporter, kernel: &KernelStats, before: u64,
+         budget: Duration) -> Result<(), WireError> {
+    let until = Instant::now() + budget;
+    let mut newest = 0u64;
+    while newest < before && Instant::now() < until {
+        let got = cap.next(&mut |frame| {
+            reporter.clock(frame.ts, &analyzer.counters(), Gauges::default(), Some(kernel));
+            analyzer.frame(frame, &mut *reporter);
+            newest = frame.ts;
+        })?;
+        if !got {
+            break;
         }
     }
     Ok(())
