@@ -18,7 +18,7 @@ import numpy as np
 
 from perflearn.manage.config import ConfigSpace, Configuration
 from perflearn.manage.live import LiveService
-from perflearn.manage.policies import rise_threshold, tick_dispersion
+from perflearn.manage.heimdall import rise_threshold, tick_dispersion
 from perflearn.runner.process import free_port
 
 

@@ -8,10 +8,10 @@ import pytest
 from typer.testing import CliRunner
 
 from perflearn.cli import app
-from perflearn.errors import UsageError
 from perflearn.manage.config import ConfigSpace, Configuration
 from perflearn.manage.experience import LEAST, STALE, Experience, load_bucket, misses_at_least
-from perflearn.manage.policies import Observation, make_policy
+from perflearn.manage.policies import make_policy
+from perflearn.manage.policy import Observation
 from perflearn.manage.power import power_model
 
 SPACE = ConfigSpace.make(2, 2)  # 1c@0.5, 1c@1, 2c@0.5, 2c@1

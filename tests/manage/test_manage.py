@@ -11,8 +11,10 @@ from typer.testing import CliRunner
 from perflearn.cli import app
 from perflearn.manage.config import ConfigSpace, Configuration
 from perflearn.manage.loop import Measured, Service, control_loop, summarize
-from perflearn.manage.policies import (Heimdall, Heracles, Hipster, Observation, Ondemand, Static, make_policy,
-                                       monotone_fit, tick_dispersion)
+from perflearn.manage.baselines import Heracles, Hipster, Ondemand, Static
+from perflearn.manage.heimdall import Heimdall, monotone_fit, tick_dispersion
+from perflearn.manage.policies import make_policy
+from perflearn.manage.policy import Observation
 from perflearn.manage.power import PowerModel, power_model
 from perflearn.manage.simulator import ServerModel, erlang_c, expand, response_quantile, steps_profile
 
@@ -1378,7 +1380,7 @@ def test_a_model_that_knows_the_host_is_given_the_slowest_it_saw_when_none_is_kn
 
 
 def sweep_on_the_simulator(space, target_s=2e-3, max_rps=20_000.0, step_s=30.0):
-    from perflearn.manage.policies import Sweep
+    from perflearn.manage.sweep import Sweep
     from perflearn.manage.loop import SimulatedService
     from perflearn.manage.simulator import ladder_profile
 
@@ -1429,7 +1431,7 @@ def test_settled_intervals_ran_one_configuration_through_them_and_the_one_before
 
 
 def test_sweep_flags():
-    from perflearn.manage.policies import Sweep
+    from perflearn.manage.sweep import Sweep
 
     with pytest.raises(ValueError, match="hold >= 1"):
         Sweep(SPACE, TARGET, 1000.0, 1.0, hold=0)
@@ -1555,7 +1557,7 @@ def test_one_interval_over_the_target_is_no_verdict_on_a_configuration_two_are()
     """The first interval after a switch is not judged, one settled miss is noise, two
     (or one over twice the target) skip the configuration and all no faster; the maximum
     is never skipped."""
-    from perflearn.manage.policies import Sweep
+    from perflearn.manage.sweep import Sweep
 
     space = ConfigSpace.make(2, 2)  # tried in the order 2c@1, 1c@1, 2c@0.5, 1c@0.5
 

@@ -33,7 +33,7 @@ import pandas as pd
 
 from perflearn.errors import UsageError
 
-from .config import ConfigSpace, Configuration
+from .config import ConfigSpace
 
 LEAST = 15  # intervals at a load before a configuration's miss share there is used
 STALE = 0.01  # the chance of so many misses, were the experience right, under which it is set aside

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from .config import ConfigSpace, Configuration
-from .policies import Observation, Policy, learning_label
+from .policies import learning_label
+from .policy import Observation, Policy
 from .power import PowerModel
 from .simulator import ServerModel
 
