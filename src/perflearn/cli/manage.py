@@ -378,10 +378,11 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                 frames[label] = frame
                 static = frames.get("static")
                 record(label, frame, None if static is None else static["energy_j"].sum(), wall, complete)
-        except KeyboardInterrupt:
-            if csv and frames:  # what ran, cut short or not: nothing measured is lost
+        except BaseException as exc:  # interrupted, or the service failed: nothing measured is lost
+            if csv and frames:
                 _write_csv(frames, csv)
-                terminal.warn(f"interrupted: the intervals run so far are in {csv}")
+                why = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped"
+                terminal.warn(f"{why}: the intervals run so far are in {csv}")
             raise
     static_energy = frames["static"]["energy_j"].sum() if "static" in frames else None
     shown = {n: f for n, f in frames.items() if n != "static" or "static" in names}

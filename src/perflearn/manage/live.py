@@ -15,15 +15,17 @@ would otherwise take CPU time from the service they measure.
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import shlex
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
 
-from perflearn.errors import UnsupportedError, UsageError
+from perflearn.errors import RunnerError, UnsupportedError, UsageError
 from perflearn.experiment import cgroups
 from perflearn.experiment.actuators import cpu_list, parse_cpus
 from perflearn.experiment.cpufreq import CpuFreq
@@ -78,6 +80,7 @@ class LiveService(Service):
         # what close() stops, as far as the start got: an interrupt in the preload must not leave them running
         self.freq: CpuFreq | None = None
         self.service: subprocess.Popen | None = None
+        self.service_err = None  # the service's stderr, a temporary file
         self.load: subprocess.Popen | None = None
         self.sniffer: LiveSniffer | None = None
         self.load_reader: threading.Thread | None = None
@@ -106,9 +109,11 @@ class LiveService(Service):
                     f.write(str(os.getpid()))
             os.sched_setaffinity(0, cpus)  # not the harness's CPUs it was forked with
 
+        # stderr to a file: a pipe nobody reads while it runs would stop a service that logs
+        self.service_err = tempfile.TemporaryFile()
         self.service = subprocess.Popen(shlex.split(command), preexec_fn=join, process_group=0,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        _wait_port(port, self.service, 10.0)
+                                        stdout=subprocess.DEVNULL, stderr=self.service_err)
+        _wait_port(port, self.service, self.service_err, 10.0)
         if self.harness:  # this process's threads, and so the sniffer and the load generator it starts: off the service's CPUs
             _place_threads(self.harness)
         self.probe = HostSpeedProbe().start()  # a thread of this process: on the harness's CPUs when there are some
@@ -117,7 +122,7 @@ class LiveService(Service):
         self.load_started = threading.Event()
         self.load_start = float("inf")  # wall-clock time the load profile began (after any preload)
         self.sniffer = LiveSniffer(interface, bpf=f"tcp port {port}", protocol=protocol, ports=[port],
-                                   interval=interval_s, tick=tick_s, on_line=self._line).start()
+                                   interval=interval_s, tick=tick_s or interval_s / 10, on_line=self._line).start()
         self.load = subprocess.Popen([str(locate("perflearn-load")), *load], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.load_reader = threading.Thread(target=self._read_load, daemon=True)
@@ -170,8 +175,9 @@ class LiveService(Service):
         self.config = config
 
     def observe(self, t: float, react=None) -> Measured | None:
+        self._check_running()
         deadline = time.monotonic() + self.interval * 1.5
-        line = None
+        line, ticks = None, []
         while line is None:
             try:
                 got = self.carry.pop(0) if self.carry else self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -179,13 +185,16 @@ class LiveService(Service):
                 return None  # the latency stream stalled
             if got.get("type") != "tick":
                 line = got
-            elif react is not None:  # a tick of the interval under way
+                continue
+            ticks.append(got)
+            if react is not None:  # a tick of the interval under way
                 react(float(got.get("rps", 0.0)))
         waiting = []
         while not self.lines.empty():
             waiting.append(self.lines.get_nowait())
         newest = max((i for i, obj in enumerate(waiting) if obj.get("type") != "tick"), default=None)
         if newest is not None:  # the loop fell behind: the newest interval, the ticks after it
+            ticks += [obj for obj in waiting[:newest] if obj.get("type") == "tick"]
             line, waiting = waiting[newest], waiting[newest + 1:]
         self.carry = waiting  # ticks of the next interval
         now, (cpu, throttled) = time.monotonic(), _usage(self.group)
@@ -194,15 +203,32 @@ class LiveService(Service):
             allowed = self.config.cores * self.config.level * (now - self.last_time)
             utilisation = min(1.0, (cpu - self.last_cpu) / allowed)
         self.last_cpu, self.last_time = cpu, now
-        p95, p99 = line.get("p95_us"), line.get("p99_us")
         rps, probe = float(line.get("rps", 0.0)), self.probe.take()  # (median, fastest) µs, or None
         extra = {"host_probe_us": probe[0], "host_probe_min_us": probe[1]} if probe else {}
         if throttled is not None and self.last_throttled is not None:  # ms the quota held the service back
             extra["throttled_ms"] = max(0.0, throttled - self.last_throttled) * 1e3
         self.last_throttled = throttled
-        if not isinstance(p95, (int, float)):
-            return Measured(rps, 0.0, 0.0, utilisation, **extra)  # no request: nothing late
-        return Measured(rps, p95 / 1e6, float(p99 or p95) / 1e6, utilisation, **extra)
+        p95, p99 = (float(v) / 1e6 if isinstance(v, (int, float)) else 0.0  # no request answered: none late
+                    for v in (line.get("p95_us"), line.get("p99_us") or line.get("p95_us")))
+        start, end = float(line.get("start", 0.0)), float(line.get("end", 0.0))
+        arrivals = [(float(k["end"]), int(k.get("requests", 0))) for k in ticks
+                    if float(k.get("start", 0.0)) >= start - 1e-6 and float(k.get("end", 0.0)) <= end + 1e-6]
+        answered, unanswered = int(line.get("requests") or 0), int(line.get("outstanding") or 0)
+        floor95, floor99 = (unanswered_floor(answered, unanswered, arrivals, start, end, q) for q in (0.95, 0.99))
+        if floor95 > p95:
+            extra["note"] = (f"{unanswered} requests unanswered at the interval's end ({answered} answered): "
+                             f"p95 at least {floor95 * 1e3:.4g} ms")
+        return Measured(rps, max(p95, floor95), max(p99, floor99), utilisation, **extra)
+
+    def _check_running(self) -> None:
+        """A service or load generator that has exited ends the run, saying so: its intervals
+        would read as a service that meets any target (no request answered late)."""
+        if self.service.poll() is not None:
+            raise RunnerError(f"the service exited with {self.service.returncode} during the run: "
+                              f"{_tail(self.service_err) or 'it wrote nothing to stderr'}")
+        if self.load.poll() not in (None, 0):
+            raise RunnerError(f"perflearn-load exited with {self.load.returncode} during the run: "
+                              f"{(self.load.stderr.read() or '').strip()[:200]}")
 
     @property
     def load_done(self) -> bool:
@@ -219,6 +245,8 @@ class LiveService(Service):
                     proc.wait()
             if proc.stderr is not None:
                 proc.stderr.close()
+        if self.service_err is not None:
+            self.service_err.close()
         if self.load_reader is not None:
             self.load_reader.join(timeout=2.0)  # at the generator's end of output
         if self.load is not None and self.load.stdout is not None:
@@ -264,20 +292,50 @@ def check_service_cpus(cpus: list[int], allowed: list[int], cores: int) -> list[
     return sorted(cpus)
 
 
-def _wait_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
+def _wait_port(port: int, proc: subprocess.Popen, stderr, timeout: float) -> None:
     import socket
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise UsageError(f"the service exited with {proc.returncode} before accepting on port {port}: "
-                             f"{(proc.stderr.read() or '').strip()[:200]}")
+                             f"{_tail(stderr)}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
         except OSError:
             time.sleep(0.05)
     raise UsageError(f"the service did not accept on port {port} within {timeout:g} s")
+
+
+def _tail(file, limit: int = 200) -> str:
+    """The end of what a process wrote to ``file`` (binary, opened for reading and writing), on one line."""
+    file.seek(0)
+    return " ".join(file.read().decode(errors="replace").split())[-limit:]
+
+
+def unanswered_floor(answered: int, unanswered: int, arrivals: list[tuple[float, int]], start: float, end: float,
+                     q: float) -> float:
+    """A lower bound, in seconds, of the ``q`` quantile of the latency of an interval's
+    requests when ``unanswered`` were still waiting at its ``end`` (``answered`` were
+    answered in it). A quantile's rank leaves n - ceil(q n) of the n requests above it;
+    when more are unanswered, it is at least the wait so far of the (n - ceil(q n) + 1)-th
+    longest-waiting of them. Each has waited since it arrived: taking the unanswered to
+    be the latest arrivals (``arrivals``: (end, requests) of the interval's ticks; any
+    more, from before ``start``) makes every wait the shortest it can be, so the bound
+    holds whichever they were. 0 when they are too few to reach the quantile.
+    Why: the wire's quantiles are of the answered requests only, so a service that stops
+    answering reads as one that meets any target."""
+    n = answered + unanswered
+    above = n - math.ceil(q * n - 1e-9)
+    if unanswered <= above:
+        return 0.0
+    rank = unanswered - above  # of the waits, shortest first
+    for tick_end, count in sorted(arrivals, reverse=True):  # the latest first: the shortest waits
+        if rank <= count:
+            return max(0.0, end - tick_end)
+        rank -= count
+    return max(0.0, end - start)  # arrived before the interval
 
 
 def write_trace(segments: list[tuple[float, float]], path: Path) -> Path:

@@ -7,7 +7,8 @@ few milliseconds) lets a policy react to a load rise inside the interval
 Reliability rules: when the latency stream stalls (no observation for an interval) or
 the policy fails, the maximum configuration is applied within that interval and the
 reason is recorded; an actuation that fails is recorded and retried next interval,
-never silently skipped; when the loop ends, the service is left at maximum.
+never silently skipped; when the loop ends, the service is left at maximum. A live
+service that exits, or stops answering, is the service's own (module ``live``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Measured:
     # run-queue ms the CFS quota held the service back (cpu.stat, summed over its CPUs; live only, None
     # where the kernel does not say): where the speed level is a quota, the baselines' misses came with it
     throttled_ms: float | None = None
+    note: str = ""  # what the service says of the interval's measurement (e.g. requests left unanswered)
 
 
 React = Callable[[float], None]  # called with the arrival rate of each tick inside an interval
@@ -192,7 +194,7 @@ class Controller:
                 t, offered_rps, measured.rps, measured.p95, measured.p99, policy.target,
                 config.cores, config.level, policy.predicted, measured.utilisation, measured.power_w,
                 measured.power_w * interval_s,
-                new != config, "; ".join([*events, *([note] if note else [])]), reactions, settled, cost_us,
+                new != config, "; ".join(filter(None, [*events, measured.note, note])), reactions, settled, cost_us,
                 measured.host_probe_us, measured.host_probe_min_us, measured.throttled_ms, first + i))
             if new != config:
                 try:

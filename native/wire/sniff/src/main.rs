@@ -183,7 +183,7 @@ fn run(args: Args) -> Result<(), WireError> {
                 return;
             }
             if reporter.due(frame.ts) {
-                reporter.clock(frame.ts, &analyzer.counters(), Gauges::default(), None);
+                reporter.clock(frame.ts, &analyzer.counters(), gauges(&analyzer), None);
             } else {
                 reporter.observe(frame.ts);
             }
@@ -191,8 +191,7 @@ fn run(args: Args) -> Result<(), WireError> {
             last = last.max(frame.ts);
         })?;
         analyzer.finish(last, &mut reporter);
-        let g = Gauges { outstanding: 0, flows: 0 };
-        reporter.finish(&analyzer.counters(), g, None, Some(stats.truncated));
+        reporter.finish(&analyzer.counters(), gauges(&analyzer), None, Some(stats.truncated));
         if let Some(e) = reporter.take_error() {
             return Err(WireError::new("output", e.to_string()));
         }
@@ -238,14 +237,14 @@ fn run(args: Args) -> Result<(), WireError> {
     let timer = Duration::from_nanos(tick_ns.map_or(100_000_000, |t| (t / 2).clamp(1_000_000, 100_000_000)));
     // Packets reach us a little after their timestamp: close intervals that much later.
     let lag_ns = 20_000_000u64;
-    reporter.clock(now_ns(), &analyzer.counters(), Gauges::default(), Some(&kernel));
+    reporter.clock(now_ns(), &analyzer.counters(), gauges(&analyzer), Some(&kernel));
     while !stop.load(Ordering::Relaxed) {
         if deadline.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
         let mut frame_ts = None;
         cap.next(&mut |frame| {
-            reporter.clock(frame.ts, &analyzer.counters(), Gauges::default(), Some(&kernel));
+            clock(&mut reporter, &analyzer, frame.ts, &kernel);
             analyzer.frame(frame, &mut reporter);
             frame_ts = Some(frame.ts);
         })?;
@@ -253,16 +252,14 @@ fn run(args: Args) -> Result<(), WireError> {
             // Packets stamped before the mark may still wait in the kernel buffer: take them first.
             let at = now_ns();
             drain(&mut cap, &mut analyzer, &mut reporter, &kernel, at, Duration::from_millis(50))?;
-            let g = Gauges { outstanding: analyzer.outstanding() as u64, flows: analyzer.flows() as u64 };
-            reporter.mark(at, &analyzer.counters(), g, Some(&kernel));
+            reporter.mark(at, &analyzer.counters(), gauges(&analyzer), Some(&kernel));
         }
         if last_stats.elapsed() >= timer {
             last_stats = Instant::now();
             if let Ok(k) = cap.stats() {
                 kernel = k;
             }
-            let g = Gauges { outstanding: analyzer.outstanding() as u64, flows: analyzer.flows() as u64 };
-            reporter.clock(now_ns().saturating_sub(lag_ns), &analyzer.counters(), g, Some(&kernel));
+            reporter.clock(now_ns().saturating_sub(lag_ns), &analyzer.counters(), gauges(&analyzer), Some(&kernel));
         }
         if let Some(e) = reporter.take_error() {
             if e.kind() == io::ErrorKind::BrokenPipe {
@@ -278,13 +275,30 @@ fn run(args: Args) -> Result<(), WireError> {
     }
     let now = now_ns();
     analyzer.finish(now, &mut reporter);
-    reporter.finish(&analyzer.counters(), Gauges::default(), Some(&kernel), None);
+    reporter.finish(&analyzer.counters(), gauges(&analyzer), Some(&kernel), None);
     if let Some(e) = reporter.take_error() {
         if e.kind() != io::ErrorKind::BrokenPipe {
             return Err(WireError::new("output", e.to_string()));
         }
     }
     Ok(())
+}
+
+/// What the interval lines report besides latencies: requests awaiting their response and
+/// open connections, at the moment an interval closes.
+fn gauges(analyzer: &Analyzer) -> Gauges {
+    Gauges { outstanding: analyzer.outstanding() as u64, flows: analyzer.flows() as u64 }
+}
+
+/// A packet's capture time reached the reporter. The gauges walk every connection, so they
+/// are read only when a tick or an interval closes (until then the time is only noted);
+/// without them an interval closed by a packet said 0 requests outstanding, however many were.
+fn clock(reporter: &mut Reporter, analyzer: &Analyzer, ts: u64, kernel: &KernelStats) {
+    if reporter.due(ts) {
+        reporter.clock(ts, &analyzer.counters(), gauges(analyzer), Some(kernel));
+    } else {
+        reporter.observe(ts);
+    }
 }
 
 /// Take the packets waiting in the kernel buffer, up to the first stamped at or after
@@ -295,7 +309,7 @@ fn drain(cap: &mut LiveCapture, analyzer: &mut Analyzer, reporter: &mut Reporter
     let mut newest = 0u64;
     while newest < before && Instant::now() < until {
         let got = cap.next(&mut |frame| {
-            reporter.clock(frame.ts, &analyzer.counters(), Gauges::default(), Some(kernel));
+            clock(&mut *reporter, &*analyzer, frame.ts, kernel);
             analyzer.frame(frame, &mut *reporter);
             newest = frame.ts;
         })?;

@@ -1,0 +1,148 @@
+"""A live service that stops answering, or exits, under the manager: never read as one
+that meets its target."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from perflearn.cli import app
+from perflearn.manage.live import unanswered_floor
+
+
+def brute_floor(answered: int, unanswered: int, arrivals, start: float, end: float, q: float) -> float:
+    """The definition: each request's latency at least its lower bound (an answered one's
+    is unknown, so 0; an unanswered one's, its wait so far, the latest arrivals taken as
+    the unanswered), and the q quantile of the latencies (the ceil(q n)-th smallest) at
+    least that of the bounds."""
+    waits = [end - tick_end for tick_end, count in sorted(arrivals, reverse=True) for _ in range(count)]
+    waits = (waits + [end - start] * unanswered)[:unanswered]
+    bounds = sorted([0.0] * answered + waits)
+    return bounds[math.ceil(q * len(bounds)) - 1]
+
+
+def test_a_service_that_answers_none_waits_as_long_as_its_requests():
+    ticks = [(0.1 * (k + 1), 100) for k in range(10)]  # 100 requests in each tenth of the interval
+    assert unanswered_floor(0, 1000, ticks, 0.0, 1.0, 0.95) == pytest.approx(0.9)
+    # more waiting than arrived in the interval: the rest arrived before it began
+    assert unanswered_floor(0, 500, [(1.0, 100)], 0.0, 1.0, 0.95) == pytest.approx(1.0)
+
+
+def test_a_few_requests_in_flight_move_no_quantile():
+    ticks = [(0.02 * (k + 1), 760) for k in range(50)]  # 38 000 req/s, answered in about 100 µs
+    assert unanswered_floor(38_000, 4, ticks, 0.0, 1.0, 0.95) == 0.0
+    assert unanswered_floor(38_000, 4, ticks, 0.0, 1.0, 0.99) == 0.0
+    # the latest 100 of 1 000 unanswered may be answered at once: no bound; 200 bound p95 at one tick
+    tenths = [(0.1 * (k + 1), 100) for k in range(10)]
+    assert unanswered_floor(900, 100, tenths, 0.0, 1.0, 0.95) == 0.0
+    assert unanswered_floor(800, 200, tenths, 0.0, 1.0, 0.95) == pytest.approx(0.1)
+
+
+def test_the_floor_is_the_quantile_of_the_lower_bounds():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        ticks = [(float(e), int(c)) for e, c in zip(np.sort(rng.uniform(0, 1, rng.integers(0, 8))),
+                                                    rng.integers(0, 50, 8))]
+        answered, unanswered = int(rng.integers(0, 200)), int(rng.integers(0, 200))
+        if answered + unanswered == 0:
+            continue
+        for q in (0.5, 0.95, 0.99):
+            got = unanswered_floor(answered, unanswered, ticks, 0.0, 1.0, q)
+            assert got == pytest.approx(brute_floor(answered, unanswered, ticks, 0.0, 1.0, q)), (ticks, answered,
+                                                                                                 unanswered, q)
+
+
+SERVICE = "memcached -u root -l 127.0.0.1 -p {port} -t 1 -U 0"
+needs_memcached = pytest.mark.skipif(shutil.which("memcached") is None, reason="needs memcached")
+
+
+def run_manage(tmp_path, action, *policies: str, after: float, on: str = "memcached"):
+    """``perflearn manage`` with ``policies`` on a real memcached (2-s steps, 8 000 req/s at
+    most) while ``action(pid)`` is done to the process ``on`` (memcached or perflearn-load,
+    a child of this one) ``after`` seconds after it started; the command's result and its CSV."""
+    from perflearn.experiment import cgroups
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+    done = threading.Event()
+
+    def act():
+        while not done.is_set():  # the service, once it runs
+            found = subprocess.run(["pgrep", "-P", str(os.getpid()), "-x", on], capture_output=True, text=True).stdout.split()
+            if found:
+                time.sleep(after)
+                action(int(found[0]))
+                return
+            time.sleep(0.1)
+
+    helper = threading.Thread(target=act, daemon=True)
+    helper.start()
+    csv = tmp_path / "live.csv"
+    try:
+        result = CliRunner().invoke(app, ["manage", "--service", SERVICE, "--cores", "1", "--levels", "2",
+                                          "--max-rps", "8000", "--target-ms", "2", "--step-seconds", "2",
+                                          "--csv", str(csv), *policies])
+    finally:
+        done.set()
+        helper.join(timeout=30)
+    return result, csv
+
+
+@pytest.mark.slow
+@needs_memcached
+def test_a_service_that_stops_answering_misses(tmp_path):
+    def pause(pid):  # SIGSTOP: the kernel still takes its requests, it answers none for 3 s
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(3)
+        os.kill(pid, signal.SIGCONT)
+
+    result, csv = run_manage(tmp_path, pause, "-p", "static", after=6)
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(csv)
+    said = frame[frame["note"].fillna("").str.contains("unanswered at the interval's end")]
+    shown = frame[["t", "rps", "p95", "note"]].to_string()
+    assert (said["p95"] > said["target"]).all(), shown  # each a miss
+    assert (said["p95"] > 0.5).sum() >= 2, shown  # the whole seconds it was stopped: by most of a second
+
+
+@pytest.mark.slow
+@needs_memcached
+def test_a_service_that_exits_ends_the_run_and_keeps_what_was_measured(tmp_path):
+    result, csv = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "--interleave", "-p", "static",
+                             "-p", "ondemand", after=6)
+    assert result.exit_code == 1, result.output
+    assert "the service exited with -9 during the run" in result.output and "Traceback" not in result.output
+    frame = pd.read_csv(csv)  # the turns taken before it, both policies'
+    assert set(frame["policy"]) == {"static", "ondemand"} and 2 <= len(frame) < 2 * 22
+
+
+@pytest.mark.slow
+@needs_memcached
+def test_a_load_generator_that_fails_ends_the_run(tmp_path):
+    result, _ = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "-p", "static", after=4,
+                           on="perflearn-load")
+    assert result.exit_code == 1, result.output
+    assert "perflearn-load exited with -9 during the run" in result.output and "Traceback" not in result.output
+
+
+def test_a_service_that_exits_at_start_says_what_it_wrote(tmp_path):
+    from perflearn.experiment import cgroups
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+    result = CliRunner().invoke(app, ["manage", "--service", "sh -c 'echo no such option {port} >&2; exit 3'",
+                                      "--cores", "1", "--levels", "2", "--max-rps", "1000", "--target-ms", "2",
+                                      "--step-seconds", "1", "-p", "static"])
+    assert result.exit_code == 2, result.output
+    assert "the service exited with 3 before accepting on port" in result.output
+    assert "no such option" in result.output and "Traceback" not in result.output
