@@ -106,7 +106,7 @@ def test_a_service_that_stops_answering_misses(tmp_path):
         time.sleep(3)
         os.kill(pid, signal.SIGCONT)
 
-    result, csv = run_manage(tmp_path, pause, "-p", "static", after=6)
+    result, csv = run_manage(tmp_path, pause, "-p", "static", after=8)
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(csv)
     said = frame[frame["note"].fillna("").str.contains("unanswered at the interval's end")]
@@ -119,7 +119,7 @@ def test_a_service_that_stops_answering_misses(tmp_path):
 @needs_memcached
 def test_a_service_that_exits_ends_the_run_and_keeps_what_was_measured(tmp_path):
     result, csv = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "--interleave", "-p", "static",
-                             "-p", "ondemand", after=6)
+                             "-p", "ondemand", after=8)
     assert result.exit_code == 1, result.output
     assert "the service exited with -9 during the run" in result.output and "Traceback" not in result.output
     frame = pd.read_csv(csv)  # the turns taken before it, both policies'
@@ -129,7 +129,7 @@ def test_a_service_that_exits_ends_the_run_and_keeps_what_was_measured(tmp_path)
 @pytest.mark.slow
 @needs_memcached
 def test_a_load_generator_that_fails_ends_the_run(tmp_path):
-    result, _ = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "-p", "static", after=4,
+    result, _ = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "-p", "static", after=8,
                            on="perflearn-load")
     assert result.exit_code == 1, result.output
     assert "perflearn-load exited with -9 during the run" in result.output and "Traceback" not in result.output
