@@ -8,7 +8,8 @@ Reliability rules: when the latency stream stalls (no observation for an interva
 the policy fails, the maximum configuration is applied within that interval and the
 reason is recorded; an actuation that fails is recorded and retried next interval,
 never silently skipped; when the loop ends, the service is left at maximum. A live
-service that exits, or stops answering, is the service's own (module ``live``).
+service that exits ends the run, and one that stops answering is measured as late
+(module ``live``).
 """
 
 from __future__ import annotations
