@@ -182,11 +182,7 @@ fn run(args: Args) -> Result<(), WireError> {
             if !link::is_supported(frame.linktype) {
                 return;
             }
-            if reporter.due(frame.ts) {
-                reporter.clock(frame.ts, &analyzer.counters(), gauges(&analyzer), None);
-            } else {
-                reporter.observe(frame.ts);
-            }
+            clock(&mut reporter, &analyzer, frame.ts, None);
             analyzer.frame(frame, &mut reporter);
             last = last.max(frame.ts);
         })?;
@@ -244,7 +240,7 @@ fn run(args: Args) -> Result<(), WireError> {
         }
         let mut frame_ts = None;
         cap.next(&mut |frame| {
-            clock(&mut reporter, &analyzer, frame.ts, &kernel);
+            clock(&mut reporter, &analyzer, frame.ts, Some(&kernel));
             analyzer.frame(frame, &mut reporter);
             frame_ts = Some(frame.ts);
         })?;
@@ -293,9 +289,9 @@ fn gauges(analyzer: &Analyzer) -> Gauges {
 /// A packet's capture time reached the reporter. The gauges walk every connection, so they
 /// are read only when a tick or an interval closes (until then the time is only noted);
 /// without them an interval closed by a packet said 0 requests outstanding, however many were.
-fn clock(reporter: &mut Reporter, analyzer: &Analyzer, ts: u64, kernel: &KernelStats) {
+fn clock(reporter: &mut Reporter, analyzer: &Analyzer, ts: u64, kernel: Option<&KernelStats>) {
     if reporter.due(ts) {
-        reporter.clock(ts, &analyzer.counters(), gauges(analyzer), Some(kernel));
+        reporter.clock(ts, &analyzer.counters(), gauges(analyzer), kernel);
     } else {
         reporter.observe(ts);
     }
@@ -309,7 +305,7 @@ fn drain(cap: &mut LiveCapture, analyzer: &mut Analyzer, reporter: &mut Reporter
     let mut newest = 0u64;
     while newest < before && Instant::now() < until {
         let got = cap.next(&mut |frame| {
-            clock(&mut *reporter, &*analyzer, frame.ts, kernel);
+            clock(&mut *reporter, &*analyzer, frame.ts, Some(kernel));
             analyzer.frame(frame, &mut *reporter);
             newest = frame.ts;
         })?;
