@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from perflearn.cli import app
+from perflearn.manage.journal import COLUMNS
 from perflearn.manage.live import unanswered_floor
 
 
@@ -121,7 +122,7 @@ def test_a_service_that_exits_ends_the_run_and_keeps_what_was_measured(tmp_path)
     result, csv = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "--interleave", "-p", "static",
                              "-p", "ondemand", after=8)
     assert result.exit_code == 1, result.output
-    assert "the service exited with -9 during the run" in result.output and "Traceback" not in result.output
+    assert "the service ended with signal SIGKILL during the run" in result.output and "Traceback" not in result.output
     frame = pd.read_csv(csv)  # the turns taken before it, both policies'
     assert set(frame["policy"]) == {"static", "ondemand"} and 2 <= len(frame) < 2 * 22
 
@@ -132,7 +133,7 @@ def test_a_load_generator_that_fails_ends_the_run(tmp_path):
     result, _ = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "-p", "static", after=8,
                            on="perflearn-load")
     assert result.exit_code == 1, result.output
-    assert "perflearn-load exited with -9 during the run" in result.output and "Traceback" not in result.output
+    assert "perflearn-load ended with signal SIGKILL during the run" in result.output and "Traceback" not in result.output
 
 
 def test_a_service_that_exits_at_start_says_what_it_wrote(tmp_path):
@@ -144,5 +145,48 @@ def test_a_service_that_exits_at_start_says_what_it_wrote(tmp_path):
                                       "--cores", "1", "--levels", "2", "--max-rps", "1000", "--target-ms", "2",
                                       "--step-seconds", "1", "-p", "static"])
     assert result.exit_code == 2, result.output
-    assert "the service exited with 3 before accepting on port" in result.output
+    assert "the service ended with code 3 before accepting on port" in result.output
     assert "no such option" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.slow
+@needs_memcached
+def test_a_manager_killed_outright_keeps_its_intervals_and_leaves_nothing_running(tmp_path, alive):
+    """SIGKILL: no cleanup of the manager's runs, yet --csv has every interval ended, and its
+    service, load generator and capture end with it, so the next manager removes its cgroup."""
+    import sys
+
+    from perflearn.experiment import cgroups
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+    csv = tmp_path / "live.csv"
+    manager = subprocess.Popen([sys.executable, "-m", "perflearn", "manage", "--service", SERVICE, "--cores", "1",
+                                "--levels", "2", "--max-rps", "8000", "--target-ms", "2", "--step-seconds", "2",
+                                "--interleave", "-p", "static", "-p", "ondemand", "--csv", str(csv)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    children: list[str] = []
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and manager.poll() is None:  # a few turns in
+            if csv.exists() and len(csv.read_text().splitlines()) > 1 + 6:
+                break
+            time.sleep(0.2)
+        assert manager.poll() is None, manager.stderr.read()
+        children = subprocess.run(["pgrep", "-P", str(manager.pid)], capture_output=True, text=True).stdout.split()
+        names = {open(f"/proc/{c}/comm").read().strip() for c in children}
+        assert {"memcached", "perflearn-load", "perflearn-sniff"} <= names, names
+        manager.kill()
+        manager.wait()
+        assert not [c for c in children if alive(int(c))], "children of the killed manager still run"
+    finally:
+        if manager.poll() is None:
+            manager.kill()
+            manager.wait()
+        for child in filter(alive, map(int, children)):  # a failed test leaves nothing either
+            os.kill(child, signal.SIGKILL)
+    frame = pd.read_csv(csv)
+    assert len(frame) >= 6 and set(frame["policy"]) == {"static", "ondemand"}, frame
+    assert list(frame.columns) == COLUMNS and (frame["rps"] > 0).any()
+    stale = [name for name in cgroups.remove_stale("manage") if f"-{manager.pid}-" in name]
+    assert stale == [f"manage-{manager.pid}-service"], stale

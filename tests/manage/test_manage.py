@@ -601,6 +601,39 @@ def test_an_interrupted_interleaved_comparison_keeps_the_turns_taken():
     assert services["interleaved"].config == SPACE.maximum  # left at maximum
 
 
+def test_every_interval_is_on_disk_as_it_ends(tmp_path):
+    """``IntervalCsv`` as a comparison's log: the file holds each pass's intervals, learning
+    and interleaved ones, the same as the frames the comparison yields, and holds them
+    before the comparison ends (an interrupted one: all the intervals that ended)."""
+    import io
+
+    import pandas as pd
+
+    from perflearn.manage.journal import COLUMNS, IntervalCsv
+    from perflearn.manage.loop import SimulatedService, comparison
+
+    loads = [1000.0] * 4 + [9000.0] * 4
+    names = ["static", "hipster", "ondemand"]
+    policies = {n: make_policy(n, SPACE, TARGET, 10_000, 1.0, power=PowerModel(), intervals=len(loads)) for n in names}
+    csv = tmp_path / "i.csv"
+    frames, seen = {}, []
+    with IntervalCsv(csv) as journal:
+        def service(label, given=loads):
+            return SimulatedService(ServerModel(mu_max=4000, seed=3), SPACE, given, 1.0)
+
+        for label, frame, _, complete in comparison(policies, service, loads, 1.0, PowerModel(), slot=4, log=journal):
+            frames[label] = frame
+            seen.append(len(pd.read_csv(csv)))  # already on disk when its pass comes out
+    assert seen == [8, 8 + 3 * 8, 8 + 3 * 8, 8 + 3 * 8]
+    written = pd.read_csv(csv)
+    assert list(written.columns) == COLUMNS
+    for label, frame in frames.items():  # as the frame itself reads back from a CSV
+        rows = written[written["policy"] == label].drop(columns="policy").reset_index(drop=True)
+        pd.testing.assert_frame_equal(rows, pd.read_csv(io.StringIO(frame.to_csv(index=False))), check_dtype=False)
+    # the turns in the order the service ran them: static's first four, then hipster's
+    assert list(written["policy"][8:16]) == ["static"] * 4 + ["hipster"] * 4
+
+
 def test_interleaved_comparison_cli(tmp_path):
     """The simulator takes turns as a live run does; Hipster's learning pass runs first, alone."""
     import pandas as pd

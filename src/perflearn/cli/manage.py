@@ -7,7 +7,7 @@ import re
 import shlex
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -306,6 +306,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
           miss_budget=0.01, slot=None, quantiles: dict | None = None) -> None:
     from perflearn.manage.compare import figure as draw, model_predictor
     from perflearn.manage.hostspeed import slow_intervals
+    from perflearn.manage.journal import IntervalCsv
     from perflearn.manage.live import LiveService, write_trace
     from perflearn.manage.loop import comparison, summarize
     from perflearn.manage.policies import HOST_QUANTILE, make_policy, variant
@@ -372,17 +373,19 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         if base == "heimdall-experience":
             terminal.info(f"{name}: a miss priced {policy.price:.3g} W; "
                           f"{policy.expected_share * 100:.2f} % of intervals expected to miss")
-    with workdir:  # each pass recorded as it ends (static's comes first: the energy's reference)
+    # every interval on disk as it ends: a manager killed outright loses only the one in flight
+    journal = IntervalCsv(csv) if csv else nullcontext()
+    with workdir, journal:  # each pass recorded in the store as it ends (static's first: the energy's reference)
         try:
-            for label, frame, wall, complete in comparison(made, service, offered, interval, power, slot):
+            for label, frame, wall, complete in comparison(made, service, offered, interval, power, slot,
+                                                           log=journal if csv else None):
                 frames[label] = frame
                 static = frames.get("static")
                 record(label, frame, None if static is None else static["energy_j"].sum(), wall, complete)
         except BaseException as exc:  # interrupted, or the service failed: nothing measured is lost
-            if csv and frames:
-                _write_csv(frames, csv)
+            if csv and journal.rows:
                 why = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped"
-                terminal.warn(f"{why}: the intervals run so far are in {csv}")
+                terminal.warn(f"{why}: the {journal.rows} intervals run so far are in {csv}")
             raise
     static_energy = frames["static"]["energy_j"].sum() if "static" in frames else None
     shown = {n: f for n, f in frames.items() if n != "static" or "static" in names}
@@ -400,13 +403,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
     if figure:
         draw({n: frames[n] for n in names}, figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
     if csv:
-        _write_csv(frames, csv)
-
-
-def _write_csv(frames: dict, path: Path) -> None:
-    import pandas as pd
-
-    pd.concat([f.assign(policy=n) for n, f in frames.items()]).to_csv(path, index=False)
+        terminal.info(f"intervals: {csv}")
 
 
 def _warn_if_hosts_differ(slow: dict[str, float]) -> None:

@@ -29,6 +29,8 @@ from perflearn.errors import RunnerError, UnsupportedError, UsageError
 from perflearn.experiment import cgroups
 from perflearn.experiment.actuators import cpu_list, parse_cpus
 from perflearn.experiment.cpufreq import CpuFreq
+from perflearn.lifetime import died_with
+from perflearn.runner.process import describe_status
 from perflearn.wire import LiveSniffer, locate
 
 from .config import ConfigSpace, Configuration
@@ -81,6 +83,7 @@ class LiveService(Service):
         self.freq: CpuFreq | None = None
         self.service: subprocess.Popen | None = None
         self.service_err = None  # the service's stderr, a temporary file
+        self.load_err = None  # perflearn-load's
         self.load: subprocess.Popen | None = None
         self.sniffer: LiveSniffer | None = None
         self.load_reader: threading.Thread | None = None
@@ -102,8 +105,10 @@ class LiveService(Service):
         files = self.group.procs_files
 
         cpus = self.cpus
+        ends_with_us = died_with(os.getpid())  # a manager killed outright leaves nothing running
 
         def join() -> None:
+            ends_with_us()
             for procs in files:
                 with open(procs, "w") as f:
                     f.write(str(os.getpid()))
@@ -123,8 +128,9 @@ class LiveService(Service):
         self.load_start = float("inf")  # wall-clock time the load profile began (after any preload)
         self.sniffer = LiveSniffer(interface, bpf=f"tcp port {port}", protocol=protocol, ports=[port],
                                    interval=interval_s, tick=tick_s or interval_s / 10, on_line=self._line).start()
+        self.load_err = tempfile.TemporaryFile()  # a file, as the service's: nobody reads a pipe during the run
         self.load = subprocess.Popen([str(locate("perflearn-load")), *load], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=self.load_err, text=True, preexec_fn=ends_with_us)
         self.load_reader = threading.Thread(target=self._read_load, daemon=True)
         self.load_reader.start()
         self._await_load(timeout=120.0)
@@ -155,8 +161,7 @@ class LiveService(Service):
         deadline = time.monotonic() + timeout
         while not self.load_started.wait(0.1):
             if self.load.poll() is not None:
-                stderr = (self.load.stderr.read() if self.load.stderr else "") or ""
-                why = f"exited with {self.load.returncode}: {stderr.strip()[:200]}"
+                why = f"ended with {_status(self.load)}: {_tail(self.load_err)}"
             elif time.monotonic() > deadline:
                 why = f"did not start its profile within {timeout:g} s"
             else:
@@ -224,11 +229,11 @@ class LiveService(Service):
         """A service or load generator that has exited ends the run, saying so: its intervals
         would read as a service that meets any target (no request answered late)."""
         if self.service.poll() is not None:
-            raise RunnerError(f"the service exited with {self.service.returncode} during the run: "
+            raise RunnerError(f"the service ended with {_status(self.service)} during the run: "
                               f"{_tail(self.service_err) or 'it wrote nothing to stderr'}")
         if self.load.poll() not in (None, 0):
-            raise RunnerError(f"perflearn-load exited with {self.load.returncode} during the run: "
-                              f"{(self.load.stderr.read() or '').strip()[:200]}")
+            raise RunnerError(f"perflearn-load ended with {_status(self.load)} during the run: "
+                              f"{_tail(self.load_err) or 'it wrote nothing to stderr'}")
 
     @property
     def load_done(self) -> bool:
@@ -243,10 +248,8 @@ class LiveService(Service):
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-            if proc.stderr is not None:
-                proc.stderr.close()
-        if self.service_err is not None:
-            self.service_err.close()
+        for err in filter(None, (self.service_err, self.load_err)):
+            err.close()
         if self.load_reader is not None:
             self.load_reader.join(timeout=2.0)  # at the generator's end of output
         if self.load is not None and self.load.stdout is not None:
@@ -298,7 +301,7 @@ def _wait_port(port: int, proc: subprocess.Popen, stderr, timeout: float) -> Non
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise UsageError(f"the service exited with {proc.returncode} before accepting on port {port}: "
+            raise UsageError(f"the service ended with {_status(proc)} before accepting on port {port}: "
                              f"{_tail(stderr)}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
@@ -306,6 +309,12 @@ def _wait_port(port: int, proc: subprocess.Popen, stderr, timeout: float) -> Non
         except OSError:
             time.sleep(0.05)
     raise UsageError(f"the service did not accept on port {port} within {timeout:g} s")
+
+
+def _status(proc: subprocess.Popen) -> str:
+    """How a process that has ended ended, in the runner's words ("code 3", "signal SIGKILL")."""
+    code = proc.returncode
+    return describe_status(code if code >= 0 else None, -code if code < 0 else None)
 
 
 def _tail(file, limit: int = 200) -> str:

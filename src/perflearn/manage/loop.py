@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import pandas as pd
 
@@ -129,10 +130,12 @@ class Controller:
     service's own lifetime (leaving it at maximum, closing it) is the caller's, so one
     service can be handed from one policy's controller to another's (``interleaved``)."""
 
-    def __init__(self, policy: Policy, space: ConfigSpace, interval_s: float, power: PowerModel):
+    def __init__(self, policy: Policy, space: ConfigSpace, interval_s: float, power: PowerModel,
+                 log: Callable[[IntervalRecord], None] | None = None):
         self.policy, self.interval, self.power = policy, interval_s, power
         self.config = space.maximum
         self.records: list[IntervalRecord] = []
+        self.log = log  # told each interval as it ends (its record complete): a file that outlives a kill
 
     def run(self, service: Service, offered: list[float | None], realtime: bool = False, first: int = 0) -> None:
         """``len(offered)`` intervals on ``service`` (``offered``: the rate each was offered,
@@ -204,18 +207,21 @@ class Controller:
                 except Exception as exc:  # config stays as it is, so the next decision applies it again
                     self.records[-1].note = (self.records[-1].note + "; " if self.records[-1].note else "") + \
                         f"actuation failed: {exc}"
+            if self.log is not None:
+                self.log(self.records[-1])
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([asdict(r) for r in self.records])
 
 
 def control_loop(policy: Policy, service: Service, intervals: int, interval_s: float, power: PowerModel,
-                 offered: list[float] | None = None, realtime: bool = False) -> pd.DataFrame:
+                 offered: list[float] | None = None, realtime: bool = False,
+                 log: Callable[[IntervalRecord], None] | None = None) -> pd.DataFrame:
     """Run ``policy`` on ``service`` for ``intervals``; one record per interval. The
     configuration, power and energy of an interval are those in force at its end: an
     interval in which the policy reacted is charged its later (larger) configuration
-    throughout, which never flatters the policy."""
-    controller = Controller(policy, service.space, interval_s, power)
+    throughout, which never flatters the policy. ``log``: told each record as it is made."""
+    controller = Controller(policy, service.space, interval_s, power, log)
     try:
         controller.run(service, list(offered[:intervals]) if offered else [None] * intervals, realtime)
     finally:
@@ -274,18 +280,21 @@ def take_turns(controllers: dict[str, Controller], service: Service, offered: li
 
 def passes(policy: Policy, name: str, new_service: Callable[[str], Service], intervals: int, interval_s: float,
            power: PowerModel, offered: list[float] | None = None, realtime: bool = False,
-           learning_only: bool = False) -> Iterator[tuple[str, pd.DataFrame]]:
+           learning_only: bool = False, log: Callable[[str, IntervalRecord], None] | None = None
+           ) -> Iterator[tuple[str, pd.DataFrame]]:
     """(label, intervals) of each pass over the trace, as it ends: first the
     ``policy.learning_iterations`` it learns from (Hipster's learning phase, labelled
     ``learning_label(name)``), then the evaluated one (``name``; not with
     ``learning_only``), each on a fresh service from ``new_service(label)``. Learning is
     reported as its own row, not hidden."""
     for label in [learning_label(name)] * policy.learning_iterations + ([] if learning_only else [name]):
-        yield label, control_loop(policy, new_service(label), intervals, interval_s, power, offered, realtime)
+        yield label, control_loop(policy, new_service(label), intervals, interval_s, power, offered, realtime,
+                                  None if log is None else partial(log, label))
 
 
 def comparison(policies: dict[str, Policy], new_service: Callable[..., Service], offered: list[float],
-               interval_s: float, power: PowerModel, slot: int | None = None
+               interval_s: float, power: PowerModel, slot: int | None = None,
+               log: Callable[[str, IntervalRecord], None] | None = None
                ) -> Iterator[tuple[str, pd.DataFrame, float, bool]]:
     """(label, intervals, wall seconds, complete) of every pass of a comparison, as each
     ends, in the order of ``policies``. Without ``slot``: each policy's passes
@@ -294,18 +303,21 @@ def comparison(policies: dict[str, Policy], new_service: Callable[..., Service],
     service, ``new_service("interleaved", loads)`` offered ``interleaved_loads``
     (``take_turns``). Those end together and share one wall time; interrupted, each
     policy's intervals so far come out marked incomplete before the exception goes on,
-    since the run in flight is then every policy's."""
+    since the run in flight is then every policy's. ``log(label, record)``: told every
+    interval of every pass as it ends, so a comparison killed outright (nothing after it
+    runs) still has them somewhere (``IntervalCsv``)."""
     for name, policy in policies.items():
         started = time.monotonic()
         for label, frame in passes(policy, name, new_service, len(offered), interval_s, power, offered,
-                                   learning_only=slot is not None):
+                                   learning_only=slot is not None, log=log):
             yield label, frame, time.monotonic() - started, True
             started = time.monotonic()
     if slot is None:
         return
     started = time.monotonic()
     shared = new_service("interleaved", interleaved_loads(offered, slot, len(policies)))
-    controllers = {n: Controller(p, shared.space, interval_s, power) for n, p in policies.items()}
+    controllers = {n: Controller(p, shared.space, interval_s, power, None if log is None else partial(log, n))
+                   for n, p in policies.items()}
     complete = False
     try:
         take_turns(controllers, shared, offered, slot)

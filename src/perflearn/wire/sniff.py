@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflearn.errors import PerflearnError, UsageError
+from perflearn.lifetime import died_with
 
 from .jsonl import parse_line, split, tool_error
 from .locate import locate
@@ -119,7 +120,9 @@ class LiveSniffer:
         self._stderr = ""
 
     def start(self) -> LiveSniffer:
-        self._proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # ends with this process, even one killed outright: a capture left running holds its socket
+        self._proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      preexec_fn=died_with(os.getpid()))
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         try:

@@ -1,0 +1,35 @@
+"""Children that end with perflearn. A process killed outright (SIGKILL, the OOM killer)
+runs no cleanup, so a service, load generator or capture it started would run on,
+holding its port, its CPUs and its cgroup. Linux's parent-death signal ends them.
+
+Use ``died_with(os.getpid())`` as (or inside) ``subprocess.Popen``'s ``preexec_fn``,
+from the thread that outlives the child: the kernel signals the child when the thread
+that forked it ends, not only the process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+from typing import Callable
+
+PR_SET_PDEATHSIG = 1
+# loaded before any fork: a child between fork and exec should not dlopen
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def died_with(parent: int, sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn`` that has the child sent ``sig`` when ``parent`` dies (SIGTERM by
+    default: a wrapper such as mpirun or a shell can still end its own children). A no-op
+    where the platform has no parent-death signal."""
+
+    def in_child() -> None:
+        if _libc is None:
+            return
+        _libc.prctl(PR_SET_PDEATHSIG, int(sig))
+        if os.getppid() != parent:  # the parent died before the signal was asked for
+            os._exit(1)
+
+    return in_child
