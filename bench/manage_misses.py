@@ -8,9 +8,12 @@ Each miss (an interval whose p95 is over the target) falls in one kind, in this 
 - ``after a miss``: the interval before missed too;
 - ``steady``: the rest; ``above 75 %`` counts those of them over 75 % utilisation.
 
-Then, for ``static`` (one configuration throughout), the chance of a miss after an
-interval that met the target, after one that missed, and when the miss was two and
-three intervals back: the machine's own clustering. Last, per policy, the chance of a
+Then, per policy, the chance of a miss after an interval that met the target (how often
+a miss run begins) and after one that missed (how long it lasts), and when the miss was
+two and three intervals back; for ``static`` (one configuration throughout) that is the
+machine's own clustering. A policy that misses more than static through more entries,
+with the same persistence, chooses configurations that miss; through more persistence,
+it recovers badly (session 40: the former). Last, per policy, the chance of a
 miss by the intervals since its last miss (outside the first three intervals of a step):
 how long a spell lasts, and whether a policy's choices after a miss (the maximum until
 the target is met, then cheaper again) miss more than static does as long after one.
@@ -67,16 +70,15 @@ def since_last_miss(frames: list[pd.DataFrame], step_s: int = 20, cap: int = 10)
 
 
 def main(paths: list[str]) -> None:
-    rounds = [pd.read_csv(p) for p in paths]
+    rounds = [pd.read_csv(p).sort_values("t", kind="stable") for p in paths]  # each policy on its own clock
     policies = [p for p in dict.fromkeys(p for r in rounds for p in r.policy) if "learning" not in p]
     table = pd.DataFrame({p: pd.DataFrame([kinds(r[r.policy == p], (r.cores.max(), r.level.max())) for r in rounds]).sum() for p in policies}).T
     print(f"misses by kind over {len(rounds)} rounds")
     print(table.to_string())
-    static = [r[r.policy == "static"] for r in rounds if (r.policy == "static").any()]
-    if static:
-        print("\nstatic: chance of a miss")
-        for name, value in clustering(static).items():
-            print(f"  {name:22s} {100 * value:5.1f} %")
+    chance = pd.DataFrame({p: clustering([r[r.policy == p] for r in rounds if (r.policy == p).any()])
+                           for p in policies})
+    print("\nchance of a miss (%): entries (after a met interval) and persistence (after a miss)")
+    print((100 * chance.T).round(1).to_string())
     spells = pd.DataFrame({p: since_last_miss([r[r.policy == p] for r in rounds if (r.policy == p).any()])
                            for p in policies})
     print("\nchance of a miss (%) by intervals since the last miss (10: ten or more, or none yet)")

@@ -128,7 +128,7 @@ class RunExecutor:
     def _start_companions(self, run: RunContext, running: list) -> str | None:
         for pspec in self.spec.workload.companions:
             try:
-                proc = proc_mod.spawn(run.processes[pspec.name], run.run_dir)
+                proc = proc_mod.spawn(run.processes[pspec.name], run.run_dir, with_runner=True)
             except OSError as exc:
                 return f"companion {pspec.name} cannot start: {exc.strerror or exc} ({run.processes[pspec.name].argv[0]})"
             running.append(proc)
