@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -142,3 +145,25 @@ def test_sniff_live_ticks(wire_tools, memcached):
         if line["type"] == "interval":
             assert all(lines.index(t) < i for t in ticks if t["end"] <= line["end"] + 1e-9)
     assert sum(t["requests"] for t in ticks) >= 1500  # 2000/s for 1 s
+
+
+def test_load_ends_with_perflearn_killed_outright(wire_tools, memcached, alive):
+    """`perflearn load` SIGKILLed runs no cleanup; its perflearn-load stops loading the service anyway."""
+    cli = subprocess.Popen([sys.executable, "-m", "perflearn", "load", memcached.address, "-p", "memcache-binary",
+                            "-r", "500", "-d", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, found = time.monotonic() + 30, []
+        while not found and time.monotonic() < deadline:
+            time.sleep(0.1)
+            found = subprocess.run(["pgrep", "-P", str(cli.pid), "-x", "perflearn-load"], capture_output=True,
+                                   text=True).stdout.split()
+        assert found, "perflearn-load did not start"
+        cli.kill()
+        cli.wait()
+        assert not alive(int(found[0]))
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+        for pid in map(int, found):
+            subprocess.run(["kill", "-9", str(pid)], capture_output=True)

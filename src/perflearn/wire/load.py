@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from perflearn.errors import UsageError
+from perflearn.lifetime import died_with
 
 from .jsonl import parse_line, tool_error
 from .locate import locate
@@ -59,7 +61,9 @@ def run_load(
         cmd.append("--pm-qos")
     cmd += list(extra)
     result = LoadResult()
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+    # ends with this process, even one killed outright: a load generator left running loads the service
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=died_with(os.getpid())) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         for line in proc.stdout:
             if not line.strip():
