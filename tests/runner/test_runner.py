@@ -138,11 +138,11 @@ def test_companion_that_dies_fails_the_run(write_spec):
     assert "companion server exited with code 4 before it was ready" in error and "cannot bind" in error
 
 
-def test_companion_is_stopped_after_the_workload(write_spec, tmp_path, alive):
-    pidfile = tmp_path / "server.pid"
-    path = write_spec(f"""
+def with_sleeping_server(write_spec, pidfile, workload: str):
+    """A spec whose companion ``server`` writes its pid to ``pidfile``, then sleeps a minute."""
+    return write_spec(f"""
         [workload]
-        command = "true"
+        command = "{workload}"
         [workload.companions.server]
         command = "echo $$ > {pidfile}; echo ready; exec sleep 60"
         shell = true
@@ -150,6 +150,11 @@ def test_companion_is_stopped_after_the_workload(write_spec, tmp_path, alive):
         [metrics.t]
         source = "time"
     """)
+
+
+def test_companion_is_stopped_after_the_workload(write_spec, tmp_path, alive):
+    pidfile = tmp_path / "server.pid"
+    path = with_sleeping_server(write_spec, pidfile, "true")
     outcome, _ = run(path)
     assert outcome.by_status == {"ok": 1}
     assert not alive(int(pidfile.read_text()))
@@ -386,16 +391,7 @@ def test_process_counters_are_refused_where_they_cannot_work(write_spec, metric,
 def test_a_companion_ends_with_a_runner_killed_outright(write_spec, tmp_path, alive):
     """SIGKILL runs none of the runner's cleanup; its companion gets its stop signal anyway."""
     pidfile, workload = tmp_path / "server.pid", []
-    path = write_spec(f"""
-        [workload]
-        command = "sleep 30"
-        [workload.companions.server]
-        command = "echo $$ > {pidfile}; echo ready; exec sleep 60"
-        shell = true
-        ready_pattern = "ready"
-        [metrics.t]
-        source = "time"
-    """)
+    path = with_sleeping_server(write_spec, pidfile, "sleep 30")
     runner = subprocess.Popen([sys.executable, "-m", "perflearn", "run", str(path), "--store", str(tmp_path / "s.duckdb"),
                                "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
