@@ -92,7 +92,8 @@ def manage(
                                        "idle + 6 W dynamic), tx1 (the seed's Jetson TX1: 30 % of peak at 10 % load), "
                                        "or static,idle,dynamic watts.")] = "server",
     figure: Annotated[Optional[Path], typer.Option(help="Write a figure per policy (load, p95 vs target, speed, cores).")] = None,
-    csv: Annotated[Optional[Path], typer.Option(help="Write every interval of every policy here.")] = None,
+    csv: Annotated[Optional[Path], typer.Option(help="Write every interval of every policy here (live: as each "
+                                                     "ends, so a killed run keeps them).")] = None,
     store: Annotated[Optional[Path], typer.Option("--store", "-s", help="Record the comparison in this results store: "
                                                   "one run per policy, every interval as its samples.")] = None,
     name: Annotated[Optional[str], typer.Option(help="Experiment name in --store (default: manage-live or manage-sim "
