@@ -1112,6 +1112,13 @@ def test_knee_in_saturation_is_doubted(tmp_path):
     clean_rates = [1000, 2000, 4000, 8000, 12000, 16000, 18000, 19000, 19500]
     assert knee_doubts(clean_rates, clean, load_knee(clean_rates, clean)) == []
     assert knee_before_jump(clean_rates, clean, load_knee(clean_rates, clean)) == load_knee(clean_rates, clean)
+    # session 41's knee run (medians of 3): a slow host at 20 000 req/s, gone by 40 000, is no saturation jump
+    noisy = [5e3, 20e3, 40e3, 60e3, 65e3, 70e3, 75e3, 80e3, 90e3, 100e3, 110e3, 120e3, 130e3, 140e3, 160e3]
+    noisy_p95 = [68.2, 792.1, 110.8, 242.0, 624.6, 441.9, 43580, 44530, 149600, 131900, 146500, 162400, 264800,
+                 187600, 291200]
+    knee = load_knee(noisy, noisy_p95)
+    assert knee.x == 70e3 and knee_doubts(noisy, noisy_p95, knee) == []
+    assert knee_before_jump(noisy, noisy_p95, knee) == knee
     ds = Dataset.from_frame(pd.DataFrame({"rate": rates, "p95": p95}), metrics=["p95"], name="sat")
     with open_store(tmp_path / "s.duckdb") as store:
         store.import_dataset(ds, "sat")
