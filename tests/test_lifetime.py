@@ -12,7 +12,7 @@ import pytest
 PARENT = """
 import os, subprocess, sys, time
 from perflearn.lifetime import died_with
-child = subprocess.Popen(["sleep", "60"], preexec_fn=died_with(os.getpid()) if sys.argv[1] == "1" else None)
+child = subprocess.Popen(["sleep", "60"], preexec_fn=died_with() if sys.argv[1] == "1" else None)
 print(child.pid, flush=True)
 time.sleep(60)
 """

@@ -2,8 +2,8 @@
 runs no cleanup, so a service, load generator or capture it started would run on,
 holding its port, its CPUs and its cgroup. Linux's parent-death signal ends them.
 
-Use ``died_with(os.getpid())`` as (or inside) ``subprocess.Popen``'s ``preexec_fn``,
-from the thread that outlives the child: the kernel signals the child when the thread
+Use ``died_with()`` as (or inside) ``subprocess.Popen``'s ``preexec_fn``, made and
+passed from the thread that outlives the child: the kernel signals the child when the thread
 that forked it ends, not only the process.
 """
 
@@ -20,10 +20,11 @@ PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
-def died_with(parent: int, sig: int = signal.SIGTERM) -> Callable[[], None]:
-    """A ``preexec_fn`` that has the child sent ``sig`` when ``parent`` dies (SIGTERM by
+def died_with(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn`` that has the child sent ``sig`` when this process dies (SIGTERM by
     default: a wrapper such as mpirun or a shell can still end its own children). A no-op
     where the platform has no parent-death signal."""
+    parent = os.getpid()
 
     def in_child() -> None:
         if _libc is None:

@@ -375,16 +375,16 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
             terminal.info(f"{name}: a miss priced {policy.price:.3g} W; "
                           f"{policy.expected_share * 100:.2f} % of intervals expected to miss")
     # every interval on disk as it ends: a manager killed outright loses only the one in flight
-    journal = IntervalCsv(csv) if csv else nullcontext()
-    with workdir, journal:  # each pass recorded in the store as it ends (static's first: the energy's reference)
+    journal = IntervalCsv(csv) if csv else None
+    with workdir, journal or nullcontext():  # each pass recorded in the store as it ends (static's first: the energy's reference)
         try:
             for label, frame, wall, complete in comparison(made, service, offered, interval, power, slot,
-                                                           log=journal if csv else None):
+                                                           log=journal):
                 frames[label] = frame
                 static = frames.get("static")
                 record(label, frame, None if static is None else static["energy_j"].sum(), wall, complete)
         except BaseException as exc:  # interrupted, or the service failed: nothing measured is lost
-            if csv and journal.rows:
+            if journal and journal.rows:
                 why = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped"
                 terminal.warn(f"{why}: the {journal.rows} intervals run so far are in {csv}")
             raise

@@ -105,7 +105,7 @@ class LiveService(Service):
         files = self.group.procs_files
 
         cpus = self.cpus
-        ends_with_us = died_with(os.getpid())  # a manager killed outright leaves nothing running
+        ends_with_us = died_with()  # a manager killed outright leaves nothing running
 
         def join() -> None:
             ends_with_us()

@@ -73,7 +73,7 @@ def spawn(launch: ProcessLaunch, run_dir: Path, with_runner: bool = False) -> Ru
     outright (a companion: a server runs until stopped). Not the workload's default: it
     ends by itself, and the fork a ``preexec_fn`` needs costs 5-7 ms a process here."""
     cgroup_files, cpus = list(launch.cgroup_procs), set(launch.cpus) if launch.cpus else None
-    ends_with_runner = died_with(os.getpid(), launch.stop_signal) if with_runner else None
+    ends_with_runner = died_with(launch.stop_signal) if with_runner else None
 
     def in_child() -> None:  # runs between fork and exec
         if ends_with_runner is not None:

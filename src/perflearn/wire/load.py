@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -63,7 +62,7 @@ def run_load(
     result = LoadResult()
     # ends with this process, even one killed outright: a load generator left running loads the service
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          preexec_fn=died_with(os.getpid())) as proc:
+                          preexec_fn=died_with()) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         for line in proc.stdout:
             if not line.strip():

@@ -122,7 +122,7 @@ class LiveSniffer:
     def start(self) -> LiveSniffer:
         # ends with this process, even one killed outright: a capture left running holds its socket
         self._proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      preexec_fn=died_with(os.getpid()))
+                                      preexec_fn=died_with())
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         try:
