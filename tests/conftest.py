@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import textwrap
 import time
 from pathlib import Path
@@ -46,3 +48,22 @@ def alive():
         return True
 
     return check
+
+
+@pytest.fixture
+def reap():
+    """reap(*procs): at the test's end, failed or not, SIGKILL each of ``procs`` still running
+    (a ``subprocess.Popen``, then waited for, or a pid): the kill tests start processes
+    meant to end with others, and must leave none behind when they do not."""
+    procs: list = []
+    yield lambda *more: procs.extend(more)
+    for proc in procs:
+        if hasattr(proc, "poll"):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            continue
+        try:
+            os.kill(int(proc), signal.SIGKILL)
+        except ProcessLookupError:
+            pass

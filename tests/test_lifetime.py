@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 
@@ -20,13 +18,10 @@ time.sleep(60)
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 @pytest.mark.parametrize("ends", [True, False])
-def test_a_child_ends_with_its_parent_killed_outright(ends, alive):
+def test_a_child_ends_with_its_parent_killed_outright(ends, alive, reap):
     parent = subprocess.Popen([sys.executable, "-c", PARENT, "1" if ends else "0"], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
-    try:
-        parent.kill()  # SIGKILL: no cleanup runs
-        parent.wait()
-        assert alive(child) is not ends  # without it, the orphan runs on: the case it exists for
-    finally:
-        if alive(child):
-            os.kill(child, signal.SIGKILL)
+    reap(parent, child)
+    parent.kill()  # SIGKILL: no cleanup runs
+    parent.wait()
+    assert alive(child) is not ends  # without it, the orphan runs on: the case it exists for

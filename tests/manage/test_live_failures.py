@@ -151,7 +151,7 @@ def test_a_service_that_exits_at_start_says_what_it_wrote(tmp_path):
 
 @pytest.mark.slow
 @needs_memcached
-def test_a_manager_killed_outright_keeps_its_intervals_and_leaves_nothing_running(tmp_path, alive):
+def test_a_manager_killed_outright_keeps_its_intervals_and_leaves_nothing_running(tmp_path, alive, reap):
     """SIGKILL: no cleanup of the manager's runs, yet --csv has every interval ended, and its
     service, load generator and capture end with it, so the next manager removes its cgroup."""
     import sys
@@ -165,26 +165,20 @@ def test_a_manager_killed_outright_keeps_its_intervals_and_leaves_nothing_runnin
                                 "--levels", "2", "--max-rps", "8000", "--target-ms", "2", "--step-seconds", "2",
                                 "--interleave", "-p", "static", "-p", "ondemand", "--csv", str(csv)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    children: list[str] = []
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and manager.poll() is None:  # a few turns in
-            if csv.exists() and len(csv.read_text().splitlines()) > 1 + 6:
-                break
-            time.sleep(0.2)
-        assert manager.poll() is None, manager.stderr.read()
-        children = subprocess.run(["pgrep", "-P", str(manager.pid)], capture_output=True, text=True).stdout.split()
-        names = {open(f"/proc/{c}/comm").read().strip() for c in children}
-        assert {"memcached", "perflearn-load", "perflearn-sniff"} <= names, names
-        manager.kill()
-        manager.wait()
-        assert not [c for c in children if alive(int(c))], "children of the killed manager still run"
-    finally:
-        if manager.poll() is None:
-            manager.kill()
-            manager.wait()
-        for child in filter(alive, map(int, children)):  # a failed test leaves nothing either
-            os.kill(child, signal.SIGKILL)
+    reap(manager)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and manager.poll() is None:  # a few turns in
+        if csv.exists() and len(csv.read_text().splitlines()) > 1 + 6:
+            break
+        time.sleep(0.2)
+    assert manager.poll() is None, manager.stderr.read()
+    children = subprocess.run(["pgrep", "-P", str(manager.pid)], capture_output=True, text=True).stdout.split()
+    reap(*children)  # a failed test leaves nothing either
+    names = {open(f"/proc/{c}/comm").read().strip() for c in children}
+    assert {"memcached", "perflearn-load", "perflearn-sniff"} <= names, names
+    manager.kill()
+    manager.wait()
+    assert not [c for c in children if alive(int(c))], "children of the killed manager still run"
     frame = pd.read_csv(csv)
     assert len(frame) >= 6 and set(frame["policy"]) == {"static", "ondemand"}, frame
     assert list(frame.columns) == COLUMNS and (frame["rps"] > 0).any()

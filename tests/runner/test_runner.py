@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -388,29 +387,21 @@ def test_process_counters_are_refused_where_they_cannot_work(write_spec, metric,
         load_spec(path)
 
 
-def test_a_companion_ends_with_a_runner_killed_outright(write_spec, tmp_path, alive):
+def test_a_companion_ends_with_a_runner_killed_outright(write_spec, tmp_path, alive, reap):
     """SIGKILL runs none of the runner's cleanup; its companion gets its stop signal anyway."""
     pidfile, workload = tmp_path / "server.pid", []
     path = with_sleeping_server(write_spec, pidfile, "sleep 30")
     runner = subprocess.Popen([sys.executable, "-m", "perflearn", "run", str(path), "--store", str(tmp_path / "s.duckdb"),
                                "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while len(workload) < 2 and time.monotonic() < deadline:  # the companion's sleep, and the workload's
-            assert runner.poll() is None, runner.stderr.read()
-            time.sleep(0.1)
-            workload = subprocess.run(["pgrep", "-P", str(runner.pid), "-x", "sleep"], capture_output=True,
-                                      text=True).stdout.split()
-        server = int(pidfile.read_text())
-        runner.kill()
-        runner.wait()
-        assert not alive(server)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
-        for pid in map(int, workload):  # the workload ends by itself: not left to run on after the test
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    reap(runner)
+    deadline = time.monotonic() + 60
+    while len(workload) < 2 and time.monotonic() < deadline:  # the companion's sleep, and the workload's
+        assert runner.poll() is None, runner.stderr.read()
+        time.sleep(0.1)
+        workload = subprocess.run(["pgrep", "-P", str(runner.pid), "-x", "sleep"], capture_output=True,
+                                  text=True).stdout.split()
+    reap(*workload)  # the workload ends by itself: not left to run on after the test
+    server = int(pidfile.read_text())
+    runner.kill()
+    runner.wait()
+    assert not alive(server)

@@ -147,23 +147,18 @@ def test_sniff_live_ticks(wire_tools, memcached):
     assert sum(t["requests"] for t in ticks) >= 1500  # 2000/s for 1 s
 
 
-def test_load_ends_with_perflearn_killed_outright(wire_tools, memcached, alive):
+def test_load_ends_with_perflearn_killed_outright(wire_tools, memcached, alive, reap):
     """`perflearn load` SIGKILLed runs no cleanup; its perflearn-load stops loading the service anyway."""
     cli = subprocess.Popen([sys.executable, "-m", "perflearn", "load", memcached.address, "-p", "memcache-binary",
                             "-r", "500", "-d", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline, found = time.monotonic() + 30, []
-        while not found and time.monotonic() < deadline:
-            time.sleep(0.1)
-            found = subprocess.run(["pgrep", "-P", str(cli.pid), "-x", "perflearn-load"], capture_output=True,
-                                   text=True).stdout.split()
-        assert found, "perflearn-load did not start"
-        cli.kill()
-        cli.wait()
-        assert not alive(int(found[0]))
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait()
-        for pid in map(int, found):
-            subprocess.run(["kill", "-9", str(pid)], capture_output=True)
+    reap(cli)
+    deadline, found = time.monotonic() + 30, []
+    while not found and time.monotonic() < deadline:
+        time.sleep(0.1)
+        found = subprocess.run(["pgrep", "-P", str(cli.pid), "-x", "perflearn-load"], capture_output=True,
+                               text=True).stdout.split()
+    assert found, "perflearn-load did not start"
+    reap(*found)
+    cli.kill()
+    cli.wait()
+    assert not alive(int(found[0]))
