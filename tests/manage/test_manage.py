@@ -1565,12 +1565,12 @@ def test_labelled_models_bad_flags(tmp_path):
     # an unused label warns; the run then stops at the missing model directory, before any service
     out = error(*live, "-p", "heimdall", "--model", str(tmp_path / "none"), "--cost-model", "spare=c")
     assert "--cost-model spare=...: no policy is labelled 'spare'" in " ".join(out.split())
-    # --host-quantile [LABEL=]Q: a quantile, one per label, live only
+    # --host-quantile [LABEL=]Q: a quantile, one per label; labels are live only
     assert "a quantile in [0, 1]" in error(*live, "-p", "heimdall", "--model", "m", "--host-quantile", "1.5")
     assert "a quantile in [0, 1]" in error(*live, "-p", "heimdall", "--model", "m", "--host-quantile", "q=half")
     assert "two quantiles for 'q'" in error(*live, "-p", "heimdall:q", "--model", "q=m", "--host-quantile", "q=0.5",
                                             "--host-quantile", "q=0.6")
-    assert "live only" in error("manage", "--simulate", "-p", "heimdall", "--host-quantile", "0.5")
+    assert "the simulator takes one quantile" in error("manage", "--simulate", "-p", "heimdall", "--host-quantile", "q=0.5")
     out = error(*live, "-p", "heimdall", "--model", str(tmp_path / "none"), "--host-quantile", "spare=0.5")
     assert "--host-quantile spare=...: no policy is labelled 'spare'" in " ".join(out.split())
 

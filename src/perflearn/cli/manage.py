@@ -52,10 +52,10 @@ def manage(
                                 "else the maximum (default: 1 - slack = 0.9). A miss cuts it live, down to 0.5, for the "
                                 "configuration that missed and those no faster; intervals that meet the target give "
                                 "it back, up to this.")] = None,
-    host_quantile: Annotated[Optional[list[str]], typer.Option("--host-quantile", help="Live: with a model that knows "
-                             "the host (host_probe_us), heimdall plans for this quantile of the host-speed probe over "
+    host_quantile: Annotated[Optional[list[str]], typer.Option("--host-quantile", help="With a model that knows "
+                             "the host (host_probe_us; the simulator's, with --slow-host), heimdall plans for this quantile of the host-speed probe over "
                              "its last 60 intervals (default 0.95: a host as slow as it was one interval in twenty). "
-                             "LABEL=Q: for NAME:LABEL policies only.")] = None,
+                             "LABEL=Q: for NAME:LABEL policies only (live).")] = None,
     experience: Annotated[Optional[list[Path]], typer.Option("--experience", help="heimdall-experience: the "
                           "intervals of earlier runs (their --csv files; repeatable). Where they saw a configuration "
                           "at a load for 15 intervals or more, it runs the least power + price x miss share.")] = None,
@@ -86,6 +86,9 @@ def manage(
     profiled_speed: Annotated[float, typer.Option("--profiled-speed", help="Simulator: Heimdall's model was profiled on a "
                               "server this many times as fast as the managed one (1: the same; 1.3: a model 30 % too "
                               "optimistic, most near saturation).")] = 1.0,
+    slow_host: Annotated[float, typer.Option("--slow-host", help="Simulator: the host runs slow this share of the "
+                         "intervals (0 to 1), in spells and by as much as this project's VM did: 1.1x the CPU time per "
+                         "request, p95 1.2x and more spread (docs/manage.md, \"A slow host, simulated\").")] = 0.0,
     seeds: Annotated[int, typer.Option(help="Simulator: repeat the whole protocol (knee, profile, model, trace) over "
                                        "this many noise seeds from --seed; report mean ± sd and minimum per policy.")] = 1,
     power: Annotated[str, typer.Option(help="Power model where there is no RAPL: server (20 W static, per core 1.5 W "
@@ -135,6 +138,10 @@ def manage(
         raise UsageError(f"--trace: expected {', '.join(TRACES)}, got {trace!r}")
     if seeds < 1:
         raise UsageError(f"--seeds: at least 1, got {seeds}")
+    if not (0 <= slow_host <= 1):  # NaN too
+        raise UsageError(f"--slow-host: a share of the intervals in [0, 1], got {slow_host:g}")
+    if slow_host and not simulate:
+        raise UsageError("--slow-host: the simulator's host; a live host is as slow as it is (the manager measures it)")
     if not (0 < profiled_speed < math.inf):
         raise UsageError(f"--profiled-speed: a speed ratio > 0, got {profiled_speed:g}")
     if not (0.01 <= interval < math.inf) or not (interval <= step_seconds < math.inf):  # NaN fails both
@@ -171,7 +178,8 @@ def manage(
         _check_simulation_size(space, trace, step_seconds, interval, mu)
         with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
-                      csv, record, power_, tick, profiled_speed, follow_cost, headroom, experience, miss_budget, slot)
+                      csv, record, power_, tick, profiled_speed, follow_cost, headroom, experience, miss_budget, slot,
+                      slow_host, quantiles.get(None))
         return
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
@@ -242,8 +250,8 @@ def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: b
         if label not in models:
             raise UsageError(f"--policy {name!r}: no --model {label}=PATH")
         labels[label] = name
-    if quantiles and simulate:
-        raise UsageError("--host-quantile: the simulator's host does not change speed: live only")
+    if simulate and quantiles.keys() - {None}:
+        raise UsageError("--host-quantile LABEL=Q: labels pick live models; the simulator takes one quantile")
     for option, given in (("--model", models), ("--cost-model", cost_models), ("--host-quantile", quantiles)):
         for label in given.keys() - labels.keys() - {None}:
             terminal.warn(f"{option} {label}=...: no policy is labelled {label!r} (e.g. -p heimdall-cheapest:{label}): unused")
@@ -407,6 +415,12 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         terminal.info(f"intervals: {csv}")
 
 
+def _slow_share(frames: dict) -> float:
+    """The share (%) of a simulated comparison's intervals on a slow host: every pass met the same host."""
+    return float(next(iter(frames.values()))["host_probe_us"].pipe(
+        lambda probe: (probe >= probe.min() * 1.3).mean() * 100))
+
+
 def _warn_if_hosts_differ(slow: dict[str, float]) -> None:
     from perflearn.manage.hostspeed import SLOW_RATIO, hosts_differ
 
@@ -428,22 +442,26 @@ def _say_experience(experience) -> None:
 
 def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, seeds, figure, csv, record,
               power, tick, profiled_speed, follow_cost, headroom=None, experience=None, miss_budget=0.01,
-              slot=None) -> None:
+              slot=None, slow_host=0.0, host_quantile=None) -> None:
     import pandas as pd
 
     from perflearn.manage.compare import across_seeds, figure as draw, simulate
-    from perflearn.manage.simulator import ServerModel
+    from perflearn.manage.heimdall import HOST_QUANTILE
+    from perflearn.manage.simulator import ServerModel, SlowHost
 
     runs = []
+    host = SlowHost(slow_host) if slow_host else None
     for s in range(seed, seed + seeds):
-        run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s), space, names, trace, step_seconds, interval, power,
-                       target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost, headroom,
-                       experience if "heimdall-experience" in names else None, miss_budget, slot)
+        run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s, host=host), space, names, trace, step_seconds,
+                       interval, power, target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost,
+                       headroom, experience if "heimdall-experience" in names else None, miss_budget, slot,
+                       HOST_QUANTILE if host_quantile is None else host_quantile)
         terminal.info(f"seed {s}: simulated service {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s "
                       f"per core; knee p95 {run.knee_target_s * 1e3:.3f} ms; QoS target {run.target_s * 1e3:.3f} ms; "
                       f"max load {run.max_rps:.0f} req/s"
                       + (f"; heimdall model: random forest on {run.profiled} profiling intervals" if run.profiled else "")
-                      + (f", profiled at {profiled_speed:g}x its speed" if run.profiled and profiled_speed != 1 else ""))
+                      + (f", profiled at {profiled_speed:g}x its speed" if run.profiled and profiled_speed != 1 else "")
+                      + (f"; host slow in {_slow_share(run.frames):.0f}% of the intervals" if host else ""))
         for name, frame in run.frames.items():
             record(name if seeds == 1 else f"{name}@{s}", frame, run.frames["static"]["energy_j"].sum(), 0.0)
         runs.append(run)

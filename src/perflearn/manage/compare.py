@@ -18,6 +18,7 @@ from perflearn.errors import UsageError
 from perflearn.learn.knee import load_knee
 
 from .config import ConfigSpace
+from .heimdall import HOST_QUANTILE
 from .loop import SimulatedService, comparison, summarize
 from .policies import make_policy
 from .power import PowerModel
@@ -59,22 +60,32 @@ def profile(server: ServerModel, space: ConfigSpace, max_rps: float, fractions=N
                 rows.append({"cores": config.cores, "level": config.level, "rps": fraction * max_rps,
                              "p95": min(out["p95"], 10.0),  # an overloaded interval: capped, not infinite
                              # CPU seconds per request; a saturated interval's CPU time is capped: not known
-                             "cost": busy / (fraction * max_rps) if out["utilisation"] < 0.98 else np.nan})
+                             "cost": busy / (fraction * max_rps) if out["utilisation"] < 0.98 else np.nan,
+                             "host_probe_us": out.get("host_probe_us", np.nan)})
     return pd.DataFrame(rows)
 
 
 def profile_model(profile_frame: pd.DataFrame, family: str = "rf", metric: str = "p95"):
     """A perflearn model of log ``metric`` (p95; cost, the CPU time per request) from
-    (cores, level, rps); returns f(frame) -> (mean, spread)."""
+    (cores, level, rps), and the host-speed probe where the profile has it (a
+    ``SlowHost``), as live models know the host; returns f(frame) -> (mean, spread). A
+    frame without a probe reading is forecast for the slowest host profiled, as live."""
     from perflearn.learn import fit
     from perflearn.store import Dataset
 
-    ds = Dataset.from_frame(profile_frame[["cores", "level", "rps", metric]], metrics=[metric], knobs=["cores", "level"],
-                            context=["rps"], name="heimdall-profile")
+    probed = "host_probe_us" in profile_frame and bool(profile_frame["host_probe_us"].notna().any())
+    context = ["rps", "host_probe_us"] if probed else ["rps"]
+    ds = Dataset.from_frame(profile_frame[["cores", "level", *context, metric]], metrics=[metric],
+                            knobs=["cores", "level"], context=context, name="heimdall-profile")
     model = fit(ds, metric, family=family, log_target=True)
+    slowest = float(profile_frame["host_probe_us"].max()) if probed else np.nan
 
     def predict(frame: pd.DataFrame):
-        dist = model.predict_dist(frame[["cores", "level", "rps"]])
+        features = frame[["cores", "level", "rps"]]
+        if probed:
+            host = frame["host_probe_us"] if "host_probe_us" in frame else pd.Series(np.nan, index=frame.index)
+            features = features.assign(host_probe_us=host.fillna(slowest))
+        dist = model.predict_dist(features)
         return dist["pred"].to_numpy(), dist["std"].to_numpy()
 
     predict.model = model
@@ -84,7 +95,8 @@ def profile_model(profile_frame: pd.DataFrame, family: str = "rf", metric: str =
 def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interval_s: float, power: PowerModel,
             target_s: float, max_rps: float, policies: list[str], model=None,
             tick_s: float | None = None, cost_model=None, headroom: float | None = None,
-            experience=None, miss_budget: float = 0.01, slot: int | None = None) -> tuple[pd.DataFrame, dict]:
+            experience=None, miss_budget: float = 0.01, slot: int | None = None,
+            host_quantile: float = HOST_QUANTILE) -> tuple[pd.DataFrame, dict]:
     """Every policy on the same trace; ``tick_s``: the service reports ticks this long
     inside each interval, and the policies that react to them (Heimdall's) do. A policy
     that learns first (Hipster) has its (last) learning pass in the frames and the table
@@ -96,7 +108,8 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
 
     names = ["static", *[p for p in policies if p != "static"]]
     made = {name: make_policy(name, space, target_s, max_rps, interval_s, power=power, intervals=len(loads), model=model,
-                              cost_model=cost_model, headroom=headroom, experience=experience, miss_budget=miss_budget)
+                              cost_model=cost_model, headroom=headroom, experience=experience, miss_budget=miss_budget,
+                              host_quantile=host_quantile)
             for name in names}
     frames = {label: frame for label, frame, *_ in comparison(made, service, loads, interval_s, power, slot)}
     static_energy = frames["static"]["energy_j"].sum()
@@ -121,7 +134,7 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
              interval_s: float, power: PowerModel, target_s: float | None = None,
              tick_s: float | None = None, profiled_speed: float = 1.0, follow_cost: bool = True,
              headroom: float | None = None, experience_csvs: list | None = None,
-             miss_budget: float = 0.01, slot: int | None = None) -> Simulation:
+             miss_budget: float = 0.01, slot: int | None = None, host_quantile: float = HOST_QUANTILE) -> Simulation:
     """The whole simulated protocol for one noise seed (``server.seed``): knee -> target and
     maximum load, profiling -> Heimdall's model, the trace, every policy on it.
     ``profiled_speed``: the server Heimdall's model was profiled on served this many
@@ -146,7 +159,7 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
     loads = expand(segments, interval_s)
     experience = Experience.from_csvs(experience_csvs, space, target, max_rps) if experience_csvs else None
     summary, frames = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s, cost,
-                              headroom, experience, miss_budget, slot)
+                              headroom, experience, miss_budget, slot, host_quantile)
     return Simulation(knee_target, target, max_rps, profiled, summary, frames)
 
 

@@ -37,7 +37,7 @@ class Measured:
     p99: float
     utilisation: float
     power_w: float | None = None  # measured (RAPL) when the service can; else modelled
-    host_probe_us: float | None = None  # CPU µs of the host-speed probe's fixed work (live only; hostspeed.py)
+    host_probe_us: float | None = None  # CPU µs of the host-speed probe's fixed work (hostspeed.py; simulator: SlowHost)
     host_probe_min_us: float | None = None  # its fastest sample in the interval
     # run-queue ms the CFS quota held the service back (cpu.stat, summed over its CPUs; live only, None
     # where the kernel does not say): where the speed level is a quota, the baselines' misses came with it
@@ -88,7 +88,8 @@ class SimulatedService(Service):
                     react(self.server.tick_rate(load, tick))
             segments, self.segments = [(c, dt) for c, dt in self.segments if dt > 0], None
             out = self.server.step_segments(segments, load)
-        return Measured(out["rps"], out["p95"], out["p99"], out["utilisation"])
+        return Measured(out["rps"], out["p95"], out["p99"], out["utilisation"],
+                        host_probe_us=out.get("host_probe_us"), host_probe_min_us=out.get("host_probe_min_us"))
 
 
 @dataclass
@@ -114,8 +115,8 @@ class IntervalRecord:
     # the service's CPU time per request (busy full-speed CPUs / requests/s), as Heimdall
     # follows it; a sweep's is the profile of it (--cost-model), measured the same way
     cpu_us_per_request: float | None = None
-    # how fast the machine ran fixed work meanwhile (CPU µs, median and fastest; None in the simulator): a slow
-    # host's misses
+    # how fast the machine ran fixed work meanwhile (CPU µs, median and fastest; None in the simulator without a
+    # SlowHost): a slow host's misses
     host_probe_us: float | None = None
     host_probe_min_us: float | None = None
     throttled_ms: float | None = None  # the CFS quota's hold on the service in the interval (Measured)

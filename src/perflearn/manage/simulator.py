@@ -7,6 +7,7 @@ response time comes from the M/M/c response-time distribution (Erlang C waiting,
 then service); overload is carried across intervals as a backlog that drains at the
 spare rate. A base network delay and multiplicative noise make it look measured.
 ``calibrate`` fits ``mu_max`` and the base delay to a load sweep of the real service.
+A ``SlowHost`` makes some intervals run on a slower host, as a virtual machine's do.
 """
 
 from __future__ import annotations
@@ -57,19 +58,69 @@ def response_quantile(q: float, c: int, lam: float, mu: float) -> float:
     return brentq(lambda t: response_tail(t, c, lam, mu) - (1 - q), 0.0, high)
 
 
+# This project's 2-vCPU VM, 57 live rounds (sessions 30-41; bench/manage_slow_host.py): a
+# slow interval (host-speed probe 1.3x its fastest or more) followed a slow one with a
+# lag-1 correlation of about 0.3 whatever the share of slow intervals (6-88 % a round).
+# At the maximum configuration (static, settled, 8-30k req/s) a slow interval's CPU time
+# per request was 1.09-1.10 times a fast one's, its p95 1.13-1.26 times (median) and more
+# spread: the standard deviation of log p95 0.32-0.43 against 0.18-0.21, so it missed
+# the target at loads the maximum carries easily (4-9 % of intervals against 0.1-0.6 %).
+# The probe itself ran 1.6x slower.
+SLOW_PERSISTENCE = 0.3
+SLOW_CPU = 1.10
+SLOW_LATENCY = 1.10  # the median of the extra factor on p95, beyond the CPU time's
+SLOW_SPREAD = 0.32  # its log standard deviation: sqrt(0.37^2 - 0.19^2), the medians over those loads
+PROBE_FAST_US, PROBE_SLOW_RATIO = 370.0, 1.6
+
+
+@dataclass
+class SlowHost:
+    """A host that runs slow ``share`` of the intervals, each interval drawn from a
+    two-state Markov chain with that stationary share and lag-1 correlation
+    ``persistence``. On a slow one the service needs ``cpu`` times the CPU time per
+    request, and its percentiles are multiplied by a lognormal factor of median
+    ``latency`` and log spread ``spread``: latency no configuration buys back, as
+    measured. The host-speed probe reads it as the manager's does (``hostspeed.py``).
+    Defaults: as measured here."""
+
+    share: float
+    persistence: float = SLOW_PERSISTENCE
+    cpu: float = SLOW_CPU
+    latency: float = SLOW_LATENCY
+    spread: float = SLOW_SPREAD
+    probe_us: float = PROBE_FAST_US
+    probe_ratio: float = PROBE_SLOW_RATIO
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.share <= 1 or not 0 <= self.persistence < 1:
+            raise ValueError(f"a slow host's share in [0, 1] and persistence in [0, 1), got {self.share}, "
+                             f"{self.persistence}")
+
+    def next_slow(self, slow: bool | None, draw: float) -> bool:
+        """Whether the next interval is slow, given this one's (None: the first interval)."""
+        if slow is None:
+            return draw < self.share
+        return draw < self.persistence * slow + (1 - self.persistence) * self.share
+
+
 @dataclass
 class ServerModel:
     mu_max: float = 40_000.0  # requests/s one core serves at level 1
     base_s: float = 50e-6  # network and stack delay, seconds
     noise: float = 0.05  # relative noise of a measured percentile
     seed: int = 0
+    host: SlowHost | None = None  # None: the host always runs at full speed
     backlog: float = field(default=0.0, init=False)  # requests queued beyond what the model's steady state holds
+    slow: bool | None = field(default=None, init=False)  # the host in the last interval served (None: none yet)
 
     def __post_init__(self) -> None:
         self.reset()
 
     def capacity(self, config: Configuration) -> float:
-        return config.cores * self.mu_max * config.level
+        return config.cores * self.mu_max * config.level / self._cpu()
+
+    def _cpu(self) -> float:
+        return self.host.cpu if self.slow and self.host else 1.0
 
     def step(self, config: Configuration, rps: float, dt: float) -> dict[str, float]:
         """Serve one interval; returns rps (arrivals), served, p95, p99 (seconds), utilisation."""
@@ -79,6 +130,7 @@ class ServerModel:
         """Serve one interval whose configuration changed inside it: ``segments`` are
         (configuration, seconds) in order. Its percentiles are over every request of the
         interval, each served under the configuration in force when it arrived."""
+        self._draw_host()
         parts = []  # (arrivals, cores, steady rate, mu, drain) per segment
         served = busy = 0.0
         for config, dt in segments:
@@ -87,14 +139,33 @@ class ServerModel:
             served += (min(rps + self.backlog / dt, capacity) if self.backlog else min(rps, capacity)) * dt
             busy += min(1.0, (rps + (self.backlog / dt if self.backlog else 0.0)) / capacity) * dt
             drain = self.backlog / capacity if self.backlog else 0.0
-            parts.append((rps * dt, config.cores, min(rps, capacity * 0.999), self.mu_max * config.level, drain))
+            parts.append((rps * dt, config.cores, min(rps, capacity * 0.999),
+                          self.mu_max * config.level / self._cpu(), drain))
         length = sum(dt for _, dt in segments)
         # a sniffer counts requests as they arrive on the wire: the offered load, served or not
         out = {"rps": rps, "served": served / length, "utilisation": busy / length}
+        probe, spike = self._next_host()
         for q, name in ((0.95, "p95"), (0.99, "p99")):
             value = _mixture_quantile(q, parts) + self.base_s
-            out[name] = value * float(self._rng.lognormal(0.0, self.noise))
-        return out
+            out[name] = value * float(self._rng.lognormal(0.0, self.noise)) * spike
+        return {**out, **probe}
+
+    def _draw_host(self) -> None:
+        """The host of the interval about to be served (its own random stream: without a
+        host every other number is as it was)."""
+        if self.host is not None:
+            self.slow = self.host.next_slow(self.slow, float(self._host_rng.random()))
+
+    def _next_host(self) -> tuple[dict[str, float], float]:
+        """The served interval's probe readings (median and fastest, as
+        ``HostSpeedProbe.take``) and the factor its host put on latency; nothing and 1
+        without a ``host``."""
+        if self.host is None:
+            return {}, 1.0
+        fastest = self.host.probe_us * float(self._host_rng.lognormal(0.0, 0.02))
+        median = fastest * (self.host.probe_ratio if self.slow else 1.05) * float(self._host_rng.lognormal(0.0, 0.05))
+        spike = float(self._host_rng.lognormal(np.log(self.host.latency), self.host.spread)) if self.slow else 1.0
+        return {"host_probe_us": max(median, fastest), "host_probe_min_us": fastest}, spike
 
     def tick_rate(self, rps: float, tick_s: float) -> float:
         """The arrival rate a sniffer counts in a tick of ``tick_s``: Poisson noise on the load
@@ -103,6 +174,8 @@ class ServerModel:
 
     def reset(self) -> None:
         self.backlog = 0.0
+        self.slow = None
+        self._host_rng = np.random.default_rng([self.seed, 2])
         self._rng = np.random.default_rng(self.seed)
         self._tick_rng = np.random.default_rng([self.seed, 1])
 
