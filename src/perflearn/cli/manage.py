@@ -415,12 +415,6 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         terminal.info(f"intervals: {csv}")
 
 
-def _slow_share(frames: dict) -> float:
-    """The share (%) of a simulated comparison's intervals on a slow host: every pass met the same host."""
-    return float(next(iter(frames.values()))["host_probe_us"].pipe(
-        lambda probe: (probe >= probe.min() * 1.3).mean() * 100))
-
-
 def _warn_if_hosts_differ(slow: dict[str, float]) -> None:
     from perflearn.manage.hostspeed import SLOW_RATIO, hosts_differ
 
@@ -447,6 +441,7 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
 
     from perflearn.manage.compare import across_seeds, figure as draw, simulate
     from perflearn.manage.heimdall import HOST_QUANTILE
+    from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.simulator import ServerModel, SlowHost
 
     runs = []
@@ -461,7 +456,9 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
                       f"max load {run.max_rps:.0f} req/s"
                       + (f"; heimdall model: random forest on {run.profiled} profiling intervals" if run.profiled else "")
                       + (f", profiled at {profiled_speed:g}x its speed" if run.profiled and profiled_speed != 1 else "")
-                      + (f"; host slow in {_slow_share(run.frames):.0f}% of the intervals" if host else ""))
+                      # every pass met the same host, interval by interval: static's share is every pass's
+                      + (f"; host slow in {slow_intervals({'static': run.frames['static']})['static']:.0f}% of the "
+                         "intervals" if host else ""))
         for name, frame in run.frames.items():
             record(name if seeds == 1 else f"{name}@{s}", frame, run.frames["static"]["energy_j"].sum(), 0.0)
         runs.append(run)

@@ -144,7 +144,7 @@ class ServerModel:
         length = sum(dt for _, dt in segments)
         # a sniffer counts requests as they arrive on the wire: the offered load, served or not
         out = {"rps": rps, "served": served / length, "utilisation": busy / length}
-        probe, spike = self._next_host()
+        probe, spike = self._host_readings()
         for q, name in ((0.95, "p95"), (0.99, "p99")):
             value = _mixture_quantile(q, parts) + self.base_s
             out[name] = value * float(self._rng.lognormal(0.0, self.noise)) * spike
@@ -156,7 +156,7 @@ class ServerModel:
         if self.host is not None:
             self.slow = self.host.next_slow(self.slow, float(self._host_rng.random()))
 
-    def _next_host(self) -> tuple[dict[str, float], float]:
+    def _host_readings(self) -> tuple[dict[str, float], float]:
         """The served interval's probe readings (median and fastest, as
         ``HostSpeedProbe.take``) and the factor its host put on latency; nothing and 1
         without a ``host``."""
