@@ -18,7 +18,12 @@ SPACE = ConfigSpace.make(3, 4)
 
 
 def flags(server: ServerModel, intervals: int) -> np.ndarray:
-    return np.array([server.step(SPACE.maximum, 1000.0, 1.0) and server.slow for _ in range(intervals)], dtype=float)
+    """1.0 for each interval served on a slow host, 0.0 on a fast one."""
+    slow = []
+    for _ in range(intervals):
+        server.step(SPACE.maximum, 1000.0, 1.0)
+        slow.append(float(server.slow))
+    return np.array(slow)
 
 
 @pytest.mark.parametrize("share, persistence", [(0.1, 0.3), (0.5, 0.3), (0.8, 0.6)])

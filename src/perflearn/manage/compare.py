@@ -78,16 +78,7 @@ def profile_model(profile_frame: pd.DataFrame, family: str = "rf", metric: str =
     ds = Dataset.from_frame(profile_frame[["cores", "level", *context, metric]], metrics=[metric],
                             knobs=["cores", "level"], context=context, name="heimdall-profile")
     model = fit(ds, metric, family=family, log_target=True)
-    slowest = float(profile_frame["host_probe_us"].max()) if probed else np.nan
-
-    def predict(frame: pd.DataFrame):
-        features = frame[["cores", "level", "rps"]]
-        if probed:
-            host = frame["host_probe_us"] if "host_probe_us" in frame else pd.Series(np.nan, index=frame.index)
-            features = features.assign(host_probe_us=host.fillna(slowest))
-        dist = model.predict_dist(features)
-        return dist["pred"].to_numpy(), dist["std"].to_numpy()
-
+    predict = model_predictor(model, 1.0)  # as a live model is given to Heimdall
     predict.model = model
     return predict
 
