@@ -18,6 +18,7 @@ from perflearn import emulate as emu
 from perflearn.cli import terminal
 from perflearn.cli.app import app
 from perflearn.errors import UsageError
+from perflearn.lifetime import died_with
 
 
 class _CommandOrSub(TyperGroup):
@@ -81,7 +82,8 @@ def emulate(
     if os.environ.get("LD_PRELOAD"):
         full["LD_PRELOAD"] = env["LD_PRELOAD"] + ":" + os.environ["LD_PRELOAD"]
     try:
-        proc = subprocess.run(command, env=full)
+        # died_with: perflearn killed outright (SIGKILL) does not leave the command running
+        proc = subprocess.run(command, env=full, preexec_fn=died_with())
     except FileNotFoundError:
         raise UsageError(f"command not found: {command[0]}") from None
     raise SystemExit(proc.returncode if proc.returncode >= 0 else 128 - proc.returncode)

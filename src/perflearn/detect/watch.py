@@ -12,6 +12,7 @@ import pandas as pd
 
 from perflearn.errors import UsageError
 from perflearn.experiment.sampling import Sampler, SamplingSpec
+from perflearn.lifetime import died_with
 
 from .features import window_features
 from .model import SMOOTH, Detector
@@ -38,7 +39,8 @@ def watch(detector: Detector, pid: int | None = None, command: list[str] | None 
     process = None
     if command:
         try:
-            process = subprocess.Popen(command, process_group=0)
+            # died_with: a watch killed outright (SIGKILL) does not leave the command running
+            process = subprocess.Popen(command, process_group=0, preexec_fn=died_with())
         except OSError as exc:
             raise UsageError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
         pid = process.pid
