@@ -32,8 +32,9 @@ def intervals(paths: list[str]) -> pd.DataFrame:
             frame["host_probe_min_us"] = frame["host_probe_us"]
         passes = {p: f for p, f in frame.groupby("policy", sort=False)}
         flags = slow_flags(passes)
+        # the round's directory too: r1 of one session is not r1 of another
         for policy, f in passes.items():
-            parts.append(f.assign(slow=flags[policy], file=path.split("/")[-1].split(".")[0]))
+            parts.append(f.assign(slow=flags[policy], file="/".join(path.split("/")[-2:]).split(".")[0]))
     frame = pd.concat(parts)
     frame = frame[(frame["offered_rps"] > 0) & frame["slow"].notna()]
     return frame.assign(miss=frame["p95"] > frame["target"], host=frame["slow"].map({0.0: "fast", 1.0: "slow"}))

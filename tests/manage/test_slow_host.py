@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from perflearn.cli import app
-from perflearn.manage.compare import profile, profile_model
+from perflearn.learn.knee import knee_doubts, load_knee
+from perflearn.manage.compare import load_sweep, profile, profile_model, qos_from_knee
 from perflearn.manage.config import ConfigSpace
 from perflearn.manage.hostspeed import slow_flags
 from perflearn.manage.simulator import SLOW_CPU, SLOW_LATENCY, ServerModel, SlowHost
@@ -102,3 +103,19 @@ def test_slow_host_bad_flags():
     assert "--slow-host: a share" in error("--simulate", "--slow-host", "nan")
     assert "--slow-host: the simulator's host" in error("--service", "memcached -p {port}", "--slow-host", "0.3")
     assert "the simulator takes one quantile" in error("--simulate", "-p", "heimdall", "--host-quantile", "q=0.5")
+
+
+def test_a_knee_found_in_saturation_on_a_slow_host_is_taken_before_the_jump():
+    # seed 1 at 70 % slow: kneedle's knee lies past a 20x jump of p95 (34 ms, measured)
+    sweep = load_sweep(ServerModel(mu_max=12000, base_s=100e-6, seed=1, host=SlowHost(0.7)), SPACE)
+    load, p95 = sweep["rps"].to_numpy(), sweep["p95"].to_numpy()
+    saturated = load_knee(load, p95)
+    assert knee_doubts(load, p95, saturated)  # the case: perflearn knee would warn
+    target, max_rps = qos_from_knee(sweep)
+    assert target < saturated.y / 3 and max_rps < 0.95 * saturated.x
+    before = load[load < saturated.x].max()  # the last load before the jump
+    assert max_rps == pytest.approx(0.95 * before) and target == pytest.approx(p95[load == before][0])
+    # without a slow host there is no jump, and the knee is kneedle's
+    fast = load_sweep(ServerModel(mu_max=12000, base_s=100e-6, seed=1), SPACE)
+    knee = load_knee(fast["rps"].to_numpy(), fast["p95"].to_numpy())
+    assert qos_from_knee(fast) == pytest.approx((knee.y, 0.95 * knee.x))

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from perflearn.errors import UsageError
-from perflearn.learn.knee import load_knee
+from perflearn.learn.knee import knee_before_jump, load_knee
 
 from .config import ConfigSpace
 from .heimdall import HOST_QUANTILE
@@ -37,12 +37,17 @@ def load_sweep(server: ServerModel, space: ConfigSpace, points: int = 40, interv
 
 
 def qos_from_knee(sweep: pd.DataFrame) -> tuple[float, float]:
-    """(target p95 in seconds, maximum load in requests/s) from the knee of a load sweep."""
+    """(target p95 in seconds, maximum load in requests/s) from the knee of a load sweep,
+    taken before a saturation jump as ``perflearn knee --before-jump`` takes it: a slow
+    host's sweep (``SlowHost``) can put kneedle's knee in saturation (34 ms once in 30
+    seeds at 70 % slow, where the load before it had 1.7 ms), and its target is no QoS."""
     finite = sweep[np.isfinite(sweep["p95"])]
-    knee = load_knee(finite["rps"].to_numpy(), finite["p95"].to_numpy())
+    load, p95 = finite["rps"].to_numpy(), finite["p95"].to_numpy()
+    knee = load_knee(load, p95)
     if knee is None:  # a degenerate service (e.g. a rate so small its latencies underflow)
         raise UsageError("the simulated service (--mu, --base-us) has no knee in its load sweep: "
                          "no QoS target and maximum load to set from it")
+    knee = knee_before_jump(load, p95, knee)
     return float(knee.y), 0.95 * float(knee.x)
 
 
