@@ -164,7 +164,8 @@ def test_a_manager_killed_outright_keeps_its_intervals_and_leaves_nothing_runnin
     manager = subprocess.Popen([sys.executable, "-m", "perflearn", "manage", "--service", SERVICE, "--cores", "1",
                                 "--levels", "2", "--max-rps", "8000", "--target-ms", "2", "--step-seconds", "2",
                                 "--interleave", "-p", "static", "-p", "ondemand", "--csv", str(csv)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "TMPDIR": str(tmp_path)})  # its work directory outlives it
     reap(manager)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and manager.poll() is None:  # a few turns in
