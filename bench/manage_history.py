@@ -6,6 +6,10 @@ goal (97.7 % met, 22 % saved), and in how many it beat both baselines on both co
 once, strictly (a tie to the 0.1 point perflearn prints is not a win).
 
     python bench/manage_history.py bench/manage_live_s3[56]/r?.csv.gz --heimdall heimdall-cheapest
+    python bench/manage_history.py bench/manage_live_s3[4-9]/r?.csv.gz bench/manage_live_s4[02]/r?.csv.gz --by host
+
+``--by host`` groups the rounds by how slow the host was in Heimdall's intervals instead
+(at most 25 %, 25-50 %, over 50 %): which rounds could show the goal at all.
 
 Every number is computed as `perflearn manage` prints it (`manage.loop.summarize`); the
 host's slow share is that of Heimdall's own intervals (`manage.hostspeed`, since session 28).
@@ -41,6 +45,9 @@ def round_row(path: Path, heimdall: str) -> dict | None:
         row[f"{name} met"] = scores[name]["qos_guarantee"] if name in scores else np.nan
         row[f"{name} saved"] = scores[name]["energy_reduction"] if name in scores else np.nan
     row["goal"] = ours["qos_guarantee"] >= GOAL_MET and ours["energy_reduction"] >= GOAL_SAVED
+    row["static met goal"] = scores["static"]["qos_guarantee"] >= GOAL_MET
+    row["hipster goal"] = ("hipster" in scores and scores["hipster"]["qos_guarantee"] >= GOAL_MET
+                           and scores["hipster"]["energy_reduction"] >= GOAL_SAVED)
     rivals = [scores[b] for b in BASELINES if b in scores]
     row["beats both"] = (len(rivals) == len(BASELINES) and all(
         ours["qos_guarantee"] > r["qos_guarantee"] and ours["energy_reduction"] > r["energy_reduction"] for r in rivals))
@@ -53,26 +60,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("csvs", nargs="+", type=Path)
     parser.add_argument("--heimdall", default="heimdall-cheapest", help="the Heimdall policy judged")
+    parser.add_argument("--by", choices=("session", "host"), default="session", help="how rounds are grouped")
     args = parser.parse_args()
     rows = [r for r in (round_row(p, args.heimdall) for p in args.csvs) if r is not None]
     if not rows:
         raise SystemExit(f"no round with both static and {args.heimdall}")
     rounds = pd.DataFrame(rows)
-    rounds["order"] = rounds["session"].str.extract(r"(\d+)", expand=False).astype(float)
-    by = rounds.sort_values("order", kind="stable").groupby("session", sort=False)
+    if args.by == "host":
+        rounds["group"] = pd.cut(rounds["host slow"], [-1, 25, 50, 101], labels=["<= 25 %", "25-50 %", "> 50 %"])
+        by = rounds.dropna(subset=["group"]).groupby("group", observed=True)
+    else:
+        rounds["order"] = rounds["session"].str.extract(r"(\d+)", expand=False).astype(float)
+        by = rounds.sort_values("order", kind="stable").rename(columns={"session": "group"}).groupby("group", sort=False)
     table = pd.DataFrame({"rounds": by.size(), "host slow %": [("-" if np.isnan(v) else f"{v:.0f}") for v in by["host slow"].mean()]})
     for name in ("static", args.heimdall, *BASELINES):
         met, saved = by[f"{name} met"].mean(), by[f"{name} saved"].mean()
         table[name] = [("-" if np.isnan(m) else f"{m:.1f} / {s:.1f}" if name != "static" else f"{m:.1f}")
                        for m, s in zip(met, saved)]
+    table["static met 97.7 %"] = by["static met goal"].sum().astype(int)
     table["goal held"] = by["goal"].sum().astype(int)
     table["beats both"] = by["beats both"].sum().astype(int)
-    print(f"means over each session's rounds: QoS met % / energy saved % against static; goal: "
+    table["Hipster's goal held"] = by["hipster goal"].sum().astype(int)
+    print(f"means over each {'group' if args.by == 'host' else 'session'}'s rounds: QoS met % / energy saved % against static; goal: "
           f"{args.heimdall} >= {GOAL_MET} % met and >= {GOAL_SAVED:g} % saved")
-    print("| session | " + " | ".join(table.columns) + " |")
+    print(f"| {'host slow' if args.by == 'host' else 'session'} | " + " | ".join(table.columns) + " |")
     print("|---" * (len(table.columns) + 1) + "|")
-    for session, row in table.iterrows():
-        print(f"| {session} | " + " | ".join(str(v) for v in row) + " |")
+    for group, row in table.iterrows():
+        print(f"| {group} | " + " | ".join(str(v) for v in row) + " |")
 
 
 if __name__ == "__main__":
