@@ -185,3 +185,14 @@ def test_a_manager_killed_outright_keeps_its_intervals_and_leaves_nothing_runnin
     assert list(frame.columns) == COLUMNS and (frame["rps"] > 0).any()
     stale = [name for name in cgroups.remove_stale("manage") if f"-{manager.pid}-" in name]
     assert stale == [f"manage-{manager.pid}-service"], stale
+    # the intervals kept only in --csv go to the store afterwards: two passes cut short
+    recorded = subprocess.run([sys.executable, "-m", "perflearn", "manage", "--from-csv", str(csv), "--store",
+                               str(tmp_path / "s.duckdb"), "--step-seconds", "2"], capture_output=True, text=True)
+    assert recorded.returncode == 0, recorded.stderr
+    from perflearn.store import open_store
+
+    with open_store(tmp_path / "s.duckdb", read_only=True) as results:
+        runs, samples = results.dataset("manage-live").frame, results.samples("manage-live")
+    assert sorted(runs["policy"]) == ["ondemand", "static"] and (runs["status"] == "failed").all()
+    assert sorted(samples.loc[samples["metric"] == "service_interval", "value"]) == \
+        sorted(frame["service_interval"].astype(float))

@@ -101,6 +101,11 @@ def manage(
                                                   "one run per policy, every interval as its samples.")] = None,
     name: Annotated[Optional[str], typer.Option(help="Experiment name in --store (default: manage-live or manage-sim "
                                                 "with the date and time).")] = None,
+    from_csv: Annotated[Optional[Path], typer.Option("--from-csv", help="Run nothing: record a live run's --csv "
+                        "in --store, one run per pass, as the run would have (a comparison killed outright kept its "
+                        "intervals only there). A pass is complete when it has every interval of the trace that "
+                        "--trace, --step-seconds and --interval describe, as the run was given them; else it is "
+                        "recorded as failed.")] = None,
 ) -> None:
     """Run QoS policies on a service's load trace; report QoS guarantee, tardiness, energy, changes."""
     from perflearn.manage.config import ConfigSpace
@@ -149,6 +154,11 @@ def manage(
     if not (0 <= react_ms / 1e3 < interval):  # NaN too
         raise UsageError(f"--react-ms: 0 (off) or a tick shorter than the interval, got {react_ms:g}")
     tick = react_ms / 1e3 or None
+    if from_csv is not None:
+        if simulate or service:
+            raise UsageError("--from-csv records a run that is over: give it without --simulate and --service")
+        _from_csv(from_csv, store, name, trace, step_seconds, interval, power)
+        return
     try:
         space = ConfigSpace.make(cores, levels)
     except ValueError as exc:
@@ -320,7 +330,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
     from perflearn.manage.loop import comparison, summarize
     from perflearn.manage.policies import HOST_QUANTILE, make_policy, variant
     from perflearn.manage.power import rapl_or_none
-    from perflearn.manage.simulator import per_interval, steps_profile, trace_segments
+    from perflearn.manage.simulator import per_interval
     from perflearn.runner.process import free_port
 
     from perflearn.learn import load
@@ -340,11 +350,10 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
     workdir = tempfile.TemporaryDirectory(prefix="perflearn-manage-")
     interrupt_on_sigterm()  # a killed run stops its service and load generator and leaves the maximum
-    if trace == "steps":  # perflearn-load's own steps, whose 0 % is no load (the simulator's is 5 %)
-        segments = steps_profile(max_rps, step_seconds, floor=0.0)
+    segments = _live_segments(trace, max_rps, step_seconds, interval)
+    if trace == "steps":  # perflearn-load's own steps
         shape = ["--profile", "steps", "--step-seconds", f"{step_seconds:g}"]
     else:  # the simulator's trace, as a perflearn-load trace file
-        segments = trace_segments(trace, max_rps, step_seconds, interval)
         shape = ["--profile", "trace", "--trace", str(write_trace(segments, Path(workdir.name) / f"{trace}.trace"))]
     offered = per_interval(segments, interval)  # the rate each interval was offered, in the records
     intervals = len(offered)
@@ -413,6 +422,46 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         draw({n: frames[n] for n in names}, figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
     if csv:
         terminal.info(f"intervals: {csv}")
+
+
+def _live_segments(trace: str, max_rps: float, step_seconds: float, interval: float) -> list[tuple[float, float]]:
+    """The live trace as (seconds, req/s) segments: perflearn-load's own steps, whose 0 %
+    is no load (the simulator's is 5 %), or the simulator's trace replayed."""
+    from perflearn.manage.simulator import steps_profile, trace_segments
+
+    if trace == "steps":
+        return steps_profile(max_rps, step_seconds, floor=0.0)
+    return trace_segments(trace, max_rps, step_seconds, interval)
+
+
+def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step_seconds: float, interval: float,
+              power: str) -> None:
+    """``--from-csv``: an earlier live run's passes recorded in ``store``, as ``_live``
+    records them (static's energy the reference); a pass with fewer intervals than the
+    trace has is recorded as failed, as an interrupted one is."""
+    from perflearn.manage.journal import read_passes
+    from perflearn.manage.power import power_model
+    from perflearn.manage.simulator import per_interval
+
+    if store is None:
+        raise UsageError("--from-csv records in a results store: give --store")
+    try:
+        label = power_model(power).label
+    except ValueError as exc:
+        raise UsageError(f"--power: {exc}") from None
+    passes = read_passes(path)
+    intervals = len(per_interval(_live_segments(trace, 1.0, step_seconds, interval), interval))
+    labels = sorted(passes, key=lambda p: p != "static")  # static first, as run: the energy's reference
+    static = passes["static"]["energy_j"].sum() if "static" in passes else None
+    cut = {p: len(f) for p, f in passes.items() if len(f) != intervals}
+    with _recording(store, name or f"manage-{path.name.split('.')[0]}", labels, f"recorded from {path} ({trace} trace)",
+                    label) as record:
+        for policy in labels:
+            frame = passes[policy]
+            record(policy, frame, static, float(frame["t"].max()), policy not in cut)
+    terminal.info(f"{len(labels)} passes recorded" + (
+        "; cut short (failed runs): " + ", ".join(f"{p} ({n} of {intervals} intervals)" for p, n in cut.items())
+        if cut else f", each of the {intervals} intervals of the trace"))
 
 
 def _warn_if_hosts_differ(slow: dict[str, float]) -> None:

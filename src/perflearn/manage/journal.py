@@ -1,7 +1,8 @@
 """``--csv``: every interval of every pass, written as it ends, so a manager killed
 outright (SIGKILL, the OOM killer: no cleanup runs) loses only the interval in flight.
 The rows are in the order the service ran them (interleaved passes' turns mixed), one
-per interval: the ``IntervalRecord`` fields, then ``policy``."""
+per interval: the ``IntervalRecord`` fields, then ``policy``. ``read_passes`` reads
+such a file back, pass by pass (``perflearn manage --from-csv`` records them)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,16 @@ import math
 from dataclasses import fields
 from pathlib import Path
 
+import pandas as pd
+
+from perflearn.errors import UsageError
+
 from .loop import IntervalRecord
 
 COLUMNS = [f.name for f in fields(IntervalRecord)] + ["policy"]
+# what a pass is summarised from; the other columns came in later versions, and a file
+# without them has them missing (NULL), not 0
+NEEDED = ("t", "rps", "p95", "target", "cores", "level", "utilisation", "power_w", "energy_j", "changed", "policy")
 
 
 class IntervalCsv:
@@ -45,3 +53,40 @@ def _cell(value):
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     return value
+
+
+def read_passes(path: Path) -> dict[str, pd.DataFrame]:
+    """The passes of a live ``--csv`` file by label, in the order they first ran, each
+    its intervals in the order it ran them. Anything else is one ``UsageError`` line."""
+    try:
+        frame = pd.read_csv(path, low_memory=False)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise UsageError(f"{path}: not a CSV file ({str(exc).splitlines()[0]})") from None
+    if "seed" in frame:  # a simulated run: one pass per policy and seed, and reproducible
+        raise UsageError(f"{path}: the --csv of a simulation; run it again with --store (the same seeds give "
+                         "the same intervals)")
+    missing = [c for c in NEEDED if c not in frame]
+    if missing:
+        raise UsageError(f"{path}: not the --csv of perflearn manage (no column {', '.join(missing)})")
+    if frame.empty:
+        raise UsageError(f"{path}: no intervals")
+    for column in COLUMNS[:-1]:
+        if column == "note":
+            frame[column] = frame[column].astype("string").fillna("").astype(str) if column in frame else ""
+        elif column not in frame:
+            frame[column] = math.nan
+        elif column not in ("changed", "settled"):
+            values = pd.to_numeric(frame[column], errors="coerce")
+            bad = values.isna() & frame[column].notna()
+            if bad.any():
+                row = int(bad.to_numpy().argmax())
+                raise UsageError(f"{path}: row {row + 2}, column {column}: not a number "
+                                 f"({frame[column].iloc[row]!r})")
+            frame[column] = values
+    for column in ("changed", "settled"):  # written as True/False; missing (older files) is not a change
+        frame[column] = frame[column].map({True: True, "True": True, False: False, "False": False}).fillna(False)
+    frame["policy"] = frame["policy"].astype(str)
+    return {label: part.drop(columns="policy").reset_index(drop=True)
+            for label, part in frame.groupby("policy", sort=False)}

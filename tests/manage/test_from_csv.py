@@ -1,0 +1,111 @@
+"""`perflearn manage --from-csv`: a run's --csv recorded in the store afterwards, as the
+run would have recorded it (a comparison killed outright kept its intervals only there)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from perflearn.cli import app
+from perflearn.manage.journal import COLUMNS
+from perflearn.store import open_store
+
+RUN = ["--step-seconds", "2", "--cores", "2", "--levels", "4"]  # the steps trace: 22 intervals of 1 s
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    """A comparison recorded by the run itself (--store) and written as it went (--csv)."""
+    where = tmp_path_factory.mktemp("sim")
+    result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "static", "-p", "ondemand", "-p", "hipster", *RUN,
+                                      "--csv", str(where / "sim.csv"), "--store", str(where / "s.duckdb"),
+                                      "--name", "direct"])
+    assert result.exit_code == 0, result.output
+    # a live run's file has no seed column; the rows are the same
+    journal = pd.read_csv(where / "sim.csv").drop(columns="seed")
+    assert list(journal.columns) == COLUMNS
+    return where, journal
+
+
+def from_csv(csv, store, *more):
+    return CliRunner().invoke(app, ["manage", "--from-csv", str(csv), "--store", str(store), *RUN, *more])
+
+
+def test_a_whole_run_is_recorded_as_the_run_recorded_it(simulated, tmp_path):
+    where, journal = simulated
+    journal.to_csv(tmp_path / "live.csv", index=False)
+    result = from_csv(tmp_path / "live.csv", where / "s.duckdb", "--name", "replayed")
+    assert result.exit_code == 0, result.output
+    assert "4 passes recorded, each of the 22 intervals of the trace" in result.output
+    with open_store(where / "s.duckdb", read_only=True) as store:
+        direct, replayed = store.dataset("direct").frame, store.dataset("replayed").frame
+        samples = {n: store.samples(n).drop(columns="run_id") for n in ("direct", "replayed")}
+    key = ["policy", "status", "qos_guarantee", "qos_tardiness", "energy_j", "energy_reduction", "changes", "intervals"]
+    assert sorted(replayed["policy"]) == ["hipster", "hipster (learning)", "ondemand", "static"]
+    pd.testing.assert_frame_equal(direct[key].sort_values("policy").reset_index(drop=True),
+                                  replayed[key].sort_values("policy").reset_index(drop=True))
+    assert (replayed["status"] == "ok").all()
+    assert len(samples["replayed"]) == len(samples["direct"]) > 0
+    assert samples["replayed"]["value"].isna().sum() == samples["direct"]["value"].isna().sum()
+
+
+def test_a_pass_cut_short_is_a_failed_run_with_every_interval_it_ran(simulated, tmp_path):
+    where, journal = simulated
+    cut = journal.drop(journal.index[journal["policy"] == "ondemand"][-5:])  # killed five intervals early
+    cut.to_csv(tmp_path / "cut.csv", index=False)
+    result = from_csv(tmp_path / "cut.csv", tmp_path / "c.duckdb")
+    assert result.exit_code == 0, result.output
+    assert "cut short (failed runs): ondemand (17 of 22 intervals)" in result.output
+    with open_store(tmp_path / "c.duckdb", read_only=True) as store:
+        runs = store.dataset("manage-cut").frame.set_index("policy")
+        samples = store.samples("manage-cut")
+    assert runs.loc["ondemand", "status"] == "failed" and runs.loc["static", "status"] == "ok"
+    assert runs.loc["ondemand", "intervals"] == 17
+    p95 = samples[samples["metric"] == "p95"]
+    assert len(p95) == len(cut) and sorted(p95["value"].dropna()) == sorted(cut["p95"].dropna())
+    # energy against static's, as the run would have said it
+    static = cut[cut["policy"] == "static"]["energy_j"].sum()
+    ondemand = cut[cut["policy"] == "ondemand"]["energy_j"].sum()
+    assert runs.loc["ondemand", "energy_reduction"] == pytest.approx((1 - ondemand / static) * 100)
+
+
+def test_an_older_file_has_its_later_columns_missing_not_zero(simulated, tmp_path):
+    where, journal = simulated
+    journal.drop(columns=["throttled_ms", "host_probe_us", "service_interval"]).to_csv(tmp_path / "old.csv", index=False)
+    result = from_csv(tmp_path / "old.csv", tmp_path / "o.duckdb")
+    assert result.exit_code == 0, result.output
+    with open_store(tmp_path / "o.duckdb", read_only=True) as store:
+        samples = store.samples("manage-old")
+    assert samples.loc[samples["metric"] == "throttled_ms", "value"].isna().all()
+    assert samples.loc[samples["metric"] == "p95", "value"].notna().all()
+
+
+def test_from_csv_bad_input(simulated, tmp_path):
+    where, journal = simulated
+    (tmp_path / "x.csv").write_text("a,b\n1,2\n")
+    bad_cell = journal.astype({"p95": object})
+    bad_cell.loc[3, "p95"] = "fast"
+    bad_cell.to_csv(tmp_path / "cell.csv", index=False)
+    journal.to_csv(tmp_path / "ok.csv", index=False)
+    cases = [
+        (["manage", "--from-csv", str(where / "sim.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "the --csv of a simulation; run it again with --store"),
+        (["manage", "--from-csv", str(tmp_path / "x.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "not the --csv of perflearn manage (no column t, rps, p95"),
+        (["manage", "--from-csv", str(tmp_path / "cell.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "row 5, column p95: not a number ('fast')"),
+        (["manage", "--from-csv", str(tmp_path / "none.csv"), "--store", str(tmp_path / "a.duckdb")], "no such file"),
+        (["manage", "--from-csv", str(tmp_path / "ok.csv")], "--from-csv records in a results store: give --store"),
+        (["manage", "--from-csv", str(tmp_path / "ok.csv"), "--simulate", "--store", str(tmp_path / "a.duckdb")],
+         "--from-csv records a run that is over: give it without --simulate and --service"),
+        (["manage", "--from-csv", str(tmp_path / "ok.csv"), "--store", str(tmp_path / "a.duckdb"), "--power", "x"],
+         "--power: expected one of"),
+        (["manage", "--from-csv", str(tmp_path / "ok.csv"), "--store", str(where / "s.duckdb"), "--name", "direct"],
+         "an experiment named 'direct' exists already"),
+    ]
+    for args, message in cases:
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code != 0 and message in result.output, (args, result.output)
+        assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "a.duckdb").exists()  # bad input creates no store
