@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 import shlex
-import tempfile
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -326,7 +325,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
     from perflearn.manage.compare import figure as draw, model_predictor
     from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.journal import IntervalCsv
-    from perflearn.manage.live import LiveService, write_trace
+    from perflearn.manage.live import LiveService, work_directory, write_trace
     from perflearn.manage.loop import comparison, summarize
     from perflearn.manage.policies import HOST_QUANTILE, make_policy, variant
     from perflearn.manage.power import rapl_or_none
@@ -348,7 +347,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
              for label, path in cost_dirs.items()}
     if rapl_or_none() is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
-    workdir = tempfile.TemporaryDirectory(prefix="perflearn-manage-")
+    workdir = work_directory()  # and those of managers killed outright removed
     interrupt_on_sigterm()  # a killed run stops its service and load generator and leaves the maximum
     segments = _live_segments(trace, max_rps, step_seconds, interval)
     if trace == "steps":  # perflearn-load's own steps

@@ -109,7 +109,7 @@ def remove_stale(prefix: str) -> list[str]:
             continue
         for directory in parent.iterdir():
             match = pattern.match(directory.name)
-            if not match or not directory.is_dir() or _alive(int(match.group(1))):
+            if not match or not directory.is_dir() or alive(int(match.group(1))):
                 continue
             try:
                 directory.rmdir()  # a cgroup directory with processes refuses (EBUSY)
@@ -119,7 +119,8 @@ def remove_stale(prefix: str) -> list[str]:
     return sorted(set(removed))
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -18,7 +18,9 @@ import json
 import math
 import os
 import queue
+import re
 import shlex
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -357,3 +359,28 @@ def write_trace(segments: list[tuple[float, float]], path: Path) -> Path:
     lines.append(f"{start:g} 0")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+WORKDIR = "perflearn-manage"
+
+
+def work_directory() -> tempfile.TemporaryDirectory:
+    """The manager's own directory (trace files for perflearn-load), named after its pid so
+    that the next manager removes it if this one is killed outright and cannot
+    (``remove_stale_work_directories``), as it removes such a manager's cgroups."""
+    remove_stale_work_directories()
+    return tempfile.TemporaryDirectory(prefix=f"{WORKDIR}-{os.getpid()}-")
+
+
+def remove_stale_work_directories(where: Path | None = None) -> list[str]:
+    """Remove the directories ``perflearn-manage-<pid>-*`` in ``where`` (the temporary
+    directory) of managers no longer running; the names removed."""
+    where = Path(where or tempfile.gettempdir())
+    pattern = re.compile(rf"^{WORKDIR}-(\d+)-")
+    removed = []
+    for directory in where.glob(f"{WORKDIR}-*"):
+        match = pattern.match(directory.name)
+        if match and directory.is_dir() and not cgroups.alive(int(match.group(1))):
+            shutil.rmtree(directory, ignore_errors=True)
+            removed.append(directory.name)
+    return sorted(removed)
