@@ -24,3 +24,11 @@ def test_decide_without_context():
     assert d.defaults is None
     assert d.recommendation.point["a"] < 5 and d.recommendation.point["b"] != "y"
     assert "predicted gain over the median point" in d.lines()[-1]
+
+
+def test_a_gain_and_its_share_carry_one_sign():
+    from perflearn.learn.decide import _gain
+
+    assert _gain(-0.0, 58750.0) == "0 (0.0%)"  # the demo's tie printed "-0 (0.0%)"
+    assert _gain(-500.0, 40000.0) == "-500 (-1.2%)"  # a loss was "-500 (1.2%)"
+    assert _gain(500.0, -40000.0) == "500 (+1.2%)"

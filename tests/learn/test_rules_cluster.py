@@ -38,6 +38,47 @@ def test_rules_name_categories_and_classes():
     assert all(rule.probability == 1.0 for rule in c.rules)
 
 
+def test_rules_state_each_feature_once_along_a_path():
+    """A path that tests a feature twice reads as one interval or one set, as Kunkel's rules do."""
+    x = np.repeat([1.0, 2.0, 3.0, 4.0], 30)
+    knob = np.tile(["p", "q", "r", "s", "t", "u"], 20)
+    df = pd.DataFrame({"x": x, "k": knob})
+    # three levels of x (the middle two alike) and k's p, q apart from the rest: every leaf is pure
+    df["T"] = np.select([x == 1, x == 4], [10.0, 40.0], 25.0) + np.where(df.k.isin(["p", "q"]), 0.0, 3.0)
+    r = tree_rules(training_data(Dataset.from_frame(df, metrics=["T"]), "T"), max_depth=4)
+    assert r.r2_or_accuracy == pytest.approx(1.0)
+    texts = [" and ".join(rule.conditions) for rule in r.rules]
+    for conditions in (rule.conditions for rule in r.rules):
+        tested = [c.replace("<", " ").replace(">", " ").replace("=", " ").replace("!", " ").split()[0]
+                  if not c[0].isdigit() else c.split("< ")[1].split()[0] for c in conditions]
+        assert len(tested) == len(set(tested)), conditions  # each feature once
+    assert any(c.startswith("1.5 < x <= 3.5") for t in texts for c in t.split(" and ")), texts
+    assert any("k not in (" in t or "k == " in t for t in texts), texts
+    # every run is covered by exactly one rule, whose value is the run's
+    covered = 0
+    for rule in r.rules:
+        keep = np.ones(len(df), bool)
+        for c in rule.conditions:
+            if " < x <= " in c:
+                lo, hi = float(c.split(" < ")[0]), float(c.split("<= ")[1])
+                keep &= (df.x > lo) & (df.x <= hi)
+            elif c.startswith("x <= "):
+                keep &= df.x <= float(c.split("<= ")[1])
+            elif c.startswith("x > "):
+                keep &= df.x > float(c.split("> ")[1])
+            elif c.startswith("k == "):
+                keep &= df.k == c.split("== ")[1]
+            elif c.startswith("k != "):
+                keep &= df.k != c.split("!= ")[1]
+            elif c.startswith("k not in ("):
+                keep &= ~df.k.isin(c.split("(")[1].rstrip(")").split(", "))
+            else:
+                raise AssertionError(c)
+        covered += keep.sum()
+        assert np.allclose(df["T"][keep], rule.value), (rule.conditions, df["T"][keep].unique())
+    assert covered == len(df)
+
+
 def test_rules_png(step_ds, tmp_path):
     r = tree_rules(training_data(step_ds, "T"), max_depth=2)
     path = r.plot(tmp_path / "tree.png")

@@ -56,13 +56,12 @@ class Decision:
             default = s[s.index.str.startswith("default ")].iloc[0]
             gain = (default["mean"] - learned["mean"]) * (1 if self.sense == "min" else -1)
             out.append(f"learned choices per context vs best single default ({default.name[8:]}): "
-                       f"mean {learned['mean']:.4g} vs {default['mean']:.4g}, gain {gain:.4g} "
-                       f"({abs(gain) / abs(default['mean']) * 100:.1f}%), loss to best measured {learned['loss']:.4g}")
+                       f"mean {learned['mean']:.4g} vs {default['mean']:.4g}, gain {_gain(gain, default['mean'])}, "
+                       f"loss to best measured {learned['loss']:.4g}")
         else:
             sign = 1 if self.sense == "min" else -1
             out.append(f"measured: best {self.measured_best:.4g}, median {self.measured_median:.4g}; predicted gain "
-                       f"over the median point {sign * (self.measured_median - pred):.4g} "
-                       f"({abs(self.measured_median - pred) / abs(self.measured_median) * 100:.1f}%)")
+                       f"over the median point {_gain(sign * (self.measured_median - pred), self.measured_median)}")
         return out
 
 
@@ -84,3 +83,11 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
     means = data.rows.groupby("point_id")[target].mean().to_numpy()
     best = float(np.min(means) if sense == "min" else np.max(means))
     return Decision(target, sense, model, rules, rec, table, best, float(np.median(means)))
+
+
+def _gain(gain: float, reference: float) -> str:
+    """A gain and its share of ``reference``, one sign for both (a loss is negative in
+    both), and no "-0" where nothing was gained."""
+    gain += 0.0  # -0.0 + 0.0 is 0.0
+    share = gain / abs(reference) * 100
+    return f"{gain:.4g} ({share:+.1f}%)" if round(share, 1) else f"{gain:.4g} (0.0%)"

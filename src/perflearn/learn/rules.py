@@ -145,32 +145,69 @@ def _onehot_map(data: TrainingData) -> dict[str, tuple[str, str, str | None]]:
 
 
 def _leaves(tree, names, onehot, class_names) -> list[Rule]:
+    """One rule per leaf, its path's tests merged per feature (``_Path``)."""
     t = tree.tree_
     rules: list[Rule] = []
 
-    def walk(node: int, conds: list[str]) -> None:
+    def walk(node: int, path: _Path) -> None:
         if t.children_left[node] == -1:
             n = int(t.n_node_samples[node])
             if class_names is not None:
                 counts = t.value[node][0]
                 i = int(np.argmax(counts))
-                rules.append(Rule(list(conds), None, class_names[i], float(counts[i] / counts.sum()), n))
+                rules.append(Rule(path.conditions(), None, class_names[i], float(counts[i] / counts.sum()), n))
             else:
-                rules.append(Rule(list(conds), float(t.value[node][0][0]), None, None, n))
+                rules.append(Rule(path.conditions(), float(t.value[node][0][0]), None, None, n))
             return
         name = names[t.feature[node]]
-        thr = t.threshold[node]
         if name in onehot:
             knob, cat, other = onehot[name]
-            left = f"{knob} == {other}" if other is not None else f"{knob} != {cat}"
-            right = f"{knob} == {cat}"
+            walk(t.children_left[node], path.isnt(knob, cat, other))
+            walk(t.children_right[node], path.equal(knob, cat))
         else:
-            left, right = f"{name} <= {thr:.4g}", f"{name} > {thr:.4g}"
-        walk(t.children_left[node], [*conds, left])
-        walk(t.children_right[node], [*conds, right])
+            walk(t.children_left[node], path.bound(name, high=float(t.threshold[node])))
+            walk(t.children_right[node], path.bound(name, low=float(t.threshold[node])))
 
-    walk(0, [])
+    walk(0, _Path())
     return rules
+
+
+class _Path:
+    """The tests on the way to a leaf, merged per feature as a reader would state them: a
+    numeric feature tested twice is one interval (``5 < bs <= 40``, not ``bs > 5 and bs <= 40``
+    or ``bs > 5 and bs > 20``), a knob's ``==`` makes its ``!=`` redundant, and its ``!=``
+    tests are one ``not in``. Features keep the order the tree first tests them in."""
+
+    def __init__(self, tests: dict | None = None):
+        self.tests = tests or {}  # feature -> ["range", low, high] or ["knob", equal, {not equal}]
+
+    def bound(self, name: str, low: float | None = None, high: float | None = None) -> "_Path":
+        _, lo, hi = self.tests.get(name, ("range", None, None))
+        lo = low if low is not None and (lo is None or low > lo) else lo
+        hi = high if high is not None and (hi is None or high < hi) else hi
+        return _Path({**self.tests, name: ("range", lo, hi)})
+
+    def equal(self, knob: str, value: str) -> "_Path":
+        return _Path({**self.tests, knob: ("knob", value, frozenset())})
+
+    def isnt(self, knob: str, value: str, only_other: str | None) -> "_Path":
+        if only_other is not None:  # two categories: not one is the other
+            return self.equal(knob, only_other)
+        _, eq, ne = self.tests.get(knob, ("knob", None, frozenset()))
+        return _Path({**self.tests, knob: ("knob", eq, ne | {value})})
+
+    def conditions(self) -> list[str]:
+        out = []
+        for name, (kind, a, b) in self.tests.items():
+            if kind == "range":
+                out.append(f"{a:.4g} < {name} <= {b:.4g}" if a is not None and b is not None
+                           else f"{name} <= {b:.4g}" if b is not None else f"{name} > {a:.4g}")
+            elif a is not None:
+                out.append(f"{name} == {a}")
+            else:
+                out.append(f"{name} != {next(iter(b))}" if len(b) == 1
+                           else f"{name} not in ({', '.join(sorted(map(str, b)))})")
+        return out
 
 
 def rules_frame(rules: Rules) -> pd.DataFrame:
