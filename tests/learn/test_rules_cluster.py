@@ -39,7 +39,7 @@ def test_rules_name_categories_and_classes():
 
 
 def test_rules_state_each_feature_once_along_a_path():
-    """A path that tests a feature twice reads as one interval or one set, as Kunkel's rules do."""
+    """A path that tests a feature twice reads as one interval, one value or one set, as Kunkel's rules do."""
     x = np.repeat([1.0, 2.0, 3.0, 4.0], 30)
     knob = np.tile(["p", "q", "r", "s", "t", "u"], 20)
     df = pd.DataFrame({"x": x, "k": knob})
@@ -53,6 +53,8 @@ def test_rules_state_each_feature_once_along_a_path():
                   if not c[0].isdigit() else c.split("< ")[1].split()[0] for c in conditions]
         assert len(tested) == len(set(tested)), conditions  # each feature once
     assert any(c.startswith("1.5 < x <= 3.5") for t in texts for c in t.split(" and ")), texts
+    # an interval that holds one measured value is that value, not the tree's midpoint
+    assert any("x == 1 " in t + " " for t in texts) and any("x == 4 " in t + " " for t in texts), texts
     assert any("k not in (" in t or "k == " in t for t in texts), texts
     # every run is covered by exactly one rule, whose value is the run's
     covered = 0
@@ -66,6 +68,8 @@ def test_rules_state_each_feature_once_along_a_path():
                 keep &= df.x <= float(c.split("<= ")[1])
             elif c.startswith("x > "):
                 keep &= df.x > float(c.split("> ")[1])
+            elif c.startswith("x == "):
+                keep &= df.x == float(c.split("== ")[1])
             elif c.startswith("k == "):
                 keep &= df.k == c.split("== ")[1]
             elif c.startswith("k != "):

@@ -129,7 +129,8 @@ def tree_rules(data: TrainingData, max_depth: int = 3, classes: list[float] | No
     if classes is not None:
         class_names = [str(c) for c in fitted.classes_]
     onehot = _onehot_map(data)
-    rules = _leaves(fitted, names, onehot, class_names)
+    measured = {c: np.unique(pd.to_numeric(data.X[c], errors="coerce").dropna()) for c in data.schema.numeric}
+    rules = _leaves(fitted, names, onehot, class_names, measured)
     score = float(pipe.score(data.X, y))
     return Rules(data.schema.target, rules, export_text(fitted, feature_names=names, decimals=3), names,
                  class_names, fitted, score)
@@ -144,8 +145,9 @@ def _onehot_map(data: TrainingData) -> dict[str, tuple[str, str, str | None]]:
     return out
 
 
-def _leaves(tree, names, onehot, class_names) -> list[Rule]:
-    """One rule per leaf, its path's tests merged per feature (``_Path``)."""
+def _leaves(tree, names, onehot, class_names, measured: dict[str, np.ndarray]) -> list[Rule]:
+    """One rule per leaf, its path's tests merged per feature (``_Path``); ``measured``:
+    each numeric feature's values in the training runs."""
     t = tree.tree_
     rules: list[Rule] = []
 
@@ -168,7 +170,7 @@ def _leaves(tree, names, onehot, class_names) -> list[Rule]:
             walk(t.children_left[node], path.bound(name, high=float(t.threshold[node])))
             walk(t.children_right[node], path.bound(name, low=float(t.threshold[node])))
 
-    walk(0, _Path())
+    walk(0, _Path(measured=measured))
     return rules
 
 
@@ -176,30 +178,36 @@ class _Path:
     """The tests on the way to a leaf, merged per feature as a reader would state them: a
     numeric feature tested twice is one interval (``5 < bs <= 40``, not ``bs > 5 and bs <= 40``
     or ``bs > 5 and bs > 20``), a knob's ``==`` makes its ``!=`` redundant, and its ``!=``
-    tests are one ``not in``. Features keep the order the tree first tests them in."""
+    tests are one ``not in``. An interval that holds one measured value is that value
+    (``KeepAlive == 1``, not ``KeepAlive > 0.5``; ``bs == 4096``): the threshold is the
+    midpoint the tree split at, not a setting anyone measured. Features keep the order
+    the tree first tests them in."""
 
-    def __init__(self, tests: dict | None = None):
+    def __init__(self, tests: dict | None = None, measured: dict | None = None):
         self.tests = tests or {}  # feature -> ["range", low, high] or ["knob", equal, {not equal}]
+        self.measured = measured or {}
 
     def bound(self, name: str, low: float | None = None, high: float | None = None) -> "_Path":
         _, lo, hi = self.tests.get(name, ("range", None, None))
         lo = low if low is not None and (lo is None or low > lo) else lo
         hi = high if high is not None and (hi is None or high < hi) else hi
-        return _Path({**self.tests, name: ("range", lo, hi)})
+        return _Path({**self.tests, name: ("range", lo, hi)}, self.measured)
 
     def equal(self, knob: str, value: str) -> "_Path":
-        return _Path({**self.tests, knob: ("knob", value, frozenset())})
+        return _Path({**self.tests, knob: ("knob", value, frozenset())}, self.measured)
 
     def isnt(self, knob: str, value: str, only_other: str | None) -> "_Path":
         if only_other is not None:  # two categories: not one is the other
             return self.equal(knob, only_other)
         _, eq, ne = self.tests.get(knob, ("knob", None, frozenset()))
-        return _Path({**self.tests, knob: ("knob", eq, ne | {value})})
+        return _Path({**self.tests, knob: ("knob", eq, ne | {value})}, self.measured)
 
     def conditions(self) -> list[str]:
         out = []
         for name, (kind, a, b) in self.tests.items():
-            if kind == "range":
+            if kind == "range" and len(one := self._inside(name, a, b)) == 1:
+                out.append(f"{name} == {_value(one[0])}")
+            elif kind == "range":
                 out.append(f"{a:.4g} < {name} <= {b:.4g}" if a is not None and b is not None
                            else f"{name} <= {b:.4g}" if b is not None else f"{name} > {a:.4g}")
             elif a is not None:
@@ -208,6 +216,15 @@ class _Path:
                 out.append(f"{name} != {next(iter(b))}" if len(b) == 1
                            else f"{name} not in ({', '.join(sorted(map(str, b)))})")
         return out
+
+    def _inside(self, name: str, low: float | None, high: float | None) -> np.ndarray:
+        values = self.measured.get(name, np.array([]))
+        return values[((values > low) if low is not None else True) & ((values <= high) if high is not None else True)]
+
+
+def _value(x: float) -> str:
+    """A measured setting as it was given: 4096, not 4096.0 or 4.096e+03."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:.6g}"
 
 
 def rules_frame(rules: Rules) -> pd.DataFrame:
