@@ -27,6 +27,7 @@ def test_exhaustive_finds_known_optimum(bowl):
     assert r.method == "exhaustive" and r.evaluated == 121
     assert r.point == {"x": 3, "y": 7}
     assert abs(r.predicted["T"] - 1.0) < 0.2 and r.feasible
+    assert "violation" not in r.top  # no constraint: no column of zeros
 
 
 def test_constraint_moves_the_optimum(bowl):
@@ -35,6 +36,7 @@ def test_constraint_moves_the_optimum(bowl):
     assert r.point == {"x": 1, "y": 7} and r.feasible
     r = recommend(models, "T", "min", search_space(ds, ["x", "y"]), constraints=[Constraint.parse("lat <= 0")])
     assert not r.feasible and r.point["x"] == 0  # the least violating
+    assert r.top["violation"].iloc[0] > 0  # how far past lat <= 0
 
 
 def test_sampling_and_local_search_find_known_optimum(bowl):

@@ -191,7 +191,9 @@ def recommend(
     best = scored.iloc[0]
     point = {k: _plain(best[k]) for k in [*knobs, *context]}
     predicted = {m: float(best[m]) for m in models}
-    shown = scored.head(top).drop(columns=["_key"]).rename(columns={"_violation": "violation"}).reset_index(drop=True)
+    # how far past its constraints a point is; without constraints a column of zeros, left out
+    shown = scored.head(top).drop(columns=["_key"] + ([] if constraints else ["_violation"]))
+    shown = shown.rename(columns={"_violation": "violation"}).reset_index(drop=True)
     return Recommendation(point, predicted, bool(best["_violation"] == 0), method, evaluated, shown)
 
 
