@@ -34,3 +34,13 @@ def died_with(sig: int = signal.SIGTERM) -> Callable[[], None]:
             os._exit(1)
 
     return in_child
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: one that ended and waits for its parent to reap it (a
+    zombie) does not; another user's does."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

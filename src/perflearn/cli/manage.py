@@ -153,11 +153,6 @@ def manage(
     if not (0 <= react_ms / 1e3 < interval):  # NaN too
         raise UsageError(f"--react-ms: 0 (off) or a tick shorter than the interval, got {react_ms:g}")
     tick = react_ms / 1e3 or None
-    if from_csv is not None:
-        if simulate or service:
-            raise UsageError("--from-csv records a run that is over: give it without --simulate and --service")
-        _from_csv(from_csv, store, name, trace, step_seconds, interval, power)
-        return
     try:
         space = ConfigSpace.make(cores, levels)
     except ValueError as exc:
@@ -168,6 +163,11 @@ def manage(
         power_ = power_model(power)
     except ValueError as exc:
         raise UsageError(f"--power: {exc}") from None
+    if from_csv is not None:
+        if simulate or service:
+            raise UsageError("--from-csv records a run that is over: give it without --simulate and --service")
+        _from_csv(from_csv, store, name, trace, step_seconds, interval, power_.label)
+        return
     if "sweep" in names and step_seconds / interval < 3 * len(space):  # Sweep.hold intervals each
         terminal.warn(f"sweep: {step_seconds:g}-s steps hold {step_seconds / interval:.0f} intervals, fewer than 3 for each "
                       f"of the {len(space)} configurations: each load measures only the fastest of them")
@@ -434,27 +434,22 @@ def _live_segments(trace: str, max_rps: float, step_seconds: float, interval: fl
 
 
 def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step_seconds: float, interval: float,
-              power: str) -> None:
+              power_label: str) -> None:
     """``--from-csv``: an earlier live run's passes recorded in ``store``, as ``_live``
     records them (static's energy the reference); a pass with fewer intervals than the
     trace has is recorded as failed, as an interrupted one is."""
     from perflearn.manage.journal import read_passes
-    from perflearn.manage.power import power_model
     from perflearn.manage.simulator import per_interval
 
     if store is None:
         raise UsageError("--from-csv records in a results store: give --store")
-    try:
-        label = power_model(power).label
-    except ValueError as exc:
-        raise UsageError(f"--power: {exc}") from None
     passes = read_passes(path)
     intervals = len(per_interval(_live_segments(trace, 1.0, step_seconds, interval), interval))
     labels = sorted(passes, key=lambda p: p != "static")  # static first, as run: the energy's reference
     static = passes["static"]["energy_j"].sum() if "static" in passes else None
     cut = {p: len(f) for p, f in passes.items() if len(f) != intervals}
     with _recording(store, name or f"manage-{path.name.split('.')[0]}", labels, f"recorded from {path} ({trace} trace)",
-                    label) as record:
+                    power_label) as record:
         for policy in labels:
             frame = passes[policy]
             record(policy, frame, static, float(frame["t"].max()), policy not in cut)

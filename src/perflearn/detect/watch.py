@@ -12,7 +12,7 @@ import pandas as pd
 
 from perflearn.errors import UsageError
 from perflearn.experiment.sampling import Sampler, SamplingSpec
-from perflearn.lifetime import died_with
+from perflearn.lifetime import alive, died_with
 
 from .features import window_features
 from .model import SMOOTH, Detector
@@ -60,7 +60,7 @@ def watch(detector: Detector, pid: int | None = None, command: list[str] | None 
     try:
         while True:
             time.sleep(detector.interval)
-            alive = process.poll() is None if process else _alive(pid)
+            running = process.poll() is None if process else alive(pid)
             samples = pd.DataFrame(list(sampler.samples), columns=["metric", "t", "value"])
             if not samples.empty:
                 last = round(samples["t"].max() / detector.interval)
@@ -80,7 +80,7 @@ def watch(detector: Detector, pid: int | None = None, command: list[str] | None 
                     verdict["t"] = float(samples["t"].max())
                     seen += 1
                     yield verdict
-            if not alive or (intervals is not None and seen >= intervals):
+            if not running or (intervals is not None and seen >= intervals):
                 break
     finally:
         sampler.stop()
@@ -90,13 +90,3 @@ def watch(detector: Detector, pid: int | None = None, command: list[str] | None 
     if seen == 0:
         raise UsageError(f"too few samples to classify: the process ran for less than one window "
                          f"({detector.window} x {detector.interval:g} s)")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-

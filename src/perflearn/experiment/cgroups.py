@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perflearn.errors import UnsupportedError
+from perflearn.lifetime import alive
 
 def root() -> Path:
     """The cgroup mount point (PERFLEARN_CGROUP_ROOT overrides /sys/fs/cgroup)."""
@@ -117,17 +118,6 @@ def remove_stale(prefix: str) -> list[str]:
                 continue
             removed.append(directory.name)
     return sorted(set(removed))
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's
-        return True
-    return True
 
 
 def _write(path: Path, value: str) -> None:

@@ -31,7 +31,7 @@ from perflearn.errors import RunnerError, UnsupportedError, UsageError
 from perflearn.experiment import cgroups
 from perflearn.experiment.actuators import cpu_list, parse_cpus
 from perflearn.experiment.cpufreq import CpuFreq
-from perflearn.lifetime import died_with
+from perflearn.lifetime import alive, died_with
 from perflearn.runner.process import describe_status
 from perflearn.wire import LiveSniffer, locate
 
@@ -380,7 +380,7 @@ def remove_stale_work_directories(where: Path | None = None) -> list[str]:
     removed = []
     for directory in where.glob(f"{WORKDIR}-*"):
         match = pattern.match(directory.name)
-        if match and directory.is_dir() and not cgroups.alive(int(match.group(1))):
+        if match and directory.is_dir() and not alive(int(match.group(1))):
             shutil.rmtree(directory, ignore_errors=True)
             removed.append(directory.name)
     return sorted(removed)
