@@ -162,7 +162,8 @@ def test_bad_hyperparameter_value_in_evaluate(step_ds):
 def test_counts_below_one_are_refused(step_ds):
     from perflearn.learn.cluster import cluster
     from perflearn.learn.evaluate import learning_curve
-    from perflearn.learn.recommend import recommend, search_space
+    from perflearn.learn.recommend import recommend
+    from perflearn.learn.space import search_space
     from perflearn.learn.rules import tree_rules
 
     data = training_data(step_ds, "T")
@@ -235,7 +236,8 @@ def test_feature_beyond_float32_at_predict(step_ds, tmp_path):
 
 
 def test_feature_beyond_float32_in_training_or_context(step_ds):
-    from perflearn.learn.recommend import recommend, search_space
+    from perflearn.learn.recommend import recommend
+    from perflearn.learn.space import search_space
     from perflearn.learn.rules import tree_rules
 
     ds = Dataset.from_frame(step_frame(30), metrics=["T"])

@@ -5,7 +5,8 @@ import pytest
 
 from perflearn.errors import UsageError
 from perflearn.learn import fit
-from perflearn.learn.recommend import Constraint, defaults_table, recommend, search_space
+from perflearn.learn.recommend import Constraint, defaults_table, recommend
+from perflearn.learn.space import search_space
 from perflearn.store import Dataset
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "learn"

@@ -39,6 +39,9 @@ FamiliesOpt = Annotated[Optional[str], typer.Option("--families", help="auto: ch
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
 QuantileOpt = Annotated[Optional[float], typer.Option("--quantile", help="Model this quantile of the target instead of its middle (e.g. 0.9: nine values in ten at or under it): rf (a quantile regression forest) or gbm (pinball loss). Judged by coverage and pinball loss.")]
 ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", help="A hyperparameter of --family as NAME=VALUE, repeatable (e.g. n_estimators=200, max_depth=None, hidden_layer_sizes=32,32).")]
+AnyCombinationOpt = Annotated[bool, typer.Option(
+    "--any-combination", help="Search every combination of the knobs' values: no one-hot groups inferred from the "
+    "runs, no design constraints of the stored spec.")]
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -490,12 +493,14 @@ def recommend(
     model_dir: Annotated[Optional[Path], typer.Option("--model", help="Use this fitted model for the target instead of fitting one.")] = None,
     table: Annotated[bool, typer.Option("--table/--no-table", help="Also print Kunkel's table: learned vs best default vs best, per context.")] = False,
     top: Annotated[int, typer.Option("--top", help="Show this many best points.")] = 5,
+    any_combination: AnyCombinationOpt = False,
     seed: SeedOpt = 0,
 ) -> None:
     """Recommend the best settings for a context, and compare learned choices with defaults."""
     from perflearn.learn.model import fit as fit_model
     from perflearn.learn.model import load
-    from perflearn.learn.recommend import Constraint, defaults_table, recommend as rec, search_space
+    from perflearn.learn.recommend import Constraint, defaults_table, recommend as rec
+    from perflearn.learn.space import search_space
 
     if top < 1:  # before fitting (--top -3 printed all but 3 of the points)
         raise UsageError(f"show at least 1 point, got {top}", where="--top")
@@ -522,7 +527,7 @@ def recommend(
     if missing_ctx:
         raise UsageError(f"give the context: --context {missing_ctx[0]}=VALUE (context columns: {', '.join(ds.context)})",
                          where="--context")
-    space = search_space(ds, [f for f in used if f not in fixed])
+    space = search_space(ds, [f for f in used if f not in fixed], list(fixed), any_combination=any_combination)
     sense = "max" if maximize else "min"
     r = rec(models, target, sense, space, fixed, constraints, seed=seed, top=top)
     title = (f"{'maximise' if maximize else 'minimise'} {target}"
@@ -532,6 +537,8 @@ def recommend(
     best = ", ".join(f"{k}={v}" for k, v in r.point.items())
     pred = ", ".join(f"{k}={_fmt(v)}" for k, v in r.predicted.items())
     terminal.out.print(f"recommended: {best}  (predicted {pred})")
+    for note in r.notes:
+        terminal.out.print(f"  searched only configurations where {note}", markup=False)
     if not r.feasible:
         terminal.warn("no point satisfies every constraint by the model; the least violating one is shown")
     if table:
@@ -636,6 +643,7 @@ def decide(
     context_cols: ContextColsOpt = None,
     family: FamilyOpt = "auto",
     maximize: Annotated[bool, typer.Option("--maximize/--minimize", help="Maximise (throughput) or minimise (time, latency) the target.")] = False,
+    any_combination: AnyCombinationOpt = False,
     seed: SeedOpt = 0,
 ) -> None:
     """From measurements to a decision: the model's CV error, its rules, the recommended settings and
@@ -643,6 +651,7 @@ def decide(
     from perflearn.learn.decide import decide as make_decision
 
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
-    decision = make_decision(ds, target, "max" if maximize else "min", family, random_state=seed)
+    decision = make_decision(ds, target, "max" if maximize else "min", family, random_state=seed,
+                             any_combination=any_combination)
     for line in decision.lines():
         terminal.out.print(line, markup=False)

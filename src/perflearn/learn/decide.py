@@ -20,8 +20,9 @@ from perflearn.store import Dataset
 
 from .features import training_data
 from .model import Model, fit_data
-from .recommend import DefaultsTable, Recommendation, defaults_table, recommend, search_space
+from .recommend import DefaultsTable, Recommendation, defaults_table, recommend
 from .rules import Rules, tree_rules
+from .space import search_space
 
 
 @dataclass
@@ -50,6 +51,7 @@ class Decision:
         pred = rec.predicted[self.target]
         out.append(f"recommended ({'minimise' if self.sense == 'min' else 'maximise'} {self.target}): {point} "
                    f"-> predicted {pred:.4g}")
+        out.extend(f"  searched only configurations where {note}" for note in rec.notes)
         if self.defaults is not None:
             s = self.defaults.summary.set_index("choice")
             learned = s.iloc[0]
@@ -66,7 +68,8 @@ class Decision:
 
 
 def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", context: dict | None = None,
-           random_state: int = 0) -> Decision:
+           random_state: int = 0, any_combination: bool = False) -> Decision:
+    """``any_combination``: search every combination of the knobs' values (``space.search_space``)."""
     data = training_data(ds, target)
     model = fit_data(data, family, cv=min(5, len(data.y)), random_state=random_state, experiment=ds.experiment)
     rules = tree_rules(data, max_depth=3)
@@ -76,7 +79,8 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
         top = ok.groupby(ds.context).size().idxmax()
         top = top if isinstance(top, tuple) else (top,)
         fixed = dict(zip(ds.context, top))
-    space = search_space(ds, [f for f in model.features if f not in fixed])
+    space = search_space(ds, [f for f in model.features if f not in fixed], list(fixed),
+                         any_combination=any_combination)
     rec = recommend({target: model}, target, sense, space, fixed, seed=random_state)
     table = defaults_table(ds, target, sense, family="rf" if family == "auto" else family,
                            random_state=random_state) if ds.context else None

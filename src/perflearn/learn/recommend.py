@@ -30,6 +30,7 @@ from perflearn.store import Dataset
 
 from .features import _category, training_data
 from .model import Model, fit_data
+from .space import SearchSpace
 
 _CONSTRAINT = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
 
@@ -67,25 +68,6 @@ class Constraint:
         return f"{self.metric}{self.op}{self.value:g}"
 
 
-def search_space(ds: Dataset, knobs: list[str], max_values: int = 64) -> dict[str, list]:
-    """Candidate values per knob: the categories, or the measured numeric values (at most
-    ``max_values``, quantile-spaced when there are more)."""
-    frame = ds.ok() if len(ds.ok()) else ds.frame
-    space: dict[str, list] = {}
-    for k in knobs:
-        col = frame[k].dropna()
-        if ds.kinds.get(k) == "categorical":
-            space[k] = sorted(col.map(_category).unique().tolist())
-        else:
-            vals = np.unique(col.to_numpy(dtype=float))
-            if len(vals) > max_values:
-                vals = np.unique(np.quantile(vals, np.linspace(0, 1, max_values)))
-            space[k] = vals.tolist()
-        if not space[k]:
-            raise UsageError(f"knob {k!r} has no measured value to choose from", where=ds.experiment)
-    return space
-
-
 @dataclass
 class Recommendation:
     point: dict[str, Any]
@@ -94,6 +76,7 @@ class Recommendation:
     method: str  # "exhaustive" | "sampling+local"
     evaluated: int
     top: pd.DataFrame = field(repr=False)
+    notes: list[str] = field(default_factory=list)  # what the space kept out, and why
 
 
 def _score_frame(points: pd.DataFrame, models: dict[str, Model], objective: str, sense: str,
@@ -117,7 +100,7 @@ def recommend(
     models: dict[str, Model],
     objective: str,
     sense: str,
-    space: dict[str, list],
+    space: SearchSpace | dict[str, list],
     context: dict[str, Any] | None = None,
     constraints: list[Constraint] | None = None,
     *,
@@ -127,7 +110,9 @@ def recommend(
     seed: int = 0,
     top: int = 5,
 ) -> Recommendation:
-    """The best point of ``space`` for ``context`` by the models' predictions."""
+    """The best point of ``space`` for ``context`` by the models' predictions (a dict:
+    every combination of its values is a point)."""
+    space = space if isinstance(space, SearchSpace) else SearchSpace(dict(space))
     constraints = list(constraints or [])
     context = dict(context or {})
     if sense not in ("min", "max"):
@@ -137,64 +122,64 @@ def recommend(
     for metric in [objective, *(c.metric for c in constraints)]:
         if metric not in models:
             raise UsageError(f"no model for metric {metric!r}", where="recommend")
-    knobs = [k for k in space if k not in context]
+    knobs = [k for k in space.values if k not in context]
     if not knobs:
         raise UsageError("every feature is fixed by the context; nothing to choose", where="--context")
+    axes = space.axes(knobs)
+    evaluated = 0
 
-    def frame_of(rows: list[tuple]) -> pd.DataFrame:
-        df = pd.DataFrame(rows, columns=knobs)
-        for k, v in context.items():
-            df[k] = v
-        return df
+    def score(rows: list[tuple]) -> pd.DataFrame:
+        """Points given by their axis values, scored and ranked; those outside the space left out."""
+        nonlocal evaluated
+        frame = space.frame(axes, rows, context)
+        keep = np.flatnonzero(space.allowed(frame))
+        evaluated += len(keep)
+        if not len(keep):
+            return pd.DataFrame()
+        scored = _score_frame(frame.iloc[keep].reset_index(drop=True), models, objective, sense, constraints)
+        scored["_axes"] = [rows[i] for i in keep]
+        return _rank(scored)
 
     if context:  # a bad context value (a word, 1e39) is the user's --context, not a point of the search
-        probe = frame_of([tuple(space[k][0] for k in knobs)])
+        probe = space.frame(axes, [tuple(values[0] for _, values in axes)], context)
         for model in models.values():
             model.schema.frame(probe, where="--context")
-    size = int(np.prod([len(space[k]) for k in knobs], dtype=float))
+    size = int(np.prod([len(values) for _, values in axes], dtype=float))
     if size <= max_exhaustive:
-        scored = _rank(_score_frame(frame_of(list(itertools.product(*(space[k] for k in knobs)))), models,
-                                    objective, sense, constraints))
-        method, evaluated = "exhaustive", len(scored)
+        scored = score(list(itertools.product(*(values for _, values in axes))))
+        method = "exhaustive"
     else:
         rng = np.random.default_rng(seed)
-        idx = np.column_stack([rng.integers(0, len(space[k]), samples) for k in knobs])
-        rows = [tuple(space[k][i] for k, i in zip(knobs, r)) for r in idx]
-        scored = _rank(_score_frame(frame_of(rows), models, objective, sense, constraints))
-        evaluated = len(scored)
-        seen = {tuple(r) for r in scored[knobs].itertuples(index=False)}
-        pool = [scored]
-        for start in scored.head(starts)[knobs].itertuples(index=False):
-            current = list(start)
-            for _ in range(50):  # coordinate descent: each knob over all its values, others fixed
+        idx = np.column_stack([rng.integers(0, len(values), samples) for _, values in axes])
+        scored = score([tuple(values[i] for (_, values), i in zip(axes, r)) for r in idx])
+        pool = [scored] if len(scored) else []
+        for start in (scored.head(starts)["_axes"] if len(scored) else []):
+            current = tuple(start)
+            for _ in range(50):  # coordinate descent: each axis over all its values, the others fixed
                 improved = False
-                for j, k in enumerate(knobs):
-                    rows = []
-                    for v in space[k]:
-                        cand = list(current)
-                        cand[j] = v
-                        rows.append(tuple(cand))
-                    s = _rank(_score_frame(frame_of(rows), models, objective, sense, constraints))
-                    evaluated += len(rows)
+                for j, (_, values) in enumerate(axes):
+                    s = score([current[:j] + (v,) + current[j + 1:] for v in values])
+                    if s.empty:
+                        continue
                     pool.append(s.head(1))
-                    best = tuple(s.iloc[0][knobs])
-                    if list(best) != current:
-                        ref = _rank(_score_frame(frame_of([tuple(current), best]), models, objective, sense, constraints))
-                        if tuple(ref.iloc[0][knobs]) == best:
-                            current = list(best)
-                            improved = True
-                    seen.add(best)
+                    best = s["_axes"].iloc[0]
+                    if best != current and score([current, best])["_axes"].iloc[0] == best:
+                        current, improved = best, True
                 if not improved:
                     break
-        scored = _rank(pd.concat(pool).drop_duplicates(subset=knobs))
+        scored = _rank(pd.concat(pool).drop_duplicates(subset=knobs)) if pool else pd.DataFrame()
         method = "sampling+local"
+    if scored.empty:
+        raise UsageError("no combination of the knobs' measured values is a configuration the design allows"
+                         + (f" for {', '.join(f'{k}={v}' for k, v in context.items())}" if context else ""),
+                         where="recommend")
     best = scored.iloc[0]
     point = {k: _plain(best[k]) for k in [*knobs, *context]}
     predicted = {m: float(best[m]) for m in models}
     # how far past its constraints a point is; without constraints a column of zeros, left out
-    shown = scored.head(top).drop(columns=["_key"] + ([] if constraints else ["_violation"]))
+    shown = scored.head(top).drop(columns=["_key", "_axes"] + ([] if constraints else ["_violation"]))
     shown = shown.rename(columns={"_violation": "violation"}).reset_index(drop=True)
-    return Recommendation(point, predicted, bool(best["_violation"] == 0), method, evaluated, shown)
+    return Recommendation(point, predicted, bool(best["_violation"] == 0), method, evaluated, shown, space.notes)
 
 
 def _plain(v):

@@ -28,6 +28,9 @@ class Dataset:
     missing value (unsupported, failed run) is NaN, never 0.
     ``kinds`` says for each knob/context column whether it is ``numeric`` or
     ``categorical``; ``units`` gives each metric's unit ("" when unknown).
+    ``constraints`` are the expressions over knobs the design required of every point
+    (a spec's ``[design] constraints``, as written): which combinations of knob values
+    are configurations at all.
     """
 
     experiment: str
@@ -37,6 +40,7 @@ class Dataset:
     context: list[str] = field(default_factory=list)
     units: dict[str, str] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
+    constraints: list[str] = field(default_factory=list)
 
     @property
     def features(self) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import tomllib
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -254,7 +255,19 @@ class DuckDBStore(ResultsStore):
             context=[k.name for k in info.knobs if k.role == "context"],
             units={m.name: m.unit for m in info.metrics},
             kinds={k.name: k.kind for k in info.knobs},
+            constraints=self._design_constraints(info.experiment_id),
         )
+
+    def _design_constraints(self, experiment_id: int) -> list[str]:
+        """The stored spec's ``[design] constraints``; none for an import, or a spec
+        that no longer reads as TOML (the runs are still the runs)."""
+        row = self.db.execute("SELECT spec_text FROM experiments WHERE experiment_id = ?", [experiment_id]).fetchone()
+        try:
+            design = tomllib.loads(row[0]).get("design", {}) if row and row[0] else {}
+        except tomllib.TOMLDecodeError:
+            return []
+        found = design.get("constraints", []) if isinstance(design, dict) else []
+        return [c for c in found if isinstance(c, str)] if isinstance(found, list) else []
 
     def import_dataset(self, dataset, name=None):
         name = name or dataset.experiment

@@ -1,0 +1,178 @@
+"""The space a recommendation searches: each knob's candidate values, and which
+combinations of them are configurations at all.
+
+The product of every knob's values holds points no one can run. A spec's design
+constraints (``threads <= cores``) rule some out, and the stored experiment keeps
+them. Data measured elsewhere often encodes one option of several values as one 0/1
+column per value, exactly one of them 1 in every run (DeepPerf's x264: ``ref_1``,
+``ref_5``, ``ref_9``). Searched freely, a model recommends ``rc_lookahead_20 =
+rc_lookahead_40 = 1``, a setting that does not exist (``perflearn decide`` did, on
+x264). Such groups are found in the runs (``one_hot_groups``) and searched as one
+option each: which of its columns is 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from perflearn.errors import UsageError
+from perflearn.experiment.expr import Expression
+from perflearn.store import Dataset
+
+from .features import _category
+
+Axis = tuple[str | tuple[str, ...], list]  # a knob and its values, or a group and its members
+
+# a group is inferred only where chance would rarely show it: two independent, balanced
+# 0/1 options are complementary in 9 distinct runs with probability 2^-9 = 0.002
+CHANCE = 1e-3
+SEARCH_STEPS = 10_000  # of the exact-cover search per column: plenty for tens of 0/1 knobs
+
+
+@dataclass
+class SearchSpace:
+    """Candidate ``values`` per knob; ``groups`` of 0/1 knobs of which exactly one is 1;
+    ``rules``, expressions every point must satisfy; ``notes`` say what was kept and why."""
+
+    values: dict[str, list]
+    groups: list[tuple[str, ...]] = field(default_factory=list)
+    rules: list[Expression] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def axes(self, knobs: list[str]) -> list[Axis]:
+        """What the search varies, in ``knobs`` order: a knob over its values, a group
+        (all of its knobs searched) over which of its members is 1."""
+        grouped = {k: g for g in self.groups if all(m in knobs for m in g) for k in g}
+        axes: list[Axis] = []
+        for k in knobs:
+            g = grouped.get(k)
+            if g is None:
+                axes.append((k, list(self.values[k])))
+            elif k == g[0]:
+                axes.append((g, list(g)))
+        return axes
+
+    def frame(self, axes: list[Axis], rows: list[tuple], context: dict) -> pd.DataFrame:
+        """Knob columns for ``rows`` of axis values, with the ``context`` fixed."""
+        columns: dict[str, list] = {}
+        for j, (name, _) in enumerate(axes):
+            picked = [r[j] for r in rows]
+            if isinstance(name, tuple):
+                for member in name:
+                    one, zero = max(self.values[member]), min(self.values[member])
+                    columns[member] = [one if p == member else zero for p in picked]
+            else:
+                columns[name] = picked
+        df = pd.DataFrame(columns, index=range(len(rows)))
+        for k, v in context.items():
+            df[k] = v
+        return df
+
+    def allowed(self, frame: pd.DataFrame) -> np.ndarray:
+        """Which points satisfy every rule (one that cannot be evaluated there does not)."""
+        ok = np.ones(len(frame), dtype=bool)
+        if self.rules:
+            for i, point in enumerate(frame.to_dict("records")):
+                ok[i] = all(_holds(rule, point) for rule in self.rules)
+        return ok
+
+
+def search_space(ds: Dataset, knobs: list[str], fixed: list[str] | tuple = (), max_values: int = 64,
+                 any_combination: bool = False) -> SearchSpace:
+    """Candidate values per knob (the categories, or the measured numeric values: at most
+    ``max_values``, quantile-spaced when there are more), the one-hot groups among
+    ``knobs`` and the design's constraints over ``knobs`` and the ``fixed`` features
+    (the context a recommendation is for); with ``any_combination``, the values alone."""
+    frame = ds.ok() if len(ds.ok()) else ds.frame
+    values: dict[str, list] = {}
+    for k in knobs:
+        col = frame[k].dropna()
+        if ds.kinds.get(k) == "categorical":
+            values[k] = sorted(col.map(_category).unique().tolist())
+        else:
+            vals = np.unique(col.to_numpy(dtype=float))
+            if len(vals) > max_values:
+                vals = np.unique(np.quantile(vals, np.linspace(0, 1, max_values)))
+            values[k] = vals.tolist()
+        if not values[k]:
+            raise UsageError(f"knob {k!r} has no measured value to choose from", where=ds.experiment)
+    space = SearchSpace(values)
+    if any_combination:
+        return space
+    space.groups = one_hot_groups(frame, knobs)
+    for g in space.groups:
+        space.notes.append(f"one of {', '.join(g)} is 1, as in every run")
+    for source in ds.constraints:
+        try:
+            rule = Expression(source)
+        except ValueError:
+            continue  # the runner refused such a spec; an older one is not the search's to judge
+        free = sorted(rule.names - set(ds.features))
+        unsearched = sorted(rule.names & set(ds.knobs) - set(knobs) - set(fixed))
+        if free or unsearched:
+            space.notes.append(f"design constraint {source!r} not checked: the search does not set "
+                               f"{', '.join(free or unsearched)}")
+            continue
+        space.rules.append(rule)
+        space.notes.append(f"design constraint {source!r} kept")
+    return space
+
+
+def one_hot_groups(frame: pd.DataFrame, knobs: list[str]) -> list[tuple[str, ...]]:
+    """Sets of at least two 0/1 knobs of which exactly one is 1 in every run, and
+    could not be so by chance (``CHANCE``: the probability that independent options with
+    these shares of 1s show it in every distinct configuration measured)."""
+    binary = [k for k in knobs if pd.api.types.is_numeric_dtype(frame[k]) and frame[k].notna().all()
+              and set(np.unique(frame[k].to_numpy(dtype=float))) == {0.0, 1.0}]
+    if len(binary) < 2:
+        return []
+    m = np.unique(frame[binary].to_numpy(dtype=float).astype(bool), axis=0)  # distinct configurations
+    groups: list[tuple[str, ...]] = []
+    taken: set[int] = set()
+    for i in range(len(binary)):
+        if i in taken:
+            continue
+        members = _exact_cover(m, i, [j for j in range(i + 1, len(binary)) if j not in taken])
+        if members is None or len(members) < 2:
+            continue
+        shares = m[:, members].mean(axis=0)
+        exactly_one = sum(p * math.prod(1 - q for b, q in enumerate(shares) if b != a) for a, p in enumerate(shares))
+        if exactly_one ** len(m) < CHANCE:
+            groups.append(tuple(binary[j] for j in sorted(members)))
+            taken.update(members)
+    return groups
+
+
+def _exact_cover(m: np.ndarray, first: int, candidates: list[int]) -> list[int] | None:
+    """Columns, ``first`` among them, that are 1 exactly once in every row of ``m``;
+    None when there are none (or the search runs out of steps)."""
+    steps = 0
+
+    def extend(covered: np.ndarray, chosen: list[int]) -> list[int] | None:
+        nonlocal steps
+        if covered.all():
+            return chosen
+        row = int(np.argmin(covered))  # the first row no chosen column covers
+        for j in candidates:
+            steps += 1
+            if steps > SEARCH_STEPS:
+                return None
+            if j not in chosen and m[row, j] and not (covered & m[:, j]).any():
+                found = extend(covered | m[:, j], [*chosen, j])
+                if found is not None:
+                    return found
+        return None
+
+    return extend(m[:, first].copy(), [first])
+
+
+def _holds(rule: Expression, point: dict) -> bool:
+    try:
+        verdict = rule(point)
+        return isinstance(verdict, (bool, np.bool_)) and bool(verdict)
+    except (TypeError, ValueError, KeyError, ZeroDivisionError, OverflowError):
+        return False
