@@ -445,17 +445,22 @@ def monotone_fit(values: np.ndarray, shape: tuple[int, int], tolerance: float = 
     """The least-squares fit of ``values`` (a grid of ``shape``, raveled row by row) that
     does not increase along rows or columns: isotonic regression on the grid's partial
     order, by Dykstra's alternating projections onto the row- and column-monotone cones
-    (each a pool-adjacent-violators fit per row or column)."""
-    from sklearn.isotonic import isotonic_regression
+    (each a pool-adjacent-violators fit per row or column). scipy's, not scikit-learn's:
+    the same fit without the input validation that took half of a simulation's time
+    (about 250 µs a call against 10)."""
+    from scipy.optimize import isotonic_regression
+
+    def decreasing(v: np.ndarray) -> np.ndarray:
+        return isotonic_regression(v, increasing=False).x
 
     x = np.asarray(values, dtype=float).reshape(shape)
     row_step, col_step = np.zeros(shape), np.zeros(shape)
     for _ in range(1000):
         y = x + row_step
-        rows = np.vstack([isotonic_regression(r, increasing=False) for r in y])
+        rows = np.vstack([decreasing(r) for r in y])
         row_step = y - rows
         y = rows + col_step
-        fitted = np.column_stack([isotonic_regression(c, increasing=False) for c in y.T])
+        fitted = np.column_stack([decreasing(c) for c in y.T])
         col_step = y - fitted
         done = np.max(np.abs(fitted - x)) < tolerance
         x = fitted
