@@ -95,7 +95,10 @@ def test_evaluate_with_curve_and_figures(tmp_path):
     r = run("evaluate", "--csv", STEP, "-t", "T", "--family", "cart", "-k", "4", "--curve", "inverse-kfold", "--figures", figs)
     assert r.exit_code == 0, r.output
     assert "MRE % (PAAE)" in r.output and "learning curve" in r.output
-    assert {p.name for p in figs.iterdir()} >= {"pred_vs_actual.png", "residuals.png", "learning_curve.png", "evaluate.html"}
+    written = {p.name for p in figs.iterdir()}
+    assert written >= {"pred_vs_actual.png", "residuals.png", "learning_curve.png", "evaluate.html", "predictions.csv"}
+    listed = r.output.split("figures written to", 1)[1]
+    assert all(name in listed for name in written)  # the line names every file it wrote
 
 
 def test_recommend_with_constraint_and_table():

@@ -424,7 +424,8 @@ def evaluate(
         summary_html = pd.DataFrame(summ).T.to_html(float_format=lambda v: f"{v:.4g}")
         ev.html_page(f"evaluation of {family} for {target}", images, [summary_html], figures / "evaluate.html")
         pd.DataFrame({"actual": res.y_true, "predicted": res.y_pred}).to_csv(figures / "predictions.csv", index=False)
-        terminal.info(f"figures written to {figures}/ (pred_vs_actual.png, residuals.png, evaluate.html)")
+        written = [Path(i).name for i in images] + ["evaluate.html", "predictions.csv"]
+        terminal.info(f"figures written to {figures}/ ({', '.join(written)})")
 
 
 # -- predict ----------------------------------------------------------------------------------
