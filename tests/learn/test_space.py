@@ -118,3 +118,32 @@ def test_a_rule_bounds_the_exhaustive_and_the_sampled_search():
     sampled = recommend(models, "T", "min", space, max_exhaustive=10, samples=12, seed=0)
     assert sampled.method == "sampling+local" and sampled.point == {"x": 1, "y": 5}
     assert all(v["x"] + v["y"] <= 6 for v in sampled.top.to_dict("records"))
+
+
+def test_predict_says_when_a_point_leaves_what_the_model_was_trained_on(one_hot, tmp_path):
+    ds, _ = one_hot
+    csv = tmp_path / "onehot.csv"
+    ds.frame[["a", "b", "c_1", "c_2", "c_3", "T"]].to_csv(csv, index=False)
+    runner = CliRunner()
+    r = runner.invoke(app, ["fit", "--csv", str(csv), "-t", "T", "--family", "linear", "-o", str(tmp_path / "m")])
+    assert r.exit_code == 0, r.output
+    meta = (tmp_path / "m" / "model.json").read_text()
+    assert '"one_hot"' in meta and '"c_3"' in meta
+
+    def warnings(point: str) -> list[str]:
+        r = runner.invoke(app, ["predict", str(tmp_path / "m"), "--set", point])
+        assert r.exit_code == 0, r.output
+        return [line for line in r.output.splitlines() if line.startswith("warning:")]
+
+    assert warnings("a=1,b=0,c_1=0,c_2=0,c_3=1") == []
+    both = warnings("a=1,b=0,c_1=0,c_2=1,c_3=1")
+    assert len(both) == 1 and "exactly one of c_1, c_2, c_3" in both[0]
+    far = warnings("a=4,b=0,c_1=1,c_2=0,c_3=0")
+    assert len(far) == 1 and "a outside the trained range 0 to 1 (e.g. 4)" in far[0]
+
+
+def test_a_model_saved_without_one_hot_groups_still_loads():
+    from perflearn.learn.features import FeatureSchema
+
+    schema = FeatureSchema.from_dict({"target": "T", "features": ["a"], "kinds": {"a": "numeric"}})
+    assert schema.one_hot == [] and schema.outside(pd.DataFrame({"a": [3.0]})) == []

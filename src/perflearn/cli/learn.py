@@ -462,6 +462,8 @@ def predict(
     else:
         raise UsageError("give points: --points FILE.csv or --set NAME=VALUE ...", where="arguments")
     dist = model.predict_dist(frame, where=where)
+    for note in model.schema.outside(frame):
+        terminal.warn(note)
     result = pd.concat([frame[model.features].reset_index(drop=True), dist.reset_index(drop=True)], axis=1)
     result = result.rename(columns={"pred": model.target})
     if out is not None:

@@ -9,6 +9,7 @@ with an unseen category or a model trained on other knobs fails with one line.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ class FeatureSchema:
     categories: dict[str, list[str]] = field(default_factory=dict)
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     unit: str = ""
+    one_hot: list[list[str]] = field(default_factory=list)  # 0/1 features exactly one of which was 1 in every run
 
     @property
     def numeric(self) -> list[str]:
@@ -55,6 +57,7 @@ class FeatureSchema:
             "categories": self.categories,
             "ranges": {k: list(v) for k, v in self.ranges.items()},
             "unit": self.unit,
+            "one_hot": self.one_hot,
         }
 
     @classmethod
@@ -66,7 +69,28 @@ class FeatureSchema:
             categories={k: list(v) for k, v in d.get("categories", {}).items()},
             ranges={k: (float(v[0]), float(v[1])) for k, v in d.get("ranges", {}).items()},
             unit=d.get("unit", ""),
+            one_hot=[list(g) for g in d.get("one_hot", [])],  # models saved before session 44 have none
         )
+
+    def outside(self, points: pd.DataFrame) -> list[str]:
+        """One line for each way ``points`` (checked by ``frame``) leave what the model was
+        trained on: a numeric feature beyond its trained range, a one-hot group not set
+        exactly once. The model still predicts there; it extrapolates, and says how far."""
+        notes = []
+        for f, (lo, hi) in self.ranges.items():
+            values = pd.to_numeric(points[f], errors="coerce").to_numpy(dtype=float)
+            beyond = (values < lo) | (values > hi)
+            if beyond.any():
+                worst = values[beyond][np.argmax(np.abs(values[beyond] - (lo + hi) / 2))]
+                notes.append(f"{int(beyond.sum())} point(s) with {f} outside the trained range {lo:g} to {hi:g} "
+                             f"(e.g. {worst:g}): extrapolated")
+        for group in self.one_hot:
+            ones = sum(pd.to_numeric(points[f], errors="coerce").to_numpy(dtype=float) == 1 for f in group)
+            off = ones != 1
+            if off.any():
+                notes.append(f"{int(off.sum())} point(s) that do not set exactly one of {', '.join(group)} to 1, "
+                             "as every training run did: a setting no run had")
+        return notes
 
     def frame(self, points: pd.DataFrame, where: str = "points") -> pd.DataFrame:
         """The feature columns of ``points`` in training order, checked against the schema.
@@ -257,5 +281,60 @@ def training_data(
         categories=categories,
         ranges=ranges,
         unit=ds.units.get(target, ""),
+        one_hot=[list(g) for g in one_hot_groups(X, [f for f in features if kinds[f] == "numeric"])],
     )
     return TrainingData(X=X.reset_index(drop=True), y=y, schema=schema, excluded=excluded, rows=rows.reset_index(drop=True))
+
+
+# a group is inferred only where chance would rarely show it: two independent, balanced
+# 0/1 options are complementary in 9 distinct runs with probability 2^-9 = 0.002
+CHANCE = 1e-3
+SEARCH_STEPS = 10_000  # of the exact-cover search per column: plenty for tens of 0/1 knobs
+
+
+def one_hot_groups(frame: pd.DataFrame, knobs: list[str]) -> list[tuple[str, ...]]:
+    """Sets of at least two 0/1 knobs of which exactly one is 1 in every run, and
+    could not be so by chance (``CHANCE``: the probability that independent options with
+    these shares of 1s show it in every distinct configuration measured)."""
+    binary = [k for k in knobs if pd.api.types.is_numeric_dtype(frame[k]) and frame[k].notna().all()
+              and set(np.unique(frame[k].to_numpy(dtype=float))) == {0.0, 1.0}]
+    if len(binary) < 2:
+        return []
+    m = np.unique(frame[binary].to_numpy(dtype=float).astype(bool), axis=0)  # distinct configurations
+    groups: list[tuple[str, ...]] = []
+    taken: set[int] = set()
+    for i in range(len(binary)):
+        if i in taken:
+            continue
+        members = _exact_cover(m, i, [j for j in range(i + 1, len(binary)) if j not in taken])
+        if members is None or len(members) < 2:
+            continue
+        shares = m[:, members].mean(axis=0)
+        exactly_one = sum(p * math.prod(1 - q for b, q in enumerate(shares) if b != a) for a, p in enumerate(shares))
+        if exactly_one ** len(m) < CHANCE:
+            groups.append(tuple(binary[j] for j in sorted(members)))
+            taken.update(members)
+    return groups
+
+
+def _exact_cover(m: np.ndarray, first: int, candidates: list[int]) -> list[int] | None:
+    """Columns, ``first`` among them, that are 1 exactly once in every row of ``m``;
+    None when there are none (or the search runs out of steps)."""
+    steps = 0
+
+    def extend(covered: np.ndarray, chosen: list[int]) -> list[int] | None:
+        nonlocal steps
+        if covered.all():
+            return chosen
+        row = int(np.argmin(covered))  # the first row no chosen column covers
+        for j in candidates:
+            steps += 1
+            if steps > SEARCH_STEPS:
+                return None
+            if j not in chosen and m[row, j] and not (covered & m[:, j]).any():
+                found = extend(covered | m[:, j], [*chosen, j])
+                if found is not None:
+                    return found
+        return None
+
+    return extend(m[:, first].copy(), [first])

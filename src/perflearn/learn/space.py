@@ -13,7 +13,6 @@ option each: which of its columns is 1.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,14 +22,10 @@ from perflearn.errors import UsageError
 from perflearn.experiment.expr import Expression
 from perflearn.store import Dataset
 
-from .features import _category
+from .features import _category, one_hot_groups
 
 Axis = tuple[str | tuple[str, ...], list]  # a knob and its values, or a group and its members
 
-# a group is inferred only where chance would rarely show it: two independent, balanced
-# 0/1 options are complementary in 9 distinct runs with probability 2^-9 = 0.002
-CHANCE = 1e-3
-SEARCH_STEPS = 10_000  # of the exact-cover search per column: plenty for tens of 0/1 knobs
 
 
 @dataclass
@@ -120,54 +115,6 @@ def search_space(ds: Dataset, knobs: list[str], fixed: list[str] | tuple = (), m
         space.rules.append(rule)
         space.notes.append(f"design constraint {source!r} kept")
     return space
-
-
-def one_hot_groups(frame: pd.DataFrame, knobs: list[str]) -> list[tuple[str, ...]]:
-    """Sets of at least two 0/1 knobs of which exactly one is 1 in every run, and
-    could not be so by chance (``CHANCE``: the probability that independent options with
-    these shares of 1s show it in every distinct configuration measured)."""
-    binary = [k for k in knobs if pd.api.types.is_numeric_dtype(frame[k]) and frame[k].notna().all()
-              and set(np.unique(frame[k].to_numpy(dtype=float))) == {0.0, 1.0}]
-    if len(binary) < 2:
-        return []
-    m = np.unique(frame[binary].to_numpy(dtype=float).astype(bool), axis=0)  # distinct configurations
-    groups: list[tuple[str, ...]] = []
-    taken: set[int] = set()
-    for i in range(len(binary)):
-        if i in taken:
-            continue
-        members = _exact_cover(m, i, [j for j in range(i + 1, len(binary)) if j not in taken])
-        if members is None or len(members) < 2:
-            continue
-        shares = m[:, members].mean(axis=0)
-        exactly_one = sum(p * math.prod(1 - q for b, q in enumerate(shares) if b != a) for a, p in enumerate(shares))
-        if exactly_one ** len(m) < CHANCE:
-            groups.append(tuple(binary[j] for j in sorted(members)))
-            taken.update(members)
-    return groups
-
-
-def _exact_cover(m: np.ndarray, first: int, candidates: list[int]) -> list[int] | None:
-    """Columns, ``first`` among them, that are 1 exactly once in every row of ``m``;
-    None when there are none (or the search runs out of steps)."""
-    steps = 0
-
-    def extend(covered: np.ndarray, chosen: list[int]) -> list[int] | None:
-        nonlocal steps
-        if covered.all():
-            return chosen
-        row = int(np.argmin(covered))  # the first row no chosen column covers
-        for j in candidates:
-            steps += 1
-            if steps > SEARCH_STEPS:
-                return None
-            if j not in chosen and m[row, j] and not (covered & m[:, j]).any():
-                found = extend(covered | m[:, j], [*chosen, j])
-                if found is not None:
-                    return found
-        return None
-
-    return extend(m[:, first].copy(), [first])
 
 
 def _holds(rule: Expression, point: dict) -> bool:
