@@ -38,6 +38,18 @@ def test_rules_name_categories_and_classes():
     assert all(rule.probability == 1.0 for rule in c.rules)
 
 
+def test_class_rules_merge_a_split_that_does_not_change_the_class():
+    """Under a == 1 the tree splits on b (b == 1 is purer), but both sides are ">20": one rule."""
+    rows = [(0, b, 10.0) for b in (0, 1) for _ in range(20)]
+    rows += [(1, 0, 30.0 if i % 10 < 7 else 15.0) for i in range(20)] + [(1, 1, 30.0)] * 20
+    data = training_data(Dataset.from_frame(pd.DataFrame(rows, columns=["a", "b", "T"]), metrics=["T"]), "T")
+    c = tree_rules(data, max_depth=2, classes=[20])
+    assert c.tree.get_depth() == 2  # the tree did split under a == 1
+    assert [(r.conditions, r.label, r.samples) for r in c.rules] == [(["a == 0"], "<=20", 40), (["a == 1"], ">20", 40)]
+    assert c.rules[1].probability == pytest.approx(34 / 40)
+    assert abs(c.r2_or_accuracy - 74 / 80) < 1e-9  # the same decisions: merging changes how they read
+
+
 def test_rules_state_each_feature_once_along_a_path():
     """A path that tests a feature twice reads as one interval, one value or one set, as Kunkel's rules do."""
     x = np.repeat([1.0, 2.0, 3.0, 4.0], 30)

@@ -147,16 +147,27 @@ def _onehot_map(data: TrainingData) -> dict[str, tuple[str, str, str | None]]:
 
 def _leaves(tree, names, onehot, class_names, measured: dict[str, np.ndarray]) -> list[Rule]:
     """One rule per leaf, its path's tests merged per feature (``_Path``); ``measured``:
-    each numeric feature's values in the training runs."""
+    each numeric feature's values in the training runs. With classes, a subtree whose
+    leaves all name one class is one rule: the tree split where the class does not change
+    (its impurity fell), and two rules that differ only in a test and say the same thing
+    read as if the test mattered (Apache: ``KeepAlive == 1 and Handle == 0 and InMemory ==
+    0`` and ``... InMemory == 1``, both ``>1800``, are ``KeepAlive == 1 and Handle == 0``)."""
     t = tree.tree_
     rules: list[Rule] = []
 
-    def walk(node: int, path: _Path) -> None:
+    def one_class(node: int) -> int | None:
+        """The class every leaf under ``node`` names, else None."""
         if t.children_left[node] == -1:
+            return int(np.argmax(t.value[node][0]))
+        left, right = one_class(t.children_left[node]), one_class(t.children_right[node])
+        return left if left is not None and left == right else None
+
+    def walk(node: int, path: _Path) -> None:
+        if t.children_left[node] == -1 or (class_names is not None and one_class(node) is not None):
             n = int(t.n_node_samples[node])
             if class_names is not None:
                 counts = t.value[node][0]
-                i = int(np.argmax(counts))
+                i = one_class(node)
                 rules.append(Rule(path.conditions(), None, class_names[i], float(counts[i] / counts.sum()), n))
             else:
                 rules.append(Rule(path.conditions(), float(t.value[node][0][0]), None, None, n))
