@@ -151,7 +151,10 @@ def recommend(
     else:
         rng = np.random.default_rng(seed)
         idx = np.column_stack([rng.integers(0, len(values), samples) for _, values in axes])
-        scored = score([tuple(values[i] for (_, values), i in zip(axes, r)) for r in idx])
+        # the measured settings too: where the best lies off every path of one knob at a
+        # time (an interaction), random points and local search alone can miss it
+        scored = score([tuple(values[i] for (_, values), i in zip(axes, r)) for r in idx]
+                       + space.measured_rows(axes))
         pool = [scored] if len(scored) else []
         for start in (scored.head(starts)["_axes"] if len(scored) else []):
             current = tuple(start)

@@ -31,12 +31,15 @@ Axis = tuple[str | tuple[str, ...], list]  # a knob and its values, or a group a
 @dataclass
 class SearchSpace:
     """Candidate ``values`` per knob; ``groups`` of 0/1 knobs of which exactly one is 1;
-    ``rules``, expressions every point must satisfy; ``notes`` say what was kept and why."""
+    ``rules``, expressions every point must satisfy; ``notes`` say what was kept and why;
+    ``measured``, the knob settings the runs had (a search too large to be exhaustive
+    starts from them as well as from random points)."""
 
     values: dict[str, list]
     groups: list[tuple[str, ...]] = field(default_factory=list)
     rules: list[Expression] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    measured: pd.DataFrame | None = None
 
     def axes(self, knobs: list[str]) -> list[Axis]:
         """What the search varies, in ``knobs`` order: a knob over its values, a group
@@ -50,6 +53,21 @@ class SearchSpace:
             elif k == g[0]:
                 axes.append((g, list(g)))
         return axes
+
+    def measured_rows(self, axes: list[Axis]) -> list[tuple]:
+        """The measured settings as axis values (a group's: the member that is 1)."""
+        if self.measured is None or not all(
+                all(m in self.measured for m in name) if isinstance(name, tuple) else name in self.measured
+                for name, _ in axes):
+            return []
+        columns = []
+        for name, _ in axes:
+            if isinstance(name, tuple):
+                ones = self.measured[list(name)].to_numpy(dtype=float).argmax(axis=1)
+                columns.append([name[i] for i in ones])
+            else:
+                columns.append(self.measured[name].tolist())
+        return list(dict.fromkeys(zip(*columns)))
 
     def frame(self, axes: list[Axis], rows: list[tuple], context: dict) -> pd.DataFrame:
         """Knob columns for ``rows`` of axis values, with the ``context`` fixed."""
@@ -95,7 +113,10 @@ def search_space(ds: Dataset, knobs: list[str], fixed: list[str] | tuple = (), m
             values[k] = vals.tolist()
         if not values[k]:
             raise UsageError(f"knob {k!r} has no measured value to choose from", where=ds.experiment)
-    space = SearchSpace(values)
+    measured = frame[knobs].dropna().drop_duplicates()
+    for k in knobs:  # as the search's values: categories as text, numbers as floats
+        measured[k] = measured[k].map(_category) if ds.kinds.get(k) == "categorical" else measured[k].astype(float)
+    space = SearchSpace(values, measured=measured.reset_index(drop=True))
     if any_combination:
         return space
     space.groups = one_hot_groups(frame, knobs)
