@@ -73,19 +73,19 @@ class FeatureSchema:
         )
 
     def outside(self, points: pd.DataFrame) -> list[str]:
-        """One line for each way ``points`` (checked by ``frame``) leave what the model was
+        """One line for each way ``points`` (checked as by ``frame``) leave what the model was
         trained on: a numeric feature beyond its trained range, a one-hot group not set
         exactly once. The model still predicts there; it extrapolates, and says how far."""
-        notes = []
+        checked, notes = self.frame(points), []
         for f, (lo, hi) in self.ranges.items():
-            values = pd.to_numeric(points[f], errors="coerce").to_numpy(dtype=float)
+            values = checked[f].to_numpy(dtype=float)
             beyond = (values < lo) | (values > hi)
             if beyond.any():
                 worst = values[beyond][np.argmax(np.abs(values[beyond] - (lo + hi) / 2))]
                 notes.append(f"{int(beyond.sum())} point(s) with {f} outside the trained range {lo:g} to {hi:g} "
                              f"(e.g. {worst:g}): extrapolated")
         for group in self.one_hot:
-            ones = sum(pd.to_numeric(points[f], errors="coerce").to_numpy(dtype=float) == 1 for f in group)
+            ones = sum(checked[f].to_numpy(dtype=float) == 1 for f in group)
             off = ones != 1
             if off.any():
                 notes.append(f"{int(off.sum())} point(s) that do not set exactly one of {', '.join(group)} to 1, "

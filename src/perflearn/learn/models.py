@@ -262,8 +262,8 @@ class _ArdGaussianProcess(GaussianProcessRegressor):
     maximise the marginal likelihood of a random ``GP_HYPER_ROWS`` of them, and the GP is
     then conditioned on every row with them: each step of the optimizer costs a
     factorisation cubic in the rows. On x264's 1152 configurations the GP's five folds took
-    94 s and now 20 s (CV MRE 0.0262 and 0.0266 %); on 2000 noisy runs of a smooth
-    function 242 s and 20 s (4.036 and 4.037 %); bench/learn.md, "Fitting a GP on many
+    84.9 s and now 19.7 s (CV MRE 0.0262 and 0.0267 %); on 2000 noisy runs of a smooth
+    function 221.9 s and 15.3 s (4.036 and 4.043 %); bench/learn.md, "Fitting a GP on many
     runs". The DeepPerf benchmark's training sets (at most 80 runs) are not touched."""
 
     def fit(self, X, y):

@@ -27,7 +27,6 @@ from .features import _category, one_hot_groups
 Axis = tuple[str | tuple[str, ...], list]  # a knob and its values, or a group and its members
 
 
-
 @dataclass
 class SearchSpace:
     """Candidate ``values`` per knob; ``groups`` of 0/1 knobs of which exactly one is 1;
