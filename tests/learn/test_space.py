@@ -162,3 +162,26 @@ def test_a_large_search_starts_from_the_measured_settings_too():
     assert blind.method == "sampling+local" and blind.point != {"x": 7, "y": 7}
     r = recommend(models, "T", "min", search_space(ds, ["x", "y"]), **knobs)
     assert r.method == "sampling+local" and r.point == {"x": 7, "y": 7}
+
+
+def test_a_context_that_sets_a_group_member_narrows_the_group(one_hot, tmp_path):
+    ds, models = one_hot
+    knobs = ["a", "b", "c_1", "c_2"]
+    # c_3 = 1 by the context: c_1 and c_2 are 0, not searched freely (c_2 = 1 predicts lower)
+    space = search_space(ds, knobs, {"c_3": 1})
+    r = recommend(models, "T", "min", space, {"c_3": 1})
+    assert (r.point["c_1"], r.point["c_2"]) == (0, 0) and r.evaluated == 4
+    assert any("c_1, c_2 are 0: c_3=1" in note for note in r.notes)
+    sampled = recommend(models, "T", "min", space, {"c_3": 1}, max_exhaustive=2, samples=3, seed=1)
+    assert (sampled.point["c_1"], sampled.point["c_2"]) == (0, 0)
+    # c_3 = 0: one of c_1, c_2 is 1
+    r = recommend(models, "T", "min", search_space(ds, knobs, {"c_3": 0}), {"c_3": 0})
+    assert (r.point["c_1"], r.point["c_2"]) == (0, 1) and r.evaluated == 8
+    # two members at 1 is no configuration: one line, naming the context
+    runner = CliRunner()
+    csv = ds.frame[["a", "b", "c_1", "c_2", "c_3", "T"]]
+    csv.to_csv(tmp_path / "onehot.csv", index=False)
+    out = runner.invoke(app, ["recommend", "-t", "T", "--csv", str(tmp_path / "onehot.csv"), "--family", "linear",
+                              "--context", "c_2=1,c_3=1"])
+    assert out.exit_code == 2 and "exactly one of c_1, c_2, c_3 is 1" in out.output, out.output
+    assert "Traceback" not in out.output

@@ -530,7 +530,7 @@ def recommend(
     if missing_ctx:
         raise UsageError(f"give the context: --context {missing_ctx[0]}=VALUE (context columns: {', '.join(ds.context)})",
                          where="--context")
-    space = search_space(ds, [f for f in used if f not in fixed], list(fixed), any_combination=any_combination)
+    space = search_space(ds, [f for f in used if f not in fixed], fixed, any_combination=any_combination)
     sense = "max" if maximize else "min"
     r = rec(models, target, sense, space, fixed, constraints, seed=seed, top=top)
     title = (f"{'maximise' if maximize else 'minimise'} {target}"

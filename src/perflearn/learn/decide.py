@@ -79,7 +79,7 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
         top = ok.groupby(ds.context).size().idxmax()
         top = top if isinstance(top, tuple) else (top,)
         fixed = dict(zip(ds.context, top))
-    space = search_space(ds, [f for f in model.features if f not in fixed], list(fixed),
+    space = search_space(ds, [f for f in model.features if f not in fixed], fixed,
                          any_combination=any_combination)
     rec = recommend({target: model}, target, sense, space, fixed, seed=random_state)
     table = defaults_table(ds, target, sense, family="rf" if family == "auto" else family,

@@ -13,6 +13,7 @@ option each: which of its columns is 1.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,7 +67,8 @@ class SearchSpace:
                 columns.append([name[i] for i in ones])
             else:
                 columns.append(self.measured[name].tolist())
-        return list(dict.fromkeys(zip(*columns)))
+        allowed = [set(values) for _, values in axes]  # a knob the context narrowed keeps fewer
+        return [r for r in dict.fromkeys(zip(*columns)) if all(v in a for v, a in zip(r, allowed))]
 
     def frame(self, axes: list[Axis], rows: list[tuple], context: dict) -> pd.DataFrame:
         """Knob columns for ``rows`` of axis values, with the ``context`` fixed."""
@@ -93,12 +95,14 @@ class SearchSpace:
         return ok
 
 
-def search_space(ds: Dataset, knobs: list[str], fixed: list[str] | tuple = (), max_values: int = 64,
-                 any_combination: bool = False) -> SearchSpace:
+def search_space(ds: Dataset, knobs: list[str], fixed: Mapping[str, object] | list[str] | tuple = (),
+                 max_values: int = 64, any_combination: bool = False) -> SearchSpace:
     """Candidate values per knob (the categories, or the measured numeric values: at most
     ``max_values``, quantile-spaced when there are more), the one-hot groups among
     ``knobs`` and the design's constraints over ``knobs`` and the ``fixed`` features
-    (the context a recommendation is for); with ``any_combination``, the values alone."""
+    (the context a recommendation is for: names, or names and values, with which a group
+    that has members in the context is narrowed to what the context leaves); with
+    ``any_combination``, the values alone."""
     frame = ds.ok() if len(ds.ok()) else ds.frame
     values: dict[str, list] = {}
     for k in knobs:
@@ -118,9 +122,9 @@ def search_space(ds: Dataset, knobs: list[str], fixed: list[str] | tuple = (), m
     space = SearchSpace(values, measured=measured.reset_index(drop=True))
     if any_combination:
         return space
-    space.groups = one_hot_groups(frame, knobs)
-    for g in space.groups:
-        space.notes.append(f"one of {', '.join(g)} is 1, as in every run")
+    context = dict(fixed) if isinstance(fixed, Mapping) else {}
+    for g in one_hot_groups(frame, [*knobs, *(k for k in context if k in frame)]):
+        _narrow(space, g, context)
     for source in ds.constraints:
         try:
             rule = Expression(source)
@@ -135,6 +139,45 @@ def search_space(ds: Dataset, knobs: list[str], fixed: list[str] | tuple = (), m
         space.rules.append(rule)
         space.notes.append(f"design constraint {source!r} kept")
     return space
+
+
+def _narrow(space: SearchSpace, group: tuple[str, ...], context: dict) -> None:
+    """Keep a one-hot group in ``space``: whole, or, where the context sets some of its
+    members, what is left of it (the others 0 when the context sets one to 1, else one
+    of the rest is 1)."""
+    given = [m for m in group if m in context]
+    free = [m for m in group if m not in context]
+    if not given:
+        space.groups.append(group)
+        space.notes.append(f"one of {', '.join(group)} is 1, as in every run")
+        return
+    ones = [m for m in given if _number(context[m]) == 1.0]
+    bad = [m for m in given if _number(context[m]) not in (0.0, 1.0)]
+    if bad or len(ones) > 1 or (not ones and not free):
+        said = ", ".join(f"{m}={context[m]}" for m in given)
+        raise UsageError(f"the context sets {said}, but in every run exactly one of {', '.join(group)} is 1 "
+                         "(--any-combination searches regardless)", where="--context")
+    if ones:
+        for m in free:
+            space.values[m] = [0.0]
+        if free:
+            space.notes.append(f"{', '.join(free)} {'is' if len(free) == 1 else 'are'} 0: {ones[0]}=1 by the "
+                               f"context, and one of {', '.join(group)} is 1 in every run")
+    elif len(free) == 1:
+        space.values[free[0]] = [1.0]
+        space.notes.append(f"{free[0]} is 1: the context sets the rest of {', '.join(group)} to 0, "
+                           "and one of them is 1 in every run")
+    else:
+        space.groups.append(tuple(free))
+        space.notes.append(f"one of {', '.join(free)} is 1: the context sets {', '.join(given)} to 0, "
+                           f"and one of {', '.join(group)} is 1 in every run")
+
+
+def _number(value) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _holds(rule: Expression, point: dict) -> bool:
