@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -69,3 +70,49 @@ def test_the_users_command_ends_with_perflearn_killed_outright(how, alive, reap,
     parent.kill()  # SIGKILL: no cleanup runs
     parent.wait()
     assert not alive(child)
+
+
+WATCH_INTERRUPTIBLE = """
+import sys
+from perflearn.cli.app import interrupt_on_sigterm
+from perflearn.detect.model import Detector
+from perflearn.detect.watch import watch
+interrupt_on_sigterm()  # as `perflearn detect watch` does
+try:
+    next(watch(Detector(None, None, [], 3600.0, 2, []), command=sys.argv[1:]))
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc are Linux's")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("how", ["detect watch", "emulate"])
+def test_what_the_command_started_ends_when_perflearn_is_interrupted(how, sig, alive, reap, tmp_path):
+    if how == "emulate" and not (ROOT / "native/emu/build/libperflearn_emu.so").exists():
+        pytest.skip("the socket shim is not built (make -C native/emu build)")
+    written = tmp_path / "pid"
+    # a background job of a shell: the shell alone getting a signal would leave it running
+    command = ["sh", "-c", f"sleep 60 & echo $! > {written}; wait"]
+    if how == "emulate":
+        argv = [sys.executable, "-m", "perflearn", "emulate", "--latency", "1us", "--", *command]
+    else:
+        argv = [sys.executable, "-c", WATCH_INTERRUPTIBLE, *command]
+    parent = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    reap(parent)
+    grandchild = _pid_written(written, parent)
+    reap(grandchild)
+    parent.send_signal(sig)
+    assert parent.wait(timeout=30) == 130, parent.stderr.read()
+    assert not alive(grandchild)
+
+
+def test_end_group_kills_what_ignores_sigterm(alive, reap):
+    from perflearn.lifetime import end_group
+
+    stubborn = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 60"], process_group=0)
+    reap(stubborn)
+    time.sleep(0.2)  # the trap is set
+    started = time.monotonic()
+    end_group(stubborn, grace=0.5)
+    assert stubborn.returncode == -signal.SIGKILL and time.monotonic() - started < 10

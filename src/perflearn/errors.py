@@ -45,3 +45,13 @@ class UnsupportedError(PerflearnError):
 
 class RunnerError(PerflearnError):
     """The runner could not go on (other than a workload failing, which is recorded)."""
+
+
+class CommandFailed(PerflearnError):
+    """The user's command (``emulate -- CMD``, ``detect watch -- CMD``) failed: perflearn
+    exits with its exit status (128 + N when signal N ended it), as a shell would."""
+
+    def __init__(self, command: list[str], returncode: int):
+        self.exit_code = returncode if returncode >= 0 else 128 - returncode
+        how = f"exit status {returncode}" if returncode >= 0 else f"signal {-returncode}"
+        super().__init__(f"{command[0]} ended with {how}")

@@ -44,3 +44,47 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def end_group(process, grace: float = 5.0) -> None:
+    """End a child started in its own process group (``process_group=0``) and everything it
+    started there: SIGTERM to the group (a shell or mpirun ends its own children), SIGKILL
+    to whatever is left after ``grace`` seconds. The leader is reaped; a no-op once the
+    group is gone."""
+    import subprocess
+    import time
+
+    def signal_group(sig: int) -> bool:
+        try:
+            os.killpg(process.pid, sig)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+    if not signal_group(signal.SIGTERM):
+        process.poll()
+        return
+    deadline = time.monotonic() + grace
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    while _group_runs(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _group_runs(process.pid):
+        signal_group(signal.SIGKILL)
+    process.wait()
+
+
+def _group_runs(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` still runs (zombies waiting for a reaper do not)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False

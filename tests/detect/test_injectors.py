@@ -69,3 +69,31 @@ def test_bad_injector_arguments():
                            (["cpuoccupy", "--victim-cpus", "4096"], "--victim-cpus: CPU 4096 does not exist here")):
         done = subprocess.run([sys.executable, "-m", "perflearn", "inject", *args], capture_output=True, text=True, timeout=30)
         assert done.returncode == 2 and fragment in done.stderr and "Traceback" not in done.stderr
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(c) for c in f.read().split()]
+
+
+@pytest.mark.parametrize("kind", ["cpuoccupy", "iobw"])
+def test_an_injector_killed_outright_leaves_nothing_behind(kind, alive, reap, tmp_path):
+    """SIGKILL runs no cleanup: the per-CPU workers end with the injector (the parent-death
+    signal), and iobw's file never had a name to leave on disk."""
+    before = set(os.listdir("/var/tmp"))
+    proc = subprocess.Popen([sys.executable, "-m", "perflearn", "inject", kind, "--victim-cpus", "0",
+                             "--intensity", "0.1"], stdout=subprocess.PIPE, text=True)
+    reap(proc)
+    assert proc.stdout.readline().strip() == "injecting"
+    workers = _children(proc.pid)
+    reap(*workers)
+    proc.kill()
+    proc.wait()
+    assert all(not alive(w) for w in workers)
+    assert not [f for f in set(os.listdir("/var/tmp")) - before if f.startswith("perflearn-iobw-")]
+
+
+def test_a_multi_cpu_injector_says_it_once():
+    done = subprocess.run([sys.executable, "-m", "perflearn", "inject", "cpuoccupy", "--duration", "0.5s",
+                           "--victim-cpus", "0,1", "--intensity", "0.1"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "injecting\n", done.stdout

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from typer.testing import CliRunner
 
 from perflearn.cli import app
@@ -64,3 +66,14 @@ def test_mpi_layer_preloads_the_pmpi_shim(mpi_bits):
     r = runner.invoke(app, ["emulate", "--mpi", "--latency", "5us", "--dry-run"])
     assert r.exit_code == 0
     assert "libperflearn_emu_mpi.so" in r.stdout
+
+
+def test_after_dashes_a_program_named_like_the_subcommand_is_run(sock_lib, tmp_path, monkeypatch):
+    marker = tmp_path / "ran"
+    program = tmp_path / "build"
+    program.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    r = runner.invoke(app, ["emulate", "--latency", "1us", "--", "build"])
+    assert r.exit_code == 0, r.output
+    assert marker.exists()  # the user's program, not `emulate build` (the shim's rebuild)

@@ -188,3 +188,33 @@ def test_a_workload_under_perf_keeps_its_own_exit_status(write_spec, command, ex
     assert run["status"] == ("ok" if exit_code == 0 else "failed"), run["error"]
     assert (run["exit_code"] == exit_code) if exit_code is not None else run["signal"] == signal
     assert (samples["metric"] == "perf.task-clock").any()
+
+
+def test_reclaim_counts_once_and_is_missing_where_the_kernel_has_none(monkeypatch):
+    """pgscan_anon/file count the kswapd/direct scans again by type, and a kernel without
+    the counters has them missing, not 0."""
+    from perflearn.experiment import sampling
+
+    real = sampling._read
+    vmstat = ("pgscan_kswapd 100\npgscan_direct 20\npgscan_khugepaged 1\npgscan_direct_throttle 7\n"
+              "pgscan_anon 90\npgscan_file 31\npgsteal_kswapd 80\npgsteal_direct 10\npgsteal_file 90\n")
+    monkeypatch.setattr(sampling, "_read", lambda path: vmstat if path == "/proc/vmstat" else real(path))
+    counters, _ = sampling.system_counters()
+    assert counters["sys.vm.pgscan"] == 121 and counters["sys.vm.pgsteal"] == 90
+    monkeypatch.setattr(sampling, "_read", lambda path: "pgfault 5\n" if path == "/proc/vmstat" else real(path))
+    counters, _ = sampling.system_counters()
+    assert "sys.vm.pgscan" not in counters and "sys.vm.pgsteal" not in counters
+
+
+def test_a_process_counter_the_kernel_lacks_is_missing_not_zero(monkeypatch):
+    import os
+
+    from perflearn.experiment import sampling
+
+    real = sampling._read
+    counters, _ = sampling.process_counters([os.getpid()])
+    assert counters["proc.vcsw"] > 0  # present here
+    monkeypatch.setattr(sampling, "_read", lambda path: None if path.endswith(("/schedstat", "/status")) else real(path))
+    counters, _ = sampling.process_counters([os.getpid()])
+    assert "proc.run_delay" not in counters and "proc.vcsw" not in counters and "proc.ivcsw" not in counters
+    assert counters["proc.cpu.user"] > 0

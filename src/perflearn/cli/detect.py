@@ -199,6 +199,7 @@ def detect_watch(
     if intervals is not None and intervals < 1:
         raise UsageError(f"--intervals: at least 1 verdict, got {intervals}")
     detector = Detector.load(model)
+    interrupt_on_sigterm()  # a killed watch ends the command it started, and what that started
     for verdict in watch(detector, pid=pid, command=command, intervals=intervals):
         slowdown = f"  slowdown x{verdict['slowdown']:.2f}" if "slowdown" in verdict else ""
         terminal.out.print(f"t={verdict['t']:.1f}s  {verdict['verdict']:<10} p={verdict['probability']:.2f}{slowdown}")

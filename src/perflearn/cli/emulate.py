@@ -16,18 +16,21 @@ from typer.core import TyperGroup
 
 from perflearn import emulate as emu
 from perflearn.cli import terminal
-from perflearn.cli.app import app
+from perflearn.cli.app import app, interrupt_on_sigterm
 from perflearn.errors import UsageError
-from perflearn.lifetime import died_with
+from perflearn.lifetime import died_with, end_group
 
 
 class _CommandOrSub(TyperGroup):
     """`emulate build` is a subcommand; anything else after the options is the program to run."""
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        # after "--" everything is the program, even one named like a subcommand ("build");
+        # read before parsing, which consumes ``args``
+        after_dashes = args[args.index("--") + 1:] if "--" in args else None
         rest = super().parse_args(ctx, args)
         protected = list(getattr(ctx, "_protected_args", []) or [])
-        if protected and protected[0] not in self.commands:
+        if protected and (protected[0] not in self.commands or after_dashes == protected + list(ctx.args)):
             ctx.args = protected + list(ctx.args)
             ctx._protected_args = []  # type: ignore[attr-defined]
             return ctx.args
@@ -81,11 +84,19 @@ def emulate(
     full.update(env)
     if os.environ.get("LD_PRELOAD"):
         full["LD_PRELOAD"] = env["LD_PRELOAD"] + ":" + os.environ["LD_PRELOAD"]
+    interrupt_on_sigterm()
     try:
-        # died_with: perflearn killed outright (SIGKILL) does not leave the command running
-        proc = subprocess.run(command, env=full, preexec_fn=died_with())
+        # its own process group: Ctrl-C or SIGTERM ends what the command started too (an
+        # mpirun's ranks, a shell's background jobs); died_with: perflearn killed outright
+        # (SIGKILL) does not leave the command itself running
+        proc = subprocess.Popen(command, env=full, process_group=0, preexec_fn=died_with())
     except FileNotFoundError:
         raise UsageError(f"command not found: {command[0]}") from None
+    try:
+        proc.wait()
+    except BaseException:  # interrupted: not its background jobs either (a finished command's are its own)
+        end_group(proc)
+        raise
     raise SystemExit(proc.returncode if proc.returncode >= 0 else 128 - proc.returncode)
 
 

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from perflearn.lifetime import died_with
+
 PERIOD = 0.01  # duty-cycle period, seconds
 
 
@@ -33,9 +35,13 @@ def _pin(cpus: set[int]) -> None:
         os.sched_setaffinity(0, cpus)
 
 
+_quiet = False  # a per-CPU worker other than the first: the first says it for all
+
+
 def ready() -> None:
-    """Say that set-up is over and interference starts (a spec waits for this line)."""
-    print("injecting", flush=True)
+    """Say that set-up is over and interference starts (a spec waits for this line), once."""
+    if not _quiet:
+        print("injecting", flush=True)
 
 
 def _duty(intensity: float, deadline: float, work: Callable[[], None]) -> None:
@@ -53,10 +59,14 @@ def _duty(intensity: float, deadline: float, work: Callable[[], None]) -> None:
 def _per_cpu(cpus: set[int], body: Callable[[], None]) -> None:
     """Run ``body`` in one process per CPU, each pinned; wait for all."""
     children = []
-    for cpu in sorted(cpus):
+    orphaned = died_with(signal.SIGKILL)  # an injector killed outright takes its workers with it
+    global _quiet
+    for i, cpu in enumerate(sorted(cpus)):
         pid = os.fork()
         if pid == 0:
             try:
+                orphaned()
+                _quiet = _quiet or i > 0
                 _pin({cpu})
                 body()
             finally:
@@ -191,7 +201,8 @@ def iobw(intensity: float, duration: float, victim: set[int], directory: str = "
     _pin(_other_cpus(victim))
     block = os.urandom(4 * 1024**2)
     deadline = time.monotonic() + duration
-    with tempfile.NamedTemporaryFile(dir=directory, prefix="perflearn-iobw-") as f:
+    # unnamed (O_TMPFILE): nothing is left on disk even when the injector is killed outright
+    with tempfile.TemporaryFile(dir=directory, prefix="perflearn-iobw-") as f:
         position = [0]
 
         def work() -> None:
@@ -209,9 +220,11 @@ def netflood(intensity: float, duration: float, victim: set[int], **_) -> None:
     deadline = time.monotonic() + duration
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
+    orphaned = died_with(signal.SIGKILL)
     receiver = os.fork()
     if receiver == 0:
         try:
+            orphaned()
             _pin(victim or os.sched_getaffinity(0))
             connection, _ = listener.accept()
             buffer = bytearray(1 << 20)

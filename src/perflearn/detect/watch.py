@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from perflearn.errors import UsageError
+from perflearn.errors import CommandFailed, UsageError
 from perflearn.experiment.sampling import Sampler, SamplingSpec
-from perflearn.lifetime import alive, died_with
+from perflearn.lifetime import alive, died_with, end_group
 
 from .features import window_features
 from .model import SMOOTH, Detector
@@ -84,9 +84,11 @@ def watch(detector: Detector, pid: int | None = None, command: list[str] | None 
                 break
     finally:
         sampler.stop()
-        if process is not None and process.poll() is None:
-            process.terminate()
-            process.wait()
+        ended_itself = process is not None and process.poll() is not None
+        if process is not None and not ended_itself:
+            end_group(process)  # what the command started too (it runs in its own group)
+    if ended_itself and process.returncode != 0:
+        raise CommandFailed(command, process.returncode)
     if seen == 0:
         raise UsageError(f"too few samples to classify: the process ran for less than one window "
                          f"({detector.window} x {detector.interval:g} s)")

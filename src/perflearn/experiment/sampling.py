@@ -86,16 +86,13 @@ def system_counters() -> tuple[dict[str, float], dict[str, float]]:
         elif fields[0] in ("procs_running", "procs_blocked"):
             gauges[f"sys.{fields[0]}"] = float(fields[1])
     vmstat = _read("/proc/vmstat") or ""
-    scan = steal = 0.0
     for line in vmstat.splitlines():
         key, _, value = line.partition(" ")
         if key in _VM_KEYS:
             counters[f"sys.vm.{key}"] = float(value)
-        elif key.startswith("pgscan_"):
-            scan += float(value)
-        elif key.startswith("pgsteal_"):
-            steal += float(value)
-    counters["sys.vm.pgscan"], counters["sys.vm.pgsteal"] = scan, steal
+        elif _reclaim(key):  # summed over who reclaims; a kernel without them: missing, not 0
+            name = "sys.vm.pgscan" if key.startswith("pgscan_") else "sys.vm.pgsteal"
+            counters[name] = counters.get(name, 0.0) + float(value)
     meminfo = _read("/proc/meminfo") or ""
     for line in meminfo.splitlines():
         key, _, value = line.partition(":")
@@ -166,10 +163,20 @@ def workload_members(root: int) -> list[int]:
     return sorted(members)
 
 
+def _reclaim(key: str) -> bool:
+    """A vmstat count of pages scanned or stolen by one reclaimer: kswapd, direct or
+    khugepaged (older kernels per zone: ``pgscan_kswapd_normal``). Not the same pages again
+    by type (``pgscan_anon``, ``pgscan_file``), nor throttling events (``pgscan_direct_throttle``)."""
+    kind, _, rest = key.partition("_")
+    return (kind in ("pgscan", "pgsteal") and rest.split("_")[0] in ("kswapd", "direct", "khugepaged")
+            and rest != "direct_throttle")
+
+
 def process_counters(pids: list[int]) -> tuple[dict[str, float], dict[str, float]]:
     """(counters, gauges) summed over ``pids``."""
-    counters = {k: 0.0 for k in ("proc.cpu.user", "proc.cpu.system", "proc.minflt", "proc.majflt", "proc.run_delay",
-                                 "proc.vcsw", "proc.ivcsw")}
+    counters = {k: 0.0 for k in ("proc.cpu.user", "proc.cpu.system", "proc.minflt", "proc.majflt")}
+    # from files a kernel may lack (schedstat without CONFIG_SCHED_INFO): missing, not 0, until read
+    optional: dict[str, float] = {}
     gauges = {"proc.threads": 0.0, "proc.rss": 0.0, "proc.count": 0.0}
     rss_anon: float | None = None
     io = {"proc.read_bytes": 0.0, "proc.write_bytes": 0.0, "proc.rchar": 0.0, "proc.wchar": 0.0}
@@ -188,13 +195,12 @@ def process_counters(pids: list[int]) -> tuple[dict[str, float], dict[str, float
         gauges["proc.count"] += 1
         schedstat = _read(f"/proc/{pid}/schedstat")
         if schedstat:
-            counters["proc.run_delay"] += int(schedstat.split()[1]) / 1e9
+            optional["proc.run_delay"] = optional.get("proc.run_delay", 0.0) + int(schedstat.split()[1]) / 1e9
         status = _read(f"/proc/{pid}/status") or ""
         for line in status.splitlines():
-            if line.startswith("voluntary_ctxt_switches:"):
-                counters["proc.vcsw"] += float(line.split()[1])
-            elif line.startswith("nonvoluntary_ctxt_switches:"):
-                counters["proc.ivcsw"] += float(line.split()[1])
+            if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                name = "proc.vcsw" if line.startswith("voluntary") else "proc.ivcsw"
+                optional[name] = optional.get(name, 0.0) + float(line.split()[1])
             elif line.startswith("RssAnon:"):
                 rss_anon = (rss_anon or 0.0) + float(line.split()[1]) * 1024
         io_text = _read(f"/proc/{pid}/io")
@@ -204,6 +210,7 @@ def process_counters(pids: list[int]) -> tuple[dict[str, float], dict[str, float
                 key, _, value = line.partition(": ")
                 if key in ("read_bytes", "write_bytes", "rchar", "wchar"):
                     io[f"proc.{key}"] += float(value)
+    counters.update(optional)
     if io_seen:
         counters.update(io)
     if rss_anon is not None:  # kernels before 4.5 have no RssAnon: missing, not 0
