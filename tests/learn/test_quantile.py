@@ -124,3 +124,18 @@ def test_cli_fit_predict_and_evaluate_a_quantile(tmp_path):
     res = runner.invoke(app, ["evaluate", "--csv", str(csv), "-t", "T", "-f", "x,b", "--family", "gbm",
                               "--quantile", "0.9", "-k", "3"])
     assert res.exit_code == 0 and "coverage (goal 0.9)" in res.output and "pinball loss" in res.output
+
+
+def test_a_quantile_forest_on_few_runs_still_splits():
+    """Leaves of 10 left a forest on 24 runs no split: one value for every point, every
+    importance 0 (the README's fio sweep). Its leaves are at most an eighth of the runs."""
+    rng = np.random.default_rng(0)
+    rows = [{"a": a, "b": b, "T": 10 * a + 3 * b + rng.normal(0, 1)}
+            for a in (1, 2, 3, 4) for b in (0, 1, 2) for _ in range(2)]
+    model = fit(Dataset.from_frame(pd.DataFrame(rows), metrics=["T"], name="few"), "T", family="rf",
+                params={"quantile": 0.9})
+    assert model.params["min_samples_leaf"] == 3
+    low, high = model.predict(pd.DataFrame({"a": [1, 4], "b": [0, 2]}))
+    assert high - low > 15  # the true 0.9 quantiles differ by 36
+    assert fit(Dataset.from_frame(pd.DataFrame(rows), metrics=["T"], name="few"), "T", family="rf",
+               params={"quantile": 0.9, "min_samples_leaf": 10}).params["min_samples_leaf"] == 10  # as asked

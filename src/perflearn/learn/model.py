@@ -32,7 +32,7 @@ from perflearn.store import Dataset
 
 from .features import FeatureSchema, TrainingData, training_data
 from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_MAX_WIDTH, AUTO_POINT, AUTO_SMALL_RATIO, AUTO_WEIGHTS,
-                     POINTS, WEIGHTS, AutoRegressor, make_pipeline, model_for)
+                     POINTS, WEIGHTS, AutoRegressor, make_pipeline, model_for, quantile_leaf)
 
 FORMAT = "perflearn-model/1"
 
@@ -420,6 +420,7 @@ def fit_data(
     if groups is not None:
         cv = min(cv, runs)  # folds are made of whole runs
     check_neighbors(family, params, n, "runs to train on")
+    params = quantile_leaf(family, params, n)
     try:
         estimator = model_for(family, params=params, log_target=log_target, cv=cv, random_state=random_state,
                               n_jobs=n_jobs, families=families,

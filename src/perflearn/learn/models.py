@@ -61,7 +61,9 @@ COMBINES = ("auto", "arithmetic")  # how near-ties are averaged: auto = geometri
 # knob of ~1000 categories took many minutes per fold in those two alone; the rest grow linearly.
 # Within it: every DeepPerf system of bench/learn.md (at most 60 columns), so no choice there changes.
 AUTO_MAX_WIDTH = 100
+QUANTILE_LEAF = 10  # a quantile forest's leaves hold at least this many rows (see build, quantile_leaf)
 GP_HYPER_ROWS = 500  # a GP's kernel is tuned on at most this many rows (see _ArdGaussianProcess)
+GP_MAX_ROWS = 8000  # above, no GP among `auto`'s candidates: its n x n matrices (1.7 GB at 8000, bench/learn_gp_large.py)
 KNN_NEIGHBORS = 5  # knn's default n_neighbors (at most the training runs: see evaluate.check_neighbors)
 
 
@@ -110,6 +112,16 @@ def _scaled_target(model) -> TransformedTargetRegressor:
     return TransformedTargetRegressor(regressor=model, transformer=StandardScaler())
 
 
+def quantile_leaf(family: str, params: dict | None, n: int) -> dict | None:
+    """A quantile forest's leaf size for ``n`` training rows, unless ``params`` set one:
+    ``QUANTILE_LEAF`` (10, as R's quantregForest), but at most an eighth of the rows. On 24
+    runs, leaves of 10 left the trees no split: one constant prediction, every feature's
+    importance 0. Smaller leaves read narrower quantiles, which beats reading none."""
+    if family != "rf" or not params or params.get("quantile") is None or "min_samples_leaf" in params:
+        return params
+    return {**params, "min_samples_leaf": max(1, min(QUANTILE_LEAF, n // 8))}
+
+
 def build(
     family: str,
     params: dict[str, Any] | None = None,
@@ -131,7 +143,7 @@ def build(
         from quantile_forest import RandomForestQuantileRegressor
 
         p.setdefault("n_estimators", 100)
-        p.setdefault("min_samples_leaf", 10)
+        p.setdefault("min_samples_leaf", QUANTILE_LEAF)
         p.setdefault("max_samples_leaf", None)
         model = RandomForestQuantileRegressor(default_quantiles=q, random_state=random_state, n_jobs=n_jobs, **p)
     elif family == "rf":
@@ -317,7 +329,7 @@ def grid(family: str, n_samples: int, n_features: int, small: bool = False,
     if family == "knn":
         return [{"n_neighbors": k} for k in (1, 3, 7) if k < n_samples]
     if family == "gp":  # exact GP is cubic in the samples; its ARD kernel has a length scale per column
-        return [{}] if n_samples <= 2000 and n_features <= max_width else []
+        return [{}] if n_samples <= GP_MAX_ROWS and n_features <= max_width else []
     raise ValueError(f"unknown model family {family!r}")
 
 
