@@ -150,3 +150,31 @@ def test_export_checks_its_directories_first(cli, write_spec, store_path):
     assert_one_line_error(result, 2, "--samples: no such directory")  # before the runs' file is written
     result = cli("export", "cli-demo", "--store", store_path, "--samples", "same.csv", "-o", "same.csv")
     assert_one_line_error(result, 2, "the samples would overwrite the runs")
+
+
+MIXED = """
+    [experiment]
+    name = "mixed"
+    [workload]
+    command = "if [ {a} = 2 ]; then exit 3; fi; echo val {a}; if [ {a} = 3 ]; then echo no-extra; else echo extra 7; fi"
+    shell = true
+    [knobs.a]
+    values = [1, 2, 3]
+    [metrics.v]
+    source = "regex"
+    pattern = 'val (\\d+)'
+    [metrics.extra]
+    source = "regex"
+    pattern = 'extra (\\d+)'
+"""
+
+
+def test_show_runs_of_ok_and_failed_runs_gives_errors_and_missing_reasons(cli, write_spec, store_path):
+    """An experiment with ok and failed runs crashed `show --runs` (the ok runs' error is NULL)."""
+    result = cli("run", write_spec(MIXED), "--store", store_path, "-q")
+    result = cli("show", "mixed", "--store", store_path, "--runs")
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[0]: line for line in result.output.splitlines() if line.strip()[:1].isdigit()}
+    assert len(lines) == 3 and sum(" failed " in line for line in lines.values()) == 1
+    missing = [line for line in lines.values() if "extra:" in line]
+    assert len(missing) == 1 and " ok " in missing[0]  # a=3: its NULL metric, with the reason

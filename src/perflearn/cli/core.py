@@ -177,6 +177,16 @@ def list_experiments(store: StoreOpt = DEFAULT_STORE) -> None:
     terminal.out.print(table)
 
 
+def _missing_by_run(measurements) -> dict[int, str]:
+    """Per run, its NULL metrics grouped by their reason: "a, b: reason; c: other"."""
+    null = measurements[measurements["value"].isna()]
+    out: dict[int, str] = {}
+    for run_id, rows in null.groupby("run_id"):
+        by_reason = rows.fillna({"missing_reason": "no reason stored"}).groupby("missing_reason", sort=False)["metric"]
+        out[int(run_id)] = "; ".join(f"{', '.join(m)}: {reason}" for reason, m in by_reason)
+    return out
+
+
 @app.command()
 def show(
     experiment: Annotated[str, typer.Argument(help="Experiment name (see perflearn ls).")],
@@ -192,10 +202,13 @@ def show(
         info = results.require(experiment)
         if runs:
             frame = results.runs(experiment)
-            table = Table("run", "point", "rep", "status", "exit", "wall s", "error", box=None)
+            missing = _missing_by_run(results.measurements(experiment))
+            table = Table("run", "point", "rep", "status", "exit", "wall s", "error", "missing (why)", box=None)
             for row in frame.itertuples(index=False):
+                error = row.error if isinstance(row.error, str) else ""  # NaN beside failed runs' text
+                why = missing.get(row.run_id, "") if row.status == "ok" else ""  # a failed run misses all
                 table.add_row(str(row.run_id), str(row.point_id), str(row.rep), row.status, _fmt(row.exit_code),
-                              _num(row.wall_s), escape(row.error or ""))
+                              _num(row.wall_s), escape(error), escape(why))
             terminal.out.print(table)
             return
         dataset = results.dataset(experiment)
