@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -215,7 +216,7 @@ def test_sigint_stops_cleanly_and_resume_completes(write_spec, store_path, tmp_p
         [metrics.t]
         source = "time"
     """)
-    cmd = [sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "-q"]
+    cmd = [sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "--name", "named", "-q"]
     # a test run from a background shell inherits SIGINT ignored, and Python then keeps it
     # ignored: give the runner the disposition of a foreground program, where Ctrl-C comes from
     restore = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
@@ -228,12 +229,15 @@ def test_sigint_stops_cleanly_and_resume_completes(write_spec, store_path, tmp_p
     assert proc.returncode == 130
     assert "interrupted after" in stderr and "--resume" in stderr and "Traceback" not in stderr
     with open_store(store_path) as store:
-        stored = len(store.recorded(store.experiment("spec")))
+        stored = len(store.recorded(store.experiment("named")))
     assert 1 <= stored < 6
-    done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=60)
+    # the command the message gives goes on with this experiment: its --name and --store too
+    hint = shlex.split(stderr.split("continue with: ", 1)[1].strip())
+    assert hint[:2] == ["perflearn", "run"] and "--resume" in hint
+    done = subprocess.run([sys.executable, "-m", *hint, "-q"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     with open_store(store_path) as store:
-        assert sorted(store.recorded(store.experiment("spec"))) == [(p, 0) for p in range(1, 7)]
+        assert sorted(store.recorded(store.experiment("named"))) == [(p, 0) for p in range(1, 7)]
 
 
 def test_sweep_stops_when_its_first_runs_fail_alike_at_several_points(write_spec, tmp_path):

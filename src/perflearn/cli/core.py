@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -150,11 +151,15 @@ def run(
     if name:
         spec.name = name
     observer = _Progress(quiet)
+    # the same experiment again: its name, values and store, which the spec alone does not say
+    again = ["perflearn", "run", str(spec_path), *(["--name", name] if name else []),
+             *(arg for v in values or [] for arg in ("--values", v)),
+             *(["--store", str(store)] if Path(store) != DEFAULT_STORE else []), "--resume"]
     with open_store(store) as results:
         try:
             outcome = run_experiment(spec, results, resume=resume, allow_changed_spec=allow_changed_spec,
                                      observer=observer, keep_run_dirs=keep_run_dirs,
-                                     stop_after_failures=stop_after_failures)
+                                     stop_after_failures=stop_after_failures, resume_command=shlex.join(again))
         finally:
             observer.close()
         statuses = ", ".join(f"{n} {s}" for s, n in sorted(outcome.by_status.items())) or "nothing to run"

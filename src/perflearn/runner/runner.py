@@ -169,10 +169,11 @@ def _knob_infos(spec: Spec) -> list[KnobInfo]:
 
 def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, allow_changed_spec: bool = False,
                    observer: Observer | None = None, keep_run_dirs: bool = False,
-                   stop_after_failures: int = STOP_AFTER_FAILURES) -> Outcome:
+                   stop_after_failures: int = STOP_AFTER_FAILURES, resume_command: str | None = None) -> Outcome:
     """Run the spec's planned runs not stored yet, storing each as it ends. Stops (RunnerError,
     runs stored) when the first ``stop_after_failures`` runs, at two points or more, all fail
-    alike (0: never)."""
+    alike (0: never). ``resume_command``: what an interrupted run tells the user to type to
+    go on (the CLI's own arguments: another --name, --values or --store)."""
     observer = observer or Observer()
     planned = plan(spec)
     existing = store.experiment(spec.name)
@@ -239,7 +240,7 @@ def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, all
             except KeyboardInterrupt:
                 raise Interrupted(
                     f"interrupted after {outcome.ran} of {len(todo)} runs; every finished run is stored and the one "
-                    f"in flight was dropped; continue with: perflearn run {spec.path} --resume") from None
+                    f"in flight was dropped; continue with: {resume_command or f'perflearn run {spec.path} --resume'}") from None
     finally:
         for actuator in actuators.values():
             actuator.restore()
