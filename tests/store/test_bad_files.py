@@ -56,3 +56,17 @@ def test_a_csv_with_a_column_named_twice_is_refused(tmp_path):
         read_frame(csv)
     csv.write_text("a,a.1,perf\n1,2,3\n")  # a name that only looks like pandas' renaming is fine
     assert Dataset.from_csv(csv, metrics=["perf"]).knobs == ["a", "a.1"]
+
+
+def test_none_and_na_are_categories_among_words_and_missing_among_numbers(tmp_path):
+    """pandas reads "None", "NA" and "NULL" as missing everywhere: half the runs of a
+    `compress` knob alternating None/zstd vanished from a fit."""
+    path = tmp_path / "runs.csv"
+    path.write_text("compress,threads,T\nNone,1,10\nzstd,1,12\nNone,2,NA\nzstd,2,\nNA,4,NULL\n")
+    ds = Dataset.from_csv(path, metrics=["T"])
+    assert ds.frame["compress"].tolist() == ["None", "zstd", "None", "zstd", "NA"]
+    assert ds.kinds["compress"] == "categorical" and ds.kinds["threads"] == "numeric"
+    assert ds.frame["T"].isna().tolist() == [False, False, True, True, True]
+    all_missing = tmp_path / "none.csv"
+    all_missing.write_text("a,T\n1,NA\n2,N/A\n")
+    assert Dataset.from_csv(all_missing, metrics=["T"]).frame["T"].isna().all()

@@ -448,7 +448,9 @@ def predict(
         raise UsageError("give either --points or --set, not both", where="arguments")
     if points is not None:
         _csv_columns(points)
-        frame = pd.read_csv(points)
+        from perflearn.store.dataset import read_csv_runs
+
+        frame = read_csv_runs(points)
         where = str(points)
     elif set_:
         point = _pairs(set_, "--set")

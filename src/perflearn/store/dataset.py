@@ -69,7 +69,7 @@ class Dataset:
         path = Path(path)
         with csv_errors(path):
             csv_header(path)  # a column named twice is refused
-            raw = pd.read_csv(path)
+            raw = read_csv_runs(path)
         return cls.from_frame(raw, metrics, knobs, context, name or path.stem, where=str(path))
 
     @classmethod
@@ -121,7 +121,7 @@ class Dataset:
             kinds[col] = "numeric" if pd.api.types.is_numeric_dtype(raw[col]) else "categorical"
         for col in metrics:
             values = pd.to_numeric(raw[col], errors="coerce")
-            bad = values.isna() & raw[col].notna()
+            bad = values.isna() & raw[col].notna() & ~raw[col].isin(MISSING_WORDS)
             if bad.any():
                 row = int(bad.idxmax())
                 raise UsageError(
@@ -209,3 +209,22 @@ def csv_header(path: str | Path) -> list[str]:
                              where=where)
         first[name] = position
     return header
+
+
+# written for a missing number by R, Excel, pandas and databases; in a column of words a
+# category ("None" compression, "NA" region), so missing only where the rest are numbers
+MISSING_WORDS = ("NA", "N/A", "#N/A", "NaN", "nan", "-nan", "NULL", "null", "None", "<NA>")
+
+
+def read_csv_runs(path: str | Path) -> pd.DataFrame:
+    """A CSV of runs: an empty cell is missing; a word such as "None" or "NA" is missing
+    in a column of numbers and a category in a column of words (pandas' default reads it
+    as missing everywhere, and the runs of one category vanished from a fit)."""
+    raw = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    for col in raw.columns:
+        if raw[col].dtype == object or pd.api.types.is_string_dtype(raw[col]):
+            text = raw[col].where(~raw[col].isin(MISSING_WORDS))
+            numbers = pd.to_numeric(text, errors="coerce")
+            if text.notna().any() and (numbers.notna() == text.notna()).all():
+                raw[col] = numbers
+    return raw
