@@ -354,3 +354,29 @@ def test_points_and_training_csv_with_a_column_named_twice(step_ds, tmp_path):
     train.write_text("a,T,a\n1,2,3\n2,3,4\n3,4,5\n")
     res = CliRunner().invoke(app, ["fit", "--csv", str(train), "-t", "T", "-o", str(tmp_path / "m2")])
     assert res.exit_code == 2 and "column 'a' appears twice" in res.output, res.output
+
+
+def test_a_feature_named_twice_is_one_line(step_ds):
+    with pytest.raises(UsageError, match="feature 'a' is given twice"):
+        training_data(step_ds, "T", ["a", "b", "a"])
+
+
+def test_outputs_that_cannot_be_written_are_refused_before_the_work(step_ds, tmp_path):
+    """Found in session 45: `evaluate --figures FILE` failed after the whole CV, and
+    `predict -o` / `cluster -o` into a missing directory with pandas' message, naming no option."""
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    train = tmp_path / "train.csv"
+    step_ds.frame[["a", "b", "c", "T"]].to_csv(train, index=False)
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    runner = CliRunner()
+    res = runner.invoke(app, ["evaluate", "--csv", str(train), "-t", "T", "--family", "cart", "--figures", str(afile)])
+    assert res.exit_code == 2 and "--figures" in res.output and "is a file" in res.output, res.output
+    fit(step_ds, "T", family="cart").save(tmp_path / "m")
+    res = runner.invoke(app, ["predict", str(tmp_path / "m"), "--set", "a=1,b=x,c=1", "-o", str(tmp_path / "no" / "p.csv")])
+    assert res.exit_code == 2 and "--out" in res.output and "no such directory" in res.output, res.output
+    res = runner.invoke(app, ["cluster", "--csv", str(train), "-m", "T", "-o", str(tmp_path / "no" / "c.csv")])
+    assert res.exit_code == 2 and "--out" in res.output and "no such directory" in res.output, res.output

@@ -134,3 +134,18 @@ def test_cluster_given_k_and_bad_input():
         cluster(ds, ["nope"])
     with pytest.raises(UsageError, match="PCA components must be in 1..3"):
         cluster(ds, pca=5)
+
+
+def test_cluster_keeps_a_knob_called_size_and_skips_a_metric_null_everywhere():
+    """A knob named `size` was overwritten by the cluster sizes; the default profile (every
+    metric) refused an experiment with one counter this machine lacks (NULL in every run)."""
+    raw, _ = _groups()
+    raw = raw.assign(size=np.where(raw["group"] % 2 == 0, 100, 1000), instructions=np.nan)
+    ds = Dataset.from_frame(raw.drop(columns=["group"]), metrics=["gbps", "l3hit", "ipc", "instructions"],
+                            name="groups")
+    r = cluster(ds)
+    assert r.null_metrics == ["instructions"] and r.columns == ["gbps", "l3hit", "ipc"] and r.k == 4
+    reps = r.representatives
+    assert sorted(reps["k-means size"]) == [12, 12, 12, 12] and set(reps["size"]) <= {100, 1000}
+    with pytest.raises(UsageError, match="NULL in every run"):
+        cluster(ds, ["instructions"])

@@ -104,6 +104,23 @@ def check_png(path: Path | None, where: str) -> None:
         raise UsageError(f"no such directory {str(path.parent)!r}", where=where)
 
 
+def check_output(path: Path | None, where: str, directory: bool = False) -> None:
+    """Refuse, before any work, an output the command could not write at its end: a file
+    whose directory does not exist or that is a directory; a directory (``directory``)
+    that is a file or lies below one."""
+    if path is None:
+        return
+    if directory:
+        ancestor = next((a for a in [path, *path.parents] if a.exists()), None)
+        if ancestor is not None and not ancestor.is_dir():
+            raise UsageError(f"{str(ancestor)!r} is a file, not a directory", where=where)
+        return
+    if path.is_dir():
+        raise UsageError(f"{str(path)!r} is a directory; give a file", where=where)
+    if not path.parent.is_dir():
+        raise UsageError(f"no such directory {str(path.parent)!r}", where=where)
+
+
 app = typer.Typer(
     cls=_Group,
     name="perflearn",

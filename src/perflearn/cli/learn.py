@@ -17,7 +17,7 @@ from rich.table import Table
 from perflearn.errors import UsageError
 
 from . import terminal
-from .app import DEFAULT_STORE, StoreOpt, app, check_png
+from .app import DEFAULT_STORE, StoreOpt, app, check_output, check_png
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -261,6 +261,7 @@ def fit(
     """Fit a performance model of TARGET and save it as a directory."""
     from perflearn.learn.model import fit as fit_model
 
+    check_output(out, "--out", directory=True)
     if warmup and not per_sample:
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
     params, candidates = _with_quantile(_hyper(param), quantile, family), _families(families)
@@ -367,6 +368,7 @@ def evaluate(
     from perflearn.learn import evaluate as ev
     from perflearn.learn.features import training_data
 
+    check_output(figures, "--figures", directory=True)
     if warmup and not per_sample:
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
     if curve not in ("none", "inverse-kfold", "fraction"):  # before any work (it failed after the CV table)
@@ -443,6 +445,7 @@ def predict(
 
     from perflearn.learn.model import load
 
+    check_output(out, "--out")
     model = load(model_dir)
     if points is not None and set_:
         raise UsageError("give either --points or --set, not both", where="arguments")
@@ -616,6 +619,7 @@ def cluster(
     from perflearn.learn.cluster import cluster as run_cluster
 
     check_png(png, "--png")
+    check_output(out, "--out")
     cols = _split(columns)
     mets = _split(metrics)
     if csv is not None and not mets:
@@ -625,6 +629,8 @@ def cluster(
         mets = cols
     ds = load_dataset(csv, experiment, store, mets or [], _split(context_cols))
     r = run_cluster(ds, cols, k=k, kmax=kmax, pca=pca, by=by, random_state=seed)
+    if r.null_metrics:
+        terminal.warn(f"left out of the profile: {', '.join(r.null_metrics)} (NULL in every run)")
     if r.dropped:
         terminal.warn(f"{r.dropped} profile(s) left out (NULL in {', '.join(r.columns)})")
     how = "elbow (kneedle)" if k is None and r.elbow_found else ("given" if k is not None else "no elbow found")

@@ -10,7 +10,7 @@ only the representatives.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +39,7 @@ class ClusterResult:
     columns: list[str]
     pca: int | None
     dropped: int = 0  # profiles left out: NULL (NaN) in a profile column
+    null_metrics: list[str] = field(default_factory=list)  # left out of the default profile: NULL in every run
 
     def plot(self, path: str | Path) -> Path:
         import matplotlib
@@ -82,7 +83,12 @@ def cluster(
         raise UsageError(f"the largest k tried must be at least 2, got {kmax}", where="--kmax")
     if by not in ("point", "run"):
         raise UsageError(f"by must be point or run, got {by!r}", where="--by")
-    columns = list(columns or ds.metrics)
+    null = []
+    if not columns:  # every metric, but one NULL in every run (a counter this machine lacks) profiles nothing
+        null = [m for m in ds.metrics if ds.ok()[m].isna().all()]
+    columns = list(columns or [m for m in ds.metrics if m not in null])
+    if not columns:
+        raise UsageError(f"every metric is NULL in every run ({', '.join(null)})", where=where)
     for c in columns:
         if c not in ds.frame.columns or c in ("run_id", "point_id", "rep", "status"):
             raise UsageError(f"unknown column {c!r} (metrics: {', '.join(ds.metrics)}; features: {', '.join(ds.features)})",
@@ -131,17 +137,25 @@ def cluster(
         chosen = k if k is not None else (int(elbow.x) if elbow is not None else 1)
         km = fits.get(chosen) or KMeans(n_clusters=chosen, n_init=10, random_state=random_state).fit(Z)
     labels = km.labels_
-    prof["cluster"] = labels
+    # the result's own columns, named apart from a knob or metric called "cluster" or "size"
+    label, size = _unused("cluster", prof.columns), _unused("size", prof.columns)
     reps = []
     for c in range(chosen):
         members = np.flatnonzero(labels == c)
         d = np.linalg.norm(Z[members] - km.cluster_centers_[c], axis=1)
         row = int(members[np.argmin(d)])
-        reps.append({"cluster": c, "size": len(members), "_row": row, **prof.iloc[row].drop("cluster").to_dict()})
+        reps.append({label: c, size: len(members), "_row": row, **prof.iloc[row].to_dict()})
+    prof[label] = labels
     ncomp = min(2, Z.shape[1])
     p2 = PCA(n_components=ncomp, random_state=random_state).fit(Z)
     coords = p2.transform(Z)
     if ncomp == 1:
         coords = np.column_stack([coords[:, 0], np.zeros(n)])
     return ClusterResult(chosen, ks, inertias, elbow is not None, labels, prof, pd.DataFrame(reps), coords,
-                         [float(v) for v in p2.explained_variance_ratio_], columns, pca, before - n)
+                         [float(v) for v in p2.explained_variance_ratio_], columns, pca, before - n, null)
+
+
+def _unused(name: str, taken) -> str:
+    while name in taken:
+        name = f"k-means {name}" if not name.startswith("k-means") else f"{name}_"
+    return name

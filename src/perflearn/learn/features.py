@@ -227,6 +227,9 @@ def training_data(
                 )
         if target in features:
             raise UsageError(f"target {target!r} cannot also be a feature", where=where)
+        twice = next((f for i, f in enumerate(features) if f in features[:i]), None)
+        if twice is not None:
+            raise UsageError(f"feature {twice!r} is given twice", where=where)
     if not features:
         raise UsageError("no features to learn from", where=where)
     frame = ds.frame
