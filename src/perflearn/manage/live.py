@@ -126,6 +126,7 @@ class LiveService(Service):
         self.probe = HostSpeedProbe().start()  # a thread of this process: on the harness's CPUs when there are some
         self.lines: queue.Queue = queue.Queue()
         self.carry: list[dict] = []  # ticks read after their interval's line
+        self.intervals_seen = 0
         self.load_started = threading.Event()
         self.load_start = float("inf")  # wall-clock time the load profile began (after any preload)
         self.sniffer = LiveSniffer(interface, bpf=f"tcp port {port}", protocol=protocol, ports=[port],
@@ -141,8 +142,13 @@ class LiveService(Service):
 
     def _line(self, obj: dict) -> None:
         # Intervals (and ticks) that began before the load did hold the preload's burst of
-        # sets, not the trace: the loop never sees them.
+        # sets, not the trace: the loop never sees them. Nor a sliver of an interval that
+        # began between the load's start and the sniffer's mark (a whole second fell there).
         if obj.get("type") in ("interval", "tick") and float(obj.get("start", 0.0)) >= self.load_start:
+            if obj["type"] == "interval" and not self.intervals_seen and \
+                    float(obj.get("end", 0.0)) - float(obj["start"]) < self.interval / 2:
+                return
+            self.intervals_seen += obj["type"] == "interval"
             self.lines.put(obj)
 
     def _read_load(self) -> None:
@@ -156,7 +162,12 @@ class LiveService(Service):
             except ValueError:
                 continue
             if isinstance(obj, dict) and obj.get("type") == "start":
-                self.load_start = float(obj.get("start") or time.time())
+                # the sniffer's intervals start again here, with the trace's: on their own they
+                # lie on whole seconds, so a load step fell inside an interval, the first
+                # interval came late enough to read as a stall, and each interval was labelled
+                # with the load of the one before for part of it
+                self.load_start = time.time()
+                self.sniffer.mark()
                 self.load_started.set()
 
     def _await_load(self, timeout: float) -> None:
