@@ -109,3 +109,31 @@ def test_from_csv_bad_input(simulated, tmp_path):
         assert result.exit_code != 0 and message in result.output, (args, result.output)
         assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1, result.output
     assert not (tmp_path / "a.duckdb").exists()  # bad input creates no store
+
+
+def test_a_run_is_priced_by_the_power_model_it_is_recorded_under(simulated, tmp_path):
+    """--power tx1 labelled the energy tx1 and kept the server model's joules."""
+    where, journal = simulated
+    journal.to_csv(tmp_path / "live.csv", index=False)
+    assert from_csv(tmp_path / "live.csv", tmp_path / "p.duckdb", "--name", "server").exit_code == 0
+    assert from_csv(tmp_path / "live.csv", tmp_path / "p.duckdb", "--name", "tx1", "--power", "tx1").exit_code == 0
+    with open_store(tmp_path / "p.duckdb", read_only=True) as store:
+        server = store.dataset("server").frame.set_index("policy")["energy_j"]
+        tx1 = store.dataset("tx1").frame.set_index("policy")["energy_j"]
+    assert server["static"] == pytest.approx(journal[journal["policy"] == "static"]["energy_j"].sum())
+    assert (tx1 < 0.5 * server).all()  # the TX1's watts, not the server's
+
+
+def test_a_row_without_a_policy_or_with_an_odd_flag_is_refused(simulated, tmp_path):
+    """Rows with an empty policy were dropped by the grouping: the static pass vanished."""
+    where, journal = simulated
+    blank = journal.astype({"policy": object})
+    blank.loc[blank["policy"] == "static", "policy"] = ""
+    blank.to_csv(tmp_path / "blank.csv", index=False)
+    result = from_csv(tmp_path / "blank.csv", tmp_path / "b.duckdb")
+    assert result.exit_code == 2 and "row 2, column policy: empty" in result.output, result.output
+    odd = journal.astype({"changed": object})
+    odd.loc[4, "changed"] = "maybe"
+    odd.to_csv(tmp_path / "odd.csv", index=False)
+    result = from_csv(tmp_path / "odd.csv", tmp_path / "b.duckdb")
+    assert result.exit_code == 2 and "row 6, column changed: not True or False ('maybe')" in result.output, result.output

@@ -799,6 +799,26 @@ def test_bad_flags():
         assert result.exit_code == 2 and fragment in result.output, result.output
 
 
+def test_live_options_are_refused_by_the_simulator_and_a_bad_service_command_before_it_starts():
+    """Session 45's review: --simulate took --max-rps, --model, --protocol ... and ignored them;
+    a mistyped {prot} was an internal error (KeyError), a command without {port} waited 10 s."""
+    cli = CliRunner()
+    live = ["--max-rps", "1000", "--target-ms", "1", "-p", "static"]
+    for args, fragment in ((["--simulate", "--max-rps", "1000"], "--max-rps: a live service's option"),
+                           (["--simulate", "--model", "/nonexistent"], "--model: a live service's option"),
+                           (["--simulate", "--cost-model", "x"], "--cost-model: a live service's option"),
+                           (["--simulate", "--protocol", "redis"], "--protocol: a live service's option"),
+                           (["--simulate", "--load-args", "--bogus"], "--load-args: a live service's option"),
+                           (["--simulate", "--service", "memcached -p {port}"], "--service: a live service's option"),
+                           (["--service", "memcached -p {prot}", *live], "{prot} in 'memcached -p {prot}'"),
+                           (["--service", "memcached -p {}", *live], "the only placeholder is {port}"),
+                           (["--service", "memcached -p {port", *live], "a literal brace is {{ or }}"),
+                           (["--service", "memcached -p 11211", *live], "no {port} in 'memcached -p 11211'")):
+        result = cli.invoke(app, ["manage", *args])
+        assert result.exit_code == 2 and fragment in result.output and len(result.output.strip().splitlines()) == 1, \
+            (args, result.output)
+
+
 def test_bad_service_cpus_are_one_line_before_anything_starts():
     import os
 
@@ -879,6 +899,12 @@ def test_model_trained_on_other_knobs_is_refused():
         model_predictor(Model(), 1e-6)
     with pytest.raises(UsageError, match="^--cost-model was trained on bs, rps"):
         model_predictor(Model(), 1e-6, what="--cost-model")
+
+    class LoadOnly:  # the knee's model: it forecasts every configuration alike
+        features = ["rate"]
+
+    with pytest.raises(UsageError, match="none of cores, level or quota"):
+        model_predictor(LoadOnly(), 1e-6)
 
 
 MEMCACHED = "memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0"

@@ -163,10 +163,19 @@ def manage(
         power_ = power_model(power)
     except ValueError as exc:
         raise UsageError(f"--power: {exc}") from None
+    if simulate:  # a live run's options would be taken silently and change nothing
+        given = [option for option, value in (("--service", service), ("--max-rps", max_rps), ("--model", model),
+                                              ("--cost-model", cost_model), ("--load-args", load_args),
+                                              ("--protocol", protocol != "memcache-binary")) if value]
+        if given:
+            raise UsageError(f"{given[0]}: a live service's option; the simulator has its own service "
+                             "(--mu, --base-us) and fits its own models")
+    if service:
+        _check_service_command(service)
     if from_csv is not None:
         if simulate or service:
             raise UsageError("--from-csv records a run that is over: give it without --simulate and --service")
-        _from_csv(from_csv, store, name, trace, step_seconds, interval, power_.label)
+        _from_csv(from_csv, store, name, trace, step_seconds, interval, power_)
         return
     if "sweep" in names and step_seconds / interval < 3 * len(space):  # Sweep.hold intervals each
         terminal.warn(f"sweep: {step_seconds:g}-s steps hold {step_seconds / interval:.0f} intervals, fewer than 3 for each "
@@ -239,6 +248,22 @@ def _quantiles(values: list[str] | None) -> dict[str | None, float]:
             raise UsageError(f"--host-quantile: two quantiles for {'unlabelled policies' if key is None else repr(key)}")
         quantiles[key] = q
     return quantiles
+
+
+def _check_service_command(command: str) -> None:
+    """--service names its port as {port}, and nothing else in braces (a literal brace is {{ or }})."""
+    import string
+
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(command) if f is not None}
+    except ValueError as exc:
+        raise UsageError(f"{exc} in {command!r} (a literal brace is {{{{ or }}}})", where="--service") from None
+    if fields - {"port"}:
+        raise UsageError(f"{{{sorted(fields - {'port'})[0]}}} in {command!r}: the only placeholder is {{port}}",
+                         where="--service")
+    if "port" not in fields:
+        raise UsageError(f"no {{port}} in {command!r}: the manager picks a free port and the service must listen on it",
+                         where="--service")
 
 
 def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: bool, quantiles: dict) -> None:
@@ -434,16 +459,20 @@ def _live_segments(trace: str, max_rps: float, step_seconds: float, interval: fl
 
 
 def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step_seconds: float, interval: float,
-              power_label: str) -> None:
+              power) -> None:
     """``--from-csv``: an earlier live run's passes recorded in ``store``, as ``_live``
-    records them (static's energy the reference); a pass with fewer intervals than the
-    trace has is recorded as failed, as an interrupted one is."""
+    records them (static's energy the reference), their energy priced by ``power`` (the
+    file does not say which model priced it, so the label would otherwise be a guess); a
+    pass with fewer intervals than the trace has is recorded as failed, as an
+    interrupted one is."""
     from perflearn.manage.journal import read_passes
+    from perflearn.manage.loop import energy_under
     from perflearn.manage.simulator import per_interval
 
     if store is None:
         raise UsageError("--from-csv records in a results store: give --store")
-    passes = read_passes(path)
+    passes = {label: energy_under(frame, power).reset_index(drop=True) for label, frame in read_passes(path).items()}
+    power_label = power.label
     intervals = len(per_interval(_live_segments(trace, 1.0, step_seconds, interval), interval))
     labels = sorted(passes, key=lambda p: p != "static")  # static first, as run: the energy's reference
     static = passes["static"]["energy_j"].sum() if "static" in passes else None

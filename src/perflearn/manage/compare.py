@@ -219,6 +219,9 @@ def model_predictor(model, scale: float, what: str = "the model"):
         raise UsageError(f"{what} was trained on {', '.join(model.features)}; the manager can give it only "
                          f"{', '.join(FEEDABLE)} (quota = cores x level CPUs; rps = rate = wire.rps = offered_rps = the load; "
                          "host_probe_us = the host-speed probe)")
+    if not {"cores", "level", "quota"} & set(model.features):  # it would forecast every configuration alike
+        raise UsageError(f"{what} was trained on {', '.join(model.features)}: none of cores, level or quota, so it "
+                         "cannot tell one configuration from another")
     slowest_host = model.schema.ranges.get("host_probe_us", (np.nan, np.nan))[1]
 
     def predict(frame: pd.DataFrame):

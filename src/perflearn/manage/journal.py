@@ -86,7 +86,14 @@ def read_passes(path: Path) -> dict[str, pd.DataFrame]:
                                  f"({frame[column].iloc[row]!r})")
             frame[column] = values
     for column in ("changed", "settled"):  # written as True/False; missing (older files) is not a change
+        known = frame[column].isna() | frame[column].isin([True, False, "True", "False"])
+        if not known.all():
+            row = int((~known).to_numpy().argmax())
+            raise UsageError(f"{path}: row {row + 2}, column {column}: not True or False ({frame[column].iloc[row]!r})")
         frame[column] = frame[column].map({True: True, "True": True, False: False, "False": False}).fillna(False)
+    unnamed = frame["policy"].isna() | (frame["policy"].astype(str).str.strip() == "")
+    if unnamed.any():  # grouping would drop them, and a whole pass could vanish without a word
+        raise UsageError(f"{path}: row {int(unnamed.to_numpy().argmax()) + 2}, column policy: empty")
     frame["policy"] = frame["policy"].astype(str)
     return {label: part.drop(columns="policy").reset_index(drop=True)
             for label, part in frame.groupby("policy", sort=False)}
