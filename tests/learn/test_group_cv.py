@@ -76,3 +76,21 @@ def test_auto_chooses_by_run_and_says_so():
     assert grouped.best_score_ > 2 * plain.best_score_  # the sample-split score is optimistic
     fixed = fit_data(data, "knn")  # a fixed family's stored CV is by run as well
     assert fixed.cv["folds_by"] == "run" and fixed.cv["mre"] > 8.0
+
+
+def test_the_repeats_of_a_configuration_stay_on_one_side_of_a_split():
+    """Leave-one-run-out put a configuration's other repeat in the training part: a model
+    that recalls its nearest row scored the noise, not its error on a new configuration."""
+    rng = np.random.default_rng(1)
+    configs = rng.uniform(0, 1, (12, 2))
+    rows = [{"a": a, "b": b, "T": 100 * np.exp(3 * np.sin(6 * a) * b) * np.exp(rng.normal(0, 0.01))}
+            for a, b in configs for _ in range(2)]
+    data = training_data(Dataset.from_frame(pd.DataFrame(rows), ["T"], name="repeats"), "T")
+    groups = ev.run_groups(data)
+    assert len(np.unique(groups)) == 12 and ev.group_unit(data) == "configuration"
+    by_config = ev.evaluate(data, "knn", params={"n_neighbors": 1}, folds=4)
+    by_row = ev.evaluate(data, "knn", params={"n_neighbors": 1}, folds=4, by_run=False)
+    assert by_config.grouped and by_config.unit == "configuration" and by_config.n_runs == 12
+    assert (by_config.splits["n_test"] % 2 == 0).all()  # both repeats on one side
+    row, config = by_row.summary()["mre"]["mean"], by_config.summary()["mre"]["mean"]
+    assert config > 5 * row, (row, config)  # by row: the twin's 1 % noise

@@ -269,7 +269,7 @@ def fit(
                       where)
     if per_sample:
         terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; cross-validation folds "
-                      "are by run (all samples of a run in one fold)")
+                      "are by run (all samples of a run in one fold; of a configuration's runs, where it was repeated)")
     model = fit_model(ds, target, _split(features), family, params=params, log_target=_log_opt(log_target),
                       cv=cv, random_state=seed, families=candidates, ensemble=ensemble, point=point,
                       weights=weights)
@@ -306,7 +306,7 @@ def _print_model(model, out: Path) -> None:
     table.add_row("features", ", ".join(model.features))
     table.add_row("runs used", f"{model.n_train} ({model.n_excluded} left out)")
     cv = model.cv
-    by_run = f", folds by run ({cv.get('runs')} runs)" if cv.get("folds_by") == "run" else ""
+    by_run = f", folds by {cv['folds_by']} ({cv.get('runs')} {cv['folds_by']}s)" if cv.get("folds_by") else ""
     if model.quantile is not None:  # a quantile is judged by how often values fall under it
         table.add_row("predicts", f"the {model.quantile:g} quantile of {model.target}")
         table.add_row(f"{cv.get('folds', '?')}-fold CV{by_run}",
@@ -392,10 +392,10 @@ def evaluate(
     if zeros:  # MAPE divides by every target (it printed 1e17 %), MRE skips y = 0
         terminal.warn(f"{zeros} run(s) have {target} = 0: MAPE is undefined (n/a), MRE leaves them out")
     summ = res.summary()
-    on = f"{len(data.y)} runs" if not res.grouped else f"{len(data.y)} samples of {res.n_runs} runs"
+    on = f"{len(data.y)} {'samples' if per_sample else 'runs'}" + (f" of {res.n_runs} {res.unit}s" if res.grouped else "")
     title = (f"{family} on {on} of {target}: "
              + (f"{folds}-fold x{repeats}" if scheme == "kfold" else f"{repeats} random splits, test {test_size:g}")
-             + (", folds by run" if res.grouped else ""))
+             + (f", folds by {res.unit}" if res.grouped else ""))
     t = Table(title=title, title_justify="left")
     for c in ("metric", "mean", "std"):
         t.add_column(c, justify="right" if c != "metric" else "left")
@@ -415,7 +415,7 @@ def evaluate(
     if lc is not None:
         terminal.out.print(_frame_table(lc[["mode", "size", "n_train", "mre_mean", "mre_std", "r2_mean"]],
                                         title="learning curve (MRE % on the held-out runs"
-                                        + ("; folds by run, n_train counts samples)" if res.grouped else ")")))
+                                        + (f"; folds by {res.unit}, n_train counts rows)" if res.grouped else ")")))
     if figures is not None:
         figures.mkdir(parents=True, exist_ok=True)
         images = [ev.plot_pred_vs_actual(res.y_true, res.y_pred, figures / "pred_vs_actual.png",

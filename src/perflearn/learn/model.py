@@ -390,7 +390,7 @@ def fit_data(
     weights: str | None = None,
     experiment: str = "",
 ) -> Model:
-    from .evaluate import check_family, check_neighbors, fit_params, run_groups
+    from .evaluate import check_family, check_neighbors, fit_params, group_unit, run_groups
 
     where = experiment or "data"
     check_family(family, params, families)
@@ -413,7 +413,8 @@ def fit_data(
     if ensemble is not None and ensemble < 1:  # 0 or less was ignored
         raise UsageError(f"an ensemble has at least 1 pick, got {ensemble}", where="--ensemble")
     if groups is not None and runs < 2:
-        raise UsageError(f"the {n} samples come from {runs} run; cross-validation by run needs at least 2 runs",
+        unit = group_unit(data)
+        raise UsageError(f"the {n} rows come from {runs} {unit}; cross-validation by {unit} needs at least 2",
                          where=where)
     if groups is None and n < cv:
         raise UsageError(f"{n} usable runs are fewer than the {cv} cross-validation folds; lower --cv", where=where)
@@ -452,7 +453,7 @@ def fit_data(
             cvinfo["left_out"] = {"candidates": est.left_out_, "width": int(est.n_features_in_),
                                   "max_width": AUTO_MAX_WIDTH}
         if groups is not None:
-            cvinfo.update(folds_by="run", runs=runs)
+            cvinfo.update(folds_by=group_unit(data), runs=runs)
     else:
         chosen_family, chosen_params, chosen_log = family, dict(params or {}), bool(log_target)
         from .evaluate import cross_validate_pipeline
