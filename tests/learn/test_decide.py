@@ -32,3 +32,17 @@ def test_a_gain_and_its_share_carry_one_sign():
     assert _gain(-0.0, 58750.0) == "0 (0.0%)"  # the demo's tie printed "-0 (0.0%)"
     assert _gain(-500.0, 40000.0) == "-500 (-1.2%)"  # a loss was "-500 (1.2%)"
     assert _gain(500.0, -40000.0) == "500 (+1.2%)"
+
+
+def test_decide_says_which_model_and_which_context_it_took():
+    """It printed the first member's family for an ensemble, and a context it picked itself
+    among the settings, as if chosen."""
+    ds = Dataset.from_csv(DATA / "sieving.csv", metrics=["MBps"], context=["hole", "size"])
+    d = decide(ds, "MBps", "max", family="cart")
+    line = next(x for x in d.lines() if x.startswith("recommended"))
+    assert "(the most common context; --context for another)" in line
+    settings = line.split("): ", 1)[1]
+    assert "hole=" not in settings and "size=" not in settings and "sieving=" in settings
+    given = decide(ds, "MBps", "max", family="cart", context=dict(d.context))
+    assert "most common" not in next(x for x in given.lines() if x.startswith("recommended"))
+    assert d.lines()[0].startswith(f"model of MBps: {d.model.chosen} on ")

@@ -83,3 +83,18 @@ def test_defaults_table_unknown_context():
     ds = Dataset.from_csv(DATA / "sieving.csv", metrics=["MBps"])
     with pytest.raises(UsageError, match="unknown context column 'pattern'"):
         defaults_table(ds, "MBps", "max", context=["pattern"])
+
+
+def test_recommend_prints_knob_settings_as_they_are_set(tmp_path):
+    """The top table printed bs=65536 as 6.554e+04: a setting to copy, rounded."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    rows = [{"bs": bs, "depth": d, "MBps": bs ** 0.5 * d} for bs in (4096, 65536, 1048576) for d in (1, 2, 4)]
+    pd.DataFrame(rows).to_csv(tmp_path / "io.csv", index=False)
+    out = CliRunner().invoke(app, ["recommend", "-t", "MBps", "--csv", str(tmp_path / "io.csv"), "--maximize",
+                                   "--family", "cart"])
+    assert out.exit_code == 0, out.output
+    assert "1048576" in out.output and "1.049e+06" not in out.output.split("recommended:")[0]

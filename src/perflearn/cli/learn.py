@@ -152,14 +152,16 @@ def _fmt(v, digits: int = 4) -> str:
     return str(v)
 
 
-def _frame_table(df: "pd.DataFrame", title: str | None = None) -> Table:
+def _frame_table(df: "pd.DataFrame", title: str | None = None, exact: tuple | list = ()) -> Table:
+    """A table of ``df``, numbers to 4 significant digits but the ``exact`` columns (knob
+    settings: 65536 is to be copied as 65536, not 6.554e+04)."""
     import pandas as pd
 
     table = Table(title=title, title_justify="left")
     for c in df.columns:
         table.add_column(str(c), justify="right" if pd.api.types.is_numeric_dtype(df[c]) else "left")
     for row in df.itertuples(index=False):
-        table.add_row(*[_fmt(v) for v in row])
+        table.add_row(*[_fmt(v, 12 if c in exact else 4) for c, v in zip(df.columns, row)])
     return table
 
 
@@ -289,12 +291,7 @@ def _print_model(model, out: Path) -> None:
     table.add_column("key")
     table.add_column("value")
     params = ", ".join(f"{k}={v}" for k, v in model.params.items()) or "defaults"
-    members = model.cv.get("members") or []
-    chosen = model.family + (" (log target)" if model.log_target else "")
-    if len(members) > 1:
-        mean = "geometric mean" if model.cv.get("combine") == "geometric" else "mean"
-        chosen = f"ensemble ({mean}): " + "; ".join(f"{w:.2f}×{m}" for m, w in members)
-    table.add_row("family", chosen)
+    table.add_row("family", model.chosen)
     table.add_row("parameters", params)
     if model.cv.get("point") == "relative":
         table.add_row("point", "relative: minimises the expected relative error (below the median when unsure)")
@@ -541,7 +538,8 @@ def recommend(
     title = (f"{'maximise' if maximize else 'minimise'} {target}"
              + (f" subject to {', '.join(map(str, constraints))}" if constraints else "")
              + (f" for {', '.join(f'{k}={v}' for k, v in fixed.items())}" if fixed else ""))
-    terminal.out.print(_frame_table(r.top, title=f"{title} ({r.method}, {r.evaluated} points evaluated)"))
+    terminal.out.print(_frame_table(r.top, title=f"{title} ({r.method}, {r.evaluated} points evaluated)",
+                                    exact=list(r.point)))
     best = ", ".join(f"{k}={v}" for k, v in r.point.items())
     pred = ", ".join(f"{k}={_fmt(v)}" for k, v in r.predicted.items())
     terminal.out.print(f"recommended: {best}  (predicted {pred})")
@@ -636,7 +634,8 @@ def cluster(
     how = "elbow (kneedle)" if k is None and r.elbow_found else ("given" if k is not None else "no elbow found")
     terminal.out.print(f"k = {r.k} ({how}); inertia by k: " + ", ".join(f"{kk}:{v:.3g}" for kk, v in zip(r.ks, r.inertias)))
     show = r.representatives.drop(columns=["_row"])
-    terminal.out.print(_frame_table(show, title="one representative per cluster (closest to the centroid)"))
+    terminal.out.print(_frame_table(show, title="one representative per cluster (closest to the centroid)",
+                                    exact=ds.features))
     if png is not None:
         terminal.info(f"figure written to {r.plot(png)}")
     if out is not None:

@@ -12,7 +12,7 @@ columns, else over the best and median measured point.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,21 +35,27 @@ class Decision:
     defaults: DefaultsTable | None
     measured_best: float
     measured_median: float
+    context: dict = field(default_factory=dict)  # the context recommended for
+    context_given: bool = True  # False: the most common one, taken for the user
 
     def lines(self) -> list[str]:
         m = self.model
         cv = m.cv
         out = [
-            f"model of {self.target}: {m.family}{' (log target)' if m.log_target else ''} on {m.n_train} runs "
+            f"model of {self.target}: {m.chosen} on {m.n_train} runs "
             f"({m.n_excluded} left out); {cv.get('folds')}-fold CV MRE {cv.get('mre', float('nan')):.2f}%, "
             f"R² {cv.get('r2', float('nan')):.3f}",
             f"rules ({'in-sample R²'} {self.rules.r2_or_accuracy:.2f}):",
             *("  " + r.text(self.target) for r in self.rules.rules),
         ]
         rec = self.recommendation
-        point = ", ".join(f"{k}={v}" for k, v in rec.point.items())
+        point = ", ".join(f"{k}={v}" for k, v in rec.point.items() if k not in self.context)
         pred = rec.predicted[self.target]
-        out.append(f"recommended ({'minimise' if self.sense == 'min' else 'maximise'} {self.target}): {point} "
+        where = ""
+        if self.context:
+            where = " for " + ", ".join(f"{k}={v}" for k, v in self.context.items()) + (
+                "" if self.context_given else " (the most common context; --context for another)")
+        out.append(f"recommended ({'minimise' if self.sense == 'min' else 'maximise'} {self.target}){where}: {point} "
                    f"-> predicted {pred:.4g}")
         out.extend(f"  searched only configurations where {note}" for note in rec.notes)
         if self.defaults is not None:
@@ -86,7 +92,7 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
                            random_state=random_state) if ds.context else None
     means = data.rows.groupby("point_id")[target].mean().to_numpy()
     best = float(np.min(means) if sense == "min" else np.max(means))
-    return Decision(target, sense, model, rules, rec, table, best, float(np.median(means)))
+    return Decision(target, sense, model, rules, rec, table, best, float(np.median(means)), fixed, bool(context))
 
 
 def _gain(gain: float, reference: float) -> str:

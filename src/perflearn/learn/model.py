@@ -93,6 +93,15 @@ class Model:
         return self.schema.target
 
     @property
+    def chosen(self) -> str:
+        """What predicts: the family (log target said), or ``auto``'s ensemble and its weights."""
+        members = self.cv.get("members") or []
+        if len(members) > 1:
+            mean = "geometric mean" if self.cv.get("combine") == "geometric" else "mean"
+            return f"ensemble ({mean}): " + "; ".join(f"{w:.2f}×{m}" for m, w in members)
+        return self.family + (" (log target)" if self.log_target else "")
+
+    @property
     def quantile(self) -> float | None:
         """The quantile of the target this model predicts (``perflearn fit --quantile``), else None."""
         q = self.params.get("quantile")
