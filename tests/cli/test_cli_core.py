@@ -122,6 +122,7 @@ def test_values_replace_a_knobs_values_for_one_run(cli, write_spec, store_path):
     # the override is part of what the spec asks for: resuming with other values is a changed spec
     assert_one_line_error(cli("run", spec, "--store", store_path, "--resume", "--values", "x=8"), 1, "changed")
     assert_one_line_error(cli("validate", spec, "--values", "y=1"), 2, "--values y", "no knob 'y'", "knobs: x")
+    assert_one_line_error(cli("validate", spec, "--values", "x=1", "--values", "x=2"), 2, "--values x is given twice")
     assert_one_line_error(cli("validate", spec, "--values", "x"), 2, "expected NAME=V1,V2")
 
 

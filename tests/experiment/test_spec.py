@@ -249,3 +249,26 @@ def test_a_sysctl_key_never_leaves_proc_sys(write_spec, key):
     """'../../tmp/x' passed validate and the run wrote to /tmp/x (fuzzing, session 19)."""
     text = GOOD.replace("values = [1, 2, 4]", f'values = [1, 2, 4]\napply = "sysctl"\nkey = "{key}"')
     assert "key: not a sysctl name" in error_of(write_spec, text)
+
+
+def test_values_replace_a_categorical_or_range_knob_too(write_spec):
+    """--values on a knob given as categorical or range was refused, blaming the spec."""
+    text = """
+[workload]
+command = "echo {cpu} {rate} {size}"
+[knobs.cpu]
+categorical = ["0", "1"]
+[knobs.rate]
+range = [1000, 5000]
+step = 1000
+[knobs.size]
+log_range = [1, 1024]
+base = 4
+[metrics.t]
+source = "time"
+"""
+    spec = load_spec(write_spec(text), values={"cpu": [0, 1], "rate": [1500, 2500], "size": [8]})
+    domains = {name: knob.domain for name, knob in spec.knobs.items()}
+    assert domains["cpu"].categorical and list(domains["cpu"].values) == [0, 1]
+    assert list(domains["rate"].values) == [1500, 2500] and not domains["rate"].categorical
+    assert list(domains["size"].values) == [8]

@@ -30,7 +30,12 @@ ValuesOpt = Annotated[Optional[list[str]], typer.Option(
 def _load(spec_path: Path, values: Optional[list[str]]):
     from perflearn.experiment.spec import load_spec, parse_values
 
-    return load_spec(spec_path, dict(parse_values(v) for v in values or []))
+    given = [parse_values(v) for v in values or []]
+    names = [name for name, _ in given]
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:  # the last would win silently
+        raise UsageError(f"--values {twice} is given twice")
+    return load_spec(spec_path, dict(given))
 
 
 @app.command()

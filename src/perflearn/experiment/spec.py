@@ -196,7 +196,12 @@ def parse_spec(text: str, path: str | Path = "<spec>", values: dict[str, list] |
         if not isinstance(knob, dict):
             known = ", ".join(knobs_raw) or "none"
             raise SpecError(f"--values {knob_name}: the spec has no knob {knob_name!r} (knobs: {known})", where=str(path))
-        knob["values"] = list(knob_values)
+        # the knob's own kind stays (a categorical knob's values are categories); a range
+        # or log_range becomes the values given, its bounds and step gone with it
+        kind = "categorical" if "categorical" in knob else "values"
+        for key in ("values", "categorical", "range", "log_range", "step", "base", "integer"):
+            knob.pop(key, None)
+        knob[kind] = list(knob_values)
     reader = _Reader(path, text)
     root = _Table(raw, (), reader)
 
