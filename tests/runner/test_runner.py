@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from perflearn.cli import app
-from perflearn.errors import SpecError, StoreError
+from perflearn.errors import RunnerError, SpecError, StoreError
 from perflearn.experiment.spec import load_spec
 from perflearn.runner.runner import run_experiment
 from perflearn.store import open_store
@@ -85,10 +85,29 @@ def test_missing_program_is_refused_before_the_sweep(write_spec, command, shown)
         [metrics.t]
         source = "time"
     """)
+    store = open_store(":memory:")
     with pytest.raises(SpecError, match=f"program {shown} not found"):
-        run(path)
+        run(path, store)
+    assert store.experiment("spec") is None  # the name is not used up: fixed, the spec runs under it
     result = CliRunner().invoke(app, ["validate", str(path)])
     assert result.exit_code == 0 and "not found" in result.output  # setup may build it: a warning
+
+
+def test_a_failing_setup_takes_no_name_and_a_resumed_one_runs_it_again(write_spec, tmp_path):
+    marker = tmp_path / "built"
+    path = write_spec(f"""
+        [workload]
+        command = "true"
+        setup = ["test -e {marker} || (touch {marker}; exit 3)"]
+        [metrics.t]
+        source = "time"
+    """)
+    store = open_store(":memory:")
+    with pytest.raises(RunnerError, match="setup command .* exited 3"):
+        run(path, store)
+    assert store.experiment("spec") is None and marker.exists()
+    outcome, _ = run(path, store)  # the same name, as if never tried
+    assert outcome.ran == 1
 
 
 def test_regex_that_never_matches_is_null_with_reason_and_required_fails(write_spec):

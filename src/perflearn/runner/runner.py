@@ -192,6 +192,12 @@ def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, all
     for warning in warnings:
         observer.warning(warning)
 
+    set_up = False
+    if existing is None:  # the name is taken only once the set-up works (a typo must not use it up)
+        with _sigterm_as_interrupt():
+            _run_commands(spec.workload.setup, spec, "setup")
+            _check_executables(spec)
+        set_up = True
     experiment = existing or store.create_experiment(
         spec.name, "run", _knob_infos(spec),
         [MetricInfo(m.name, m.source, m.unit) for m in spec.metrics.values()],
@@ -219,8 +225,9 @@ def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, all
     try:
         with _sigterm_as_interrupt():
             try:
-                _run_commands(spec.workload.setup, spec, "setup")
-                _check_executables(spec)
+                if not set_up:
+                    _run_commands(spec.workload.setup, spec, "setup")
+                    _check_executables(spec)
                 for run in todo:
                     if run.point_id not in warmed:
                         warmed.add(run.point_id)
