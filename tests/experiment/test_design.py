@@ -86,3 +86,13 @@ def test_log_range_levels():
 def test_list_design_fills_defaults():
     s = spec(b='categorical = ["x", "y"]\ndefault = "y"', design='kind = "list"\npoints = [{a = 2}, {a = 3, b = "x"}]')
     assert points(s) == [{"a": 2, "b": "y"}, {"a": 3, "b": "x"}]
+
+
+def test_sampling_a_finite_space_draws_each_configuration_once():
+    """random/lhs over discrete knobs drew (2, "x") three times as three points of one run
+    each; 100 samples of a 6-configuration space were planned."""
+    for kind in ("random", "lhs"):
+        chosen = points(spec(design=f'kind = "{kind}"\nsamples = 6\nseed = 3'))
+        assert len(chosen) == 6 and len({(p["a"], p["b"]) for p in chosen}) == 6
+    with pytest.raises(SpecError, match="samples = 7, but the knobs have only 6 configurations"):
+        points(spec(design='kind = "random"\nsamples = 7'))

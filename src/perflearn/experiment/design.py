@@ -65,9 +65,15 @@ def _sampled(spec: Spec, knobs: list[Knob]) -> list[dict[str, Any]]:
     from scipy.stats import qmc  # imported here: scipy.stats costs a second at start-up
 
     design = spec.design
+    if all(k.domain.finite for k in knobs):
+        size = math.prod(k.domain.count() for k in knobs)
+        if size < design.samples:
+            raise SpecError(f"design.samples = {design.samples}, but the knobs have only {size} configurations: "
+                            "sample fewer, or measure them all with kind = \"factorial\"", where=str(spec.path))
     rng = random_mod.Random(design.seed)
     sampler = qmc.LatinHypercube(d=max(len(knobs), 1), seed=design.seed) if design.kind == "lhs" else None
     out: list[dict[str, Any]] = []
+    seen: set[str] = set()  # a configuration drawn again is redrawn: it would be a point of its own, unrepeated
     draws = 0
     while len(out) < design.samples:
         # LHS draws whole batches so that each batch is stratified; rejected points are redrawn.
@@ -75,12 +81,14 @@ def _sampled(spec: Spec, knobs: list[Knob]) -> list[dict[str, Any]]:
         batch = sampler.random(needed) if sampler else [[rng.random() for _ in knobs] for _ in range(needed)]
         for row in batch:
             point = {k.name: k.domain.from_unit(float(u)) for k, u in zip(knobs, row)}
-            if _allowed(spec, point):
+            key = json.dumps(point, sort_keys=True, default=str)
+            if key not in seen and _allowed(spec, point):
+                seen.add(key)
                 out.append(point)
         draws += needed
         if draws > MAX_DRAWS_PER_SAMPLE * design.samples:
-            raise SpecError(f"could draw only {len(out)} of {design.samples} samples that meet the constraints",
-                            where=str(spec.path))
+            raise SpecError(f"could draw only {len(out)} of {design.samples} distinct samples that meet the "
+                            "constraints", where=str(spec.path))
     return out
 
 
