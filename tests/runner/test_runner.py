@@ -428,3 +428,33 @@ def test_a_companion_ends_with_a_runner_killed_outright(write_spec, tmp_path, al
     runner.kill()
     runner.wait()
     assert not alive(server)
+
+
+def test_the_store_can_be_read_while_a_sweep_runs(write_spec, store_path):
+    """A running sweep held the store's file for its whole length: `ls`, `show` and `fit`
+    were refused ("in use by another perflearn process") until it ended."""
+    path = write_spec("""
+        [workload]
+        command = "sleep 1.{x}"
+        [knobs.x]
+        values = [1, 2, 3, 4]
+        [metrics.t]
+        source = "time"
+    """)
+    sweep = subprocess.Popen([sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "-q"],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert "runs planned" in sweep.stderr.readline()
+        time.sleep(2.0)  # the first run is stored, the second under way
+        listed = subprocess.run([sys.executable, "-m", "perflearn", "ls", "--store", str(store_path)],
+                                capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0 and "spec" in listed.stdout, listed.stderr
+        shown = subprocess.run([sys.executable, "-m", "perflearn", "show", "spec", "--store", str(store_path), "--runs"],
+                               capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0 and " ok " in shown.stdout, shown.stderr
+        assert sweep.poll() is None  # read during the sweep, not after it
+    finally:
+        _, err = sweep.communicate(timeout=60)
+    assert sweep.returncode == 0, err
+    with open_store(store_path, read_only=True) as store:
+        assert len(store.recorded(store.experiment("spec"))) == 4

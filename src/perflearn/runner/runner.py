@@ -229,6 +229,7 @@ def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, all
                     _run_commands(spec.workload.setup, spec, "setup")
                     _check_executables(spec)
                 for run in todo:
+                    store.release()  # `ls`, `show`, `fit` may read it while the run is measured
                     if run.point_id not in warmed:
                         warmed.add(run.point_id)
                         for _ in range(spec.workload.warmup):

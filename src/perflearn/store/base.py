@@ -120,6 +120,10 @@ class ResultsStore(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
+    def release(self) -> None:
+        """Let other processes read the store until the next query (a sweep, while a run is
+        measured); a store that needs no such thing does nothing."""
+
     def __enter__(self):
         return self
 

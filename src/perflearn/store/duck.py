@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import time
 import tomllib
 from datetime import datetime
 from importlib import resources
@@ -25,23 +26,55 @@ SCHEMA_VERSION = 1
 MIGRATIONS: dict[int, str] = {}
 
 
+# DuckDB lets one process open a file, even to read. A sweep lets go of its store while
+# a run is measured (``release``), so `ls`, `show` or `fit` can read it meanwhile; each
+# side waits for the other's moment with the file rather than failing at once.
+WAIT_READ_S = 10.0  # a reader waits this long for a writer's write to end
+WAIT_WRITE_S = 300.0  # a sweep waits this long for readers to let go before storing a run
+
+
 class DuckDBStore(ResultsStore):
     def __init__(self, path: str | Path = "perflearn.duckdb", read_only: bool = False):
         self.path = str(path)
+        self.read_only = read_only
         self._next_run_id: int | None = None
+        self._closed = False
         if read_only and self.path != ":memory:" and not Path(self.path).exists():
             raise StoreError("no results store here (run an experiment or import a CSV first)", where=self.path)
-        try:
-            self.db = duckdb.connect(self.path, read_only=read_only)
-        except duckdb.IOException as exc:
-            text = str(exc)
-            if "lock" in text.lower():
-                raise StoreError("the store is in use by another perflearn process", where=self.path) from None
-            raise StoreError(f"cannot open the store ({text.splitlines()[0]})", where=self.path) from None
-        except duckdb.Error as exc:
-            what = "the store file is damaged or truncated" if _damaged(exc) else "not a perflearn store"
-            raise StoreError(f"{what} ({str(exc).splitlines()[0]})", where=self.path) from None
+        self._db: duckdb.DuckDBPyConnection | None = self._connect(WAIT_READ_S)
         self._open_schema(read_only)
+
+    @property
+    def db(self) -> duckdb.DuckDBPyConnection:
+        if self._db is None:  # released between runs: the file again, once readers have let go
+            if self._closed:
+                raise StoreError("the store is closed", where=self.path)
+            self._db = self._connect(WAIT_READ_S if self.read_only else WAIT_WRITE_S)
+            self._next_run_id = None  # counted again: nothing else writes, but ask the file
+        return self._db
+
+    def release(self) -> None:
+        """Let go of the file until the next query (a file store; one in memory would be lost)."""
+        if self._db is not None and self.path != ":memory:":
+            self._db.close()
+            self._db = None
+
+    def _connect(self, wait_s: float) -> duckdb.DuckDBPyConnection:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return duckdb.connect(self.path, read_only=self.read_only)
+            except duckdb.IOException as exc:
+                text = str(exc)
+                if "lock" not in text.lower():
+                    raise StoreError(f"cannot open the store ({text.splitlines()[0]})", where=self.path) from None
+                if time.monotonic() > deadline:
+                    raise StoreError(f"the store is in use by another perflearn process (waited {wait_s:g} s)",
+                                     where=self.path) from None
+                time.sleep(0.05)
+            except duckdb.Error as exc:
+                what = "the store file is damaged or truncated" if _damaged(exc) else "not a perflearn store"
+                raise StoreError(f"{what} ({str(exc).splitlines()[0]})", where=self.path) from None
 
     # -- schema -------------------------------------------------------------
     def _open_schema(self, read_only: bool) -> None:
@@ -193,7 +226,8 @@ class DuckDBStore(ResultsStore):
 
     def _take_run_ids(self, count: int) -> int:
         """The first of ``count`` new run ids. Only one process writes (DuckDB's file lock),
-        so ids are counted here rather than asked of the database for every run."""
+        so ids are counted here rather than asked of the database for every run (and asked
+        again after a ``release``)."""
         if self._next_run_id is None:
             ((self._next_run_id,),) = self.db.execute("SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchall()
         first = self._next_run_id
@@ -306,9 +340,11 @@ class DuckDBStore(ResultsStore):
 
     def close(self):
         try:
-            self.db.close()
+            if self._db is not None:
+                self._db.close()
         except duckdb.Error:
             pass
+        self._db, self._closed = None, True
 
 
 def _damaged(exc: duckdb.Error) -> bool:
