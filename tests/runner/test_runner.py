@@ -458,3 +458,27 @@ def test_the_store_can_be_read_while_a_sweep_runs(write_spec, store_path):
     assert sweep.returncode == 0, err
     with open_store(store_path, read_only=True) as store:
         assert len(store.recorded(store.experiment("spec"))) == 4
+
+
+def test_a_metric_a_changed_spec_adds_is_seen_and_missing_in_the_runs_before(write_spec):
+    """--resume --allow-changed-spec stored the new metric's values where no dataset looked."""
+    base = """
+        [experiment]
+        name = "grow"
+        [workload]
+        command = "echo v {a}"
+        [knobs.a]
+        values = [1, 2]
+        [metrics.v]
+        source = "regex"
+        pattern = 'v (\\d+)'
+    """
+    store = open_store(":memory:")
+    run(write_spec(base), store)
+    grown = write_spec(base.replace("values = [1, 2]", "values = [1, 2, 3]")
+                       + '\n        [metrics.w]\n        source = "regex"\n        pattern = \'v (\\d+)\'\n')
+    outcome, _ = run(grown, store, resume=True, allow_changed_spec=True)
+    assert outcome.ran == 1
+    frame = store.dataset("grow").frame.sort_values("a")
+    assert frame["w"].isna().tolist() == [True, True, False] and frame["w"].iloc[2] == 3
+    assert frame["v"].tolist() == [1, 2, 3]

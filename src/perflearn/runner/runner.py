@@ -198,6 +198,14 @@ def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, all
             _run_commands(spec.workload.setup, spec, "setup")
             _check_executables(spec)
         set_up = True
+    if existing is not None and existing.spec_hash != spec.hash:  # --allow-changed-spec: what it adds is seen too
+        before = {m.name for m in existing.metrics} | {k.name for k in existing.knobs}
+        existing = store.extend_experiment(existing, _knob_infos(spec),
+                                           [MetricInfo(m.name, m.source, m.unit) for m in spec.metrics.values()])
+        added = [n for n in [*(k.name for k in existing.knobs), *(m.name for m in existing.metrics)] if n not in before]
+        if added:
+            observer.warning(f"the changed spec adds {', '.join(added)}: missing (NULL) in the "
+                             f"{len(store.recorded(existing))} runs stored before")
     experiment = existing or store.create_experiment(
         spec.name, "run", _knob_infos(spec),
         [MetricInfo(m.name, m.source, m.unit) for m in spec.metrics.values()],

@@ -88,6 +88,12 @@ class ResultsStore(abc.ABC):
     def experiments(self) -> pd.DataFrame:
         """One row per experiment: name, source, created, runs, ok, failed, timeout, skipped."""
 
+    def extend_experiment(self, experiment: ExperimentInfo, knobs: list[KnobInfo],
+                          metrics: list[MetricInfo]) -> ExperimentInfo:
+        """Add the knobs and metrics ``experiment`` does not have yet (a spec changed on
+        ``--resume --allow-changed-spec``); the runs stored before have them missing."""
+        raise NotImplementedError
+
     @abc.abstractmethod
     def add_points(self, experiment: ExperimentInfo, points: list[tuple[int, str, dict[str, Any]]]) -> None:
         """Record (point_id, point_key, values) of the design; existing ids are kept as they are."""

@@ -147,6 +147,19 @@ class DuckDBStore(ResultsStore):
             ) if metrics else None
         return self.experiment(name)
 
+    def extend_experiment(self, experiment, knobs, metrics):
+        have_knobs, have_metrics = {k.name for k in experiment.knobs}, {m.name for m in experiment.metrics}
+        new_knobs = [k for k in knobs if k.name not in have_knobs]
+        new_metrics = [m for m in metrics if m.name not in have_metrics]
+        eid = experiment.experiment_id
+        with self._transaction():
+            for i, k in enumerate(new_knobs, start=len(have_knobs)):
+                self.db.execute("INSERT INTO knobs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                [eid, k.name, i, k.role, k.kind, k.actuator, json.dumps(k.domain, default=list), k.unit])
+            for i, m in enumerate(new_metrics, start=len(have_metrics)):
+                self.db.execute("INSERT INTO metrics VALUES (?, ?, ?, ?, ?)", [eid, m.name, i, m.source, m.unit])
+        return self.experiment(experiment.name)
+
     def experiment(self, name):
         row = self.db.execute(
             "SELECT experiment_id, name, source, description, spec_hash, spec_path, created, host "
