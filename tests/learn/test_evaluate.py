@@ -73,3 +73,12 @@ def test_figures_are_pngs(step_ds, tmp_path):
         assert p.read_bytes()[:4] == b"\x89PNG"
     page = html_page("t", [a, b], ["<table></table>"], tmp_path / "x.html").read_text()
     assert page.count("data:image/png;base64,") == 2
+
+
+def test_evaluate_tells_its_progress_split_by_split(step_ds):
+    from perflearn.learn import evaluate as ev
+    from perflearn.learn.features import training_data
+
+    told = []
+    ev.evaluate(training_data(step_ds, "T"), "cart", folds=4, repeats=2, progress=lambda *a: told.append(a))
+    assert [(d, t) for d, t, _ in told] == [(i, 8) for i in range(1, 9)] and told[0][2] == "cart"

@@ -8,6 +8,7 @@ metric columns).
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -375,8 +376,14 @@ def evaluate(
                       where)
     data = training_data(ds, target, _split(features))
     lt = _log_opt(log_target)
+    started = time.monotonic()
+
+    def progress(done: int, total: int, chosen: str) -> None:  # each split refits the whole procedure: minutes with auto
+        if time.monotonic() - started >= 5:  # a quick evaluation needs no news
+            terminal.info(f"split {done}/{total} done ({chosen}), {time.monotonic() - started:.0f} s")
+
     res = ev.evaluate(data, family, scheme=scheme, folds=folds, repeats=repeats, test_size=test_size,
-                      params=params, log_target=lt, random_state=seed, families=candidates)
+                      params=params, log_target=lt, random_state=seed, families=candidates, progress=progress)
     lc = None  # the curve before any output: too few runs for it fails before the table, not after
     if curve == "inverse-kfold":
         lc = ev.learning_curve(data, family, params=params, log_target=lt, random_state=seed, families=candidates)

@@ -20,6 +20,7 @@ trains on a random fraction and tests on the rest.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,11 +165,13 @@ def evaluate(
     n_jobs: int = 1,
     families=None,
     by_run: bool = True,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> EvalResult:
     """Score ``family`` by k-fold (``repeats`` times) or ``repeats`` random train/test splits.
 
     With ``by_run`` and per-sample data (several rows per run, :func:`run_groups`),
-    folds and test sets are made of whole runs, and ``folds`` counts runs."""
+    folds and test sets are made of whole runs, and ``folds`` counts runs.
+    ``progress(done, total, chosen)`` is told after each split (``chosen``: auto's pick)."""
     check_family(family, params, families)
     quantile = (params or {}).get("quantile")
     if repeats < 1:  # max(1, repeats) below would run once and the title say "x0"
@@ -204,6 +207,7 @@ def evaluate(
     pooled_true, pooled_pred = [], []
     chosen = []
     split_no = 0
+    total = sum(s.get_n_splits(X, groups=groups) for s in splitters)
     for r, splitter in enumerate(splitters):
         for tr, te in splitter.split(X, groups=groups):
             g_tr = None if groups is None else groups[tr]
@@ -216,6 +220,8 @@ def evaluate(
             scores = all_metrics(y[te], pred, quantile)
             rows.append({"split": split_no, "repeat": r, "n_train": len(tr), "n_test": len(te), **scores})
             split_no += 1
+            if progress is not None:
+                progress(split_no, total, chosen[-1] if isinstance(model, AutoRegressor) else family)
             if r == 0:
                 pooled_true.append(y[te])
                 pooled_pred.append(pred)
