@@ -1111,8 +1111,20 @@ def test_knee_command_on_a_stored_sweep(tmp_path):
     assert result.exit_code == 0, result.output
     knee_x = float(result.output.split("knee at rate = ")[1].split(",")[0])
     assert 12000 <= knee_x <= 18000  # where the curve turns up
+    assert "p95 has no unit stored: give --target-ms in ms" in result.output  # an import says none
     bad = CliRunner().invoke(app, ["knee", "sweep", "--x", "rate", "--y", "p99", "-s", str(tmp_path / "s.duckdb")])
     assert bad.exit_code == 2 and "no column 'p99'" in bad.output
+    ds = Dataset.from_frame(pd.DataFrame({"rate": rates, "p95": latency}), metrics=["p95"], name="us")
+    ds.units["p95"] = "us"
+    negative = Dataset.from_frame(pd.DataFrame({"rate": [-1000, *rates[1:]], "p95": latency}), metrics=["p95"])
+    with open_store(tmp_path / "s.duckdb") as store:
+        store.import_dataset(ds, "us")
+        store.import_dataset(negative, "negative")
+    result = CliRunner().invoke(app, ["knee", "us", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
+    target = float(result.output.split("QoS target ")[1].split(",")[0])
+    assert f"p95 is in us: --target-ms {target / 1e3:g}" in result.output, result.output
+    bad = CliRunner().invoke(app, ["knee", "negative", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
+    assert bad.exit_code == 2 and "a negative rate" in bad.output
 
 
 def test_knee_in_saturation_is_doubted(tmp_path):

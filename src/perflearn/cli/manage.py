@@ -583,6 +583,9 @@ def knee(
             raise UsageError(f"column {column!r} of {experiment!r} is not numeric (e.g. {frame[column].iloc[0]!r})",
                              where="--x" if column == x else "--y")
     curve = frame.groupby(x)[y].median().dropna().sort_index()
+    if len(curve) and (curve.index.min() < 0 or curve.min() < 0):
+        raise UsageError(f"a negative {x if curve.index.min() < 0 else y} in {experiment!r}: a load and a latency "
+                         "are at least 0")
     if len(curve) < 3:
         raise UsageError(f"need at least three values of {x} with {y} measured, got {len(curve)}")
     found = load_knee(curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float))
@@ -597,5 +600,10 @@ def knee(
     else:
         for doubt in knee_doubts(loads, latencies, found):
             terminal.warn(doubt)
+    # the number stays right after "QoS target" (scripts read it); its unit, and --target-ms, after
+    unit = dataset.units.get(y) or ""
+    per_ms = {"ns": 1e6, "us": 1e3, "µs": 1e3, "ms": 1.0, "s": 1e-3}.get(unit)
+    in_ms = f"; {y} is in {unit}: --target-ms {found.y / per_ms:g}" if per_ms else (
+        f"; {y} has no unit stored: give --target-ms in ms" if not unit else f"; {y} is in {unit}")
     terminal.out.print(f"knee at {x} = {found.x:g}, {y} = {found.y:g}: QoS target {found.y:g}, "
-                       f"maximum load {0.95 * found.x:g} (95 % of the knee)")
+                       f"maximum load {0.95 * found.x:g} (95 % of the knee){in_ms}")
