@@ -200,3 +200,63 @@ def test_watch_refuses_a_pid_that_is_not_a_process():
     for pid in (0, -5, 2**22 + 1):  # above the kernel's largest PID
         with pytest.raises(UsageError, match=f"no process {pid}"):
             next(watch(None, pid=pid))
+
+
+def test_a_damaged_detector_directory_is_one_line(tmp_path):
+    """Review, session 21: a corrupt models.joblib was an internal error (ValueError), and a
+    detector.json without "features" a KeyError, where watch should say one line."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    windows, runs = synthetic()
+    fit(training_set(windows, runs, "interference", [], None), interval=0.2, window=4, trees=10).save(tmp_path / "det")
+    meta = json.loads((tmp_path / "det" / "detector.json").read_text())
+    cases = {"garbage": lambda d: (d / "models.joblib").write_text("garbage\n"),
+             "truncated": lambda d: (d / "models.joblib").write_bytes((d / "models.joblib").read_bytes()[:500]),
+             "no_features": lambda d: (d / "detector.json").write_text(json.dumps({k: v for k, v in meta.items()
+                                                                                     if k != "features"})),
+             "zero_interval": lambda d: (d / "detector.json").write_text(json.dumps({**meta, "interval": 0}))}
+    for name, damage in cases.items():
+        directory = tmp_path / name
+        directory.mkdir()
+        for f in ("models.joblib", "detector.json"):
+            (directory / f).write_bytes((tmp_path / "det" / f).read_bytes())
+        damage(directory)
+        with pytest.raises(UsageError) as info:
+            Detector.load(directory)
+        assert str(info.value).startswith(f"{directory}: "), (name, info.value)
+        result = CliRunner().invoke(app, ["detect", "watch", "--model", str(directory), "--pid", "1"])
+        assert result.exit_code == 2 and "internal error" not in result.output, (name, result.output)
+        assert ("models.joblib is damaged" if name in ("garbage", "truncated") else "detector.json lacks") \
+            in result.output, (name, result.output)
+
+
+def test_an_unknown_label_lists_the_knobs_not_the_metrics():
+    """Review, session 21: the list was runs.columns[4:], the runtime metric among the "knobs"."""
+    windows, runs = synthetic()
+    with pytest.raises(UsageError, match=r"^no knob 'kind' in the experiment \(knobs: app, input, interference\)$"):
+        training_set(windows, runs, "kind", [], None, knobs=["app", "input", "interference"])
+    columns = r"\(app, input, interference, runtime\)$"
+    with pytest.raises(UsageError, match=r"^no knob 'kind' among the runs' columns " + columns):
+        training_set(windows, runs, "kind", [], None)  # a file: its columns hold knobs and metrics alike
+
+
+def test_evaluate_reports_progress_and_refuses_one_class():
+    windows, runs = synthetic()
+    told: list[str] = []
+    evaluate(training_set(windows, runs, "interference", ["app"], "runtime"), trees=10, folds=3, progress=told.append)
+    assert [line.split(":")[0] for line in told] == ["evaluating (1/3)", "evaluating (2/3)", "evaluating (3/3)"]
+    assert "leave one app out (2 folds)" in told[1] and "slowdown regressor" in told[2]
+    healthy = training_set(windows, runs[runs["interference"] == "none"], "interference", [], None)
+    with pytest.raises(UsageError, match="need at least two classes .* to evaluate a detector; every window is 'none'"):
+        evaluate(healthy, trees=10, folds=3)
+
+
+def test_slowdown_against_a_zero_healthy_runtime_is_missing_not_inf():
+    windows, runs = synthetic()
+    runs.loc[runs["interference"] == "none", "runtime"] = 0.0
+    data = training_set(windows, runs, "interference", [], "runtime")
+    assert data.slowdown.isna().all()  # was inf (and the regressor's fit failed on it)

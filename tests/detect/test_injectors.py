@@ -97,3 +97,13 @@ def test_a_multi_cpu_injector_says_it_once():
     done = subprocess.run([sys.executable, "-m", "perflearn", "inject", "cpuoccupy", "--duration", "0.5s",
                            "--victim-cpus", "0,1", "--intensity", "0.1"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "injecting\n", done.stdout
+
+
+def test_inject_help_names_its_argument():
+    """Review, session 21: the help read `Usage: ... {kind}` and `kind <str>`, and a default of 1000000s."""
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    text = CliRunner().invoke(app, ["inject", "--help"]).stdout
+    assert "{KIND}" in text and "KIND <str>" in text and "{kind}" not in text and "1000000s" not in text

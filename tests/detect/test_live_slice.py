@@ -47,6 +47,9 @@ def test_collect_fit_evaluate_watch(write_spec, store_path, tmp_path):
     assert result.exit_code == 0, result.output
     kfold = next(line for line in result.output.splitlines() if line.strip().startswith("kfold"))
     assert float(kfold.split()[1]) >= 0.8  # macro-F1 of a CPU hog on the workload's core
+    # review, session 21: the list of knobs had the runtime metric in it (runs.columns[4:])
+    result = cli.invoke(app, ["detect", "evaluate", "slice", "--store", str(store_path), "--label", "kind"])
+    assert result.exit_code == 2 and "no knob 'kind' in the experiment (knobs: interference)" in result.output
     # watch a live workload under a CPU hog: verdicts come every interval
     hog = subprocess.Popen([sys.executable, "-m", "perflearn", "inject", "cpuoccupy", "--victim-cpus", "0"],
                            stdout=subprocess.PIPE, text=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from perflearn import emulate as emu
@@ -87,14 +89,114 @@ def test_environment_rejects_unknown_filter():
         emu.environment(latency="1us", color="blue")
 
 
+def _elf(path, e_type: int):
+    """A file with this machine's ELF header (Python's own) and the given type (3: shared object)."""
+    import sys
+
+    with open(os.path.realpath(sys.executable), "rb") as f:
+        head = bytearray(f.read(64))
+    head[16:18] = e_type.to_bytes(2, "little" if head[5] == 1 else "big")
+    path.write_bytes(bytes(head))
+    return path
+
+
 def test_library_override(monkeypatch, tmp_path):
-    fake = tmp_path / "libx.so"
-    fake.write_bytes(b"")
+    fake = _elf(tmp_path / "libx.so", 3)
     monkeypatch.setenv(emu.ENV_LIB, str(fake))
     assert emu.locate_library() == fake.resolve()
     monkeypatch.setenv(emu.ENV_LIB, str(tmp_path / "missing.so"))
     with pytest.raises(UnsupportedError, match="PERFLEARN_EMU_LIB"):
         emu.locate_library()
+
+
+def test_library_override_that_ld_so_would_skip_is_refused(monkeypatch, tmp_path):
+    """Review, session 21: PERFLEARN_EMU_LIB=data.csv was accepted; ld.so ignored it and the
+    program ran natively, exit 0, as if emulated."""
+    csv = tmp_path / "data.csv"
+    csv.write_text("a,b\n1,2\n")
+    for path, why in ((csv, "is not a shared library (no ELF header)"),
+                      (_elf(tmp_path / "prog", 2), "is an ELF file but not a shared library")):  # ET_EXEC
+        monkeypatch.setenv(emu.ENV_LIB, str(path))
+        with pytest.raises(UnsupportedError) as info:
+            emu.locate_library()
+        assert str(info.value) == f"PERFLEARN_EMU_LIB={path} {why}"
+        with pytest.raises(UsageError, match="library: .* is not a shared library"):
+            emu.environment(latency="1us", library=csv)
+
+
+def test_missing_build_hint_is_an_absolute_command(monkeypatch, tmp_path):
+    monkeypatch.delenv(emu.ENV_LIB, raising=False)
+    monkeypatch.setattr(emu, "_native_dir", lambda: tmp_path / "emu")
+    with pytest.raises(UnsupportedError) as info:
+        emu.locate_library()
+    assert f"run `make -C {tmp_path / 'emu'} build`" in str(info.value)  # was "make -C native/emu build"
+    assert emu.library_path() == tmp_path / "emu" / "build" / "libperflearn_emu.so"
+    assert emu.variables(latency="2us")["PERFLEARN_EMU_LATENCY"] == "2000ns"  # no build needed
+
+
+@pytest.mark.parametrize(
+    "value,message",
+    [(lambda: emu.parse_duration("-5us"), "a duration cannot be negative, got '-5us'"),
+     (lambda: emu.parse_duration("0.4ns"), "'0.4ns' is less than 1ns"),
+     (lambda: emu.parse_duration(1e-10), "is less than 1ns"),
+     (lambda: emu.parse_rate("-1Gbit"), "a rate cannot be negative"),
+     (lambda: emu.parse_size("-1KiB"), "a size cannot be negative"),
+     (lambda: emu.parse_rate("1Gbs"), "units: bit, kbit, Mbit, Gbit")],
+)  # fmt: skip
+def test_unit_errors_say_what_is_wrong(value, message):
+    """Review, session 21: "-5us" was "expected a duration", 0.4ns silently 0 (the knob off),
+    and an unknown rate unit did not say which ones there are."""
+    with pytest.raises(UsageError) as info:
+        value()
+    assert message in str(info.value)
+
+
+def test_sub_nanosecond_values_round_as_the_library_does():
+    assert emu.parse_duration("0.5ns") == 1 and emu.parse_duration("2.5ns") == 3  # llround, not round-half-even
+    assert emu.parse_duration("0ns") == 0
+
+
+@pytest.mark.parametrize("text,bps", [("1gbps", 1e9), ("1mbps", 1e6), ("2tbps", 2e12), ("1Mbps/s", 1e6)])
+def test_bps_spellings_like_bit_ones(text, bps):
+    assert emu.parse_rate(text) == pytest.approx(bps)
+
+
+# what native/emu/src/emu_pace.c (parse_one_peer, inet_pton) reads, and what it does not
+PEERS = ["abc:11211", "[abc]:80", "beef:", "1:2:3", "::1", "[::1]:80", "[::1]", ":80", "*:80", "*", ":*",
+         "localhost:80", "127.0.0.1", "127.0.0.1:", "[127.0.0.1]:80", "[]:80", "fe80::1%eth0", "01.2.3.4",
+         "::ffff:1.2.3.4", "[::1]x", "[::1", "1.2.3.4:0", "1.2.3.4:+80", "1.2.3.4:8a", "1.2.3", "::", "1::2::3",
+         "host.example:80", "1.2.3.4:65535"]  # fmt: skip
+
+
+def test_peers_python_refuses_exactly_what_the_library_cannot_read(sock_lib):
+    """Review, session 21: --peer abc:11211 passed the CLI, the library refused it and the
+    program ran without emulation, exit 0."""
+    import subprocess
+
+    verdicts = []
+    for peer in PEERS:
+        try:
+            emu.environment(latency="1us", peers=peer)
+            python_ok = True
+        except UsageError:
+            python_ok = False
+        env = {"PATH": os.environ["PATH"], "LD_PRELOAD": str(sock_lib), "PERFLEARN_EMU_LATENCY": "1us",
+               "PERFLEARN_EMU_PEERS": peer}
+        err = subprocess.run(["/bin/true"], env=env, capture_output=True, text=True).stderr
+        assert python_ok == ("emulation disabled" not in err), (peer, err)
+        verdicts.append(python_ok)
+    assert verdicts.count(True) >= 10 and verdicts.count(False) >= 10  # both kinds are in the list
+
+
+def test_inherited_variables_are_checked_as_the_library_does():
+    env = emu.variables(latency="2us")
+    kept, unknown = emu.inherited({"PERFLEARN_EMU_SPIN": "50us", "PERFLEARN_EMU_LATENCY": "9us", "PERFLEARN_EMU_X": "1",
+                                   "PERFLEARN_EMU_LIB": "/x.so", "PERFLEARN_EMU_HOT": "", "HOME": "/"}, env)
+    assert kept == {"PERFLEARN_EMU_SPIN": "50us"} and unknown == ["PERFLEARN_EMU_X"]  # LATENCY: perflearn's wins
+    for name, bad in (("PERFLEARN_EMU_PEERS", "abc:1"), ("PERFLEARN_EMU_QUEUE", "4KiB"), ("PERFLEARN_EMU_SPIN", "5"),
+                      ("PERFLEARN_EMU_HELPER_TABLE", "mine"), ("PERFLEARN_EMU_THRESHOLD", "big")):
+        with pytest.raises(UsageError, match=f"^{name} \\(inherited from the environment\\): "):
+            emu.inherited({name: bad}, env)
 
 
 def test_python_and_c_agree_on_units(sock_lib, tmp_path):

@@ -24,9 +24,10 @@ INJECTOR_NAMES = ("none", "cpuoccupy", "membw", "cachecopy", "memleak", "memeate
 
 @app.command()
 def inject(
-    kind: Annotated[str, typer.Argument(help=f"One of: {', '.join(INJECTOR_NAMES)}.")],
+    kind: Annotated[str, typer.Argument(metavar="KIND", help=f"One of: {', '.join(INJECTOR_NAMES)}.")],
     intensity: Annotated[float, typer.Option(help="Share of the time (or of memory) it occupies, 0 < x <= 1.")] = 1.0,
-    duration: Annotated[str, typer.Option(help="How long (e.g. 30s); default: until stopped.")] = "1000000s",
+    duration: Annotated[str, typer.Option(help="How long (e.g. 30s); default: until stopped.",
+                                          show_default=False)] = "1000000s",
     victim_cpus: Annotated[Optional[str], typer.Option("--victim-cpus", help="CPUs of the workload (e.g. 0 or 0-3).")] = None,
     level: Annotated[str, typer.Option(help="Cache level for cachecopy: L1, L2 or L3.")] = "L3",
 ) -> None:
@@ -74,6 +75,7 @@ def _training(store: Path, experiment: Optional[str], files: tuple[Optional[Path
     runs_file, samples_file = files
     if (experiment is None) == (runs_file is None and samples_file is None):
         raise UsageError("give an EXPERIMENT in the store, or --runs FILE and --samples FILE (perflearn export --samples)")
+    knobs = None  # unknown in files: their columns hold knobs and metrics alike
     if experiment is None:
         from perflearn.store.export import read_frame
 
@@ -84,26 +86,37 @@ def _training(store: Path, experiment: Optional[str], files: tuple[Optional[Path
         if missing or "run_id" not in runs or "status" not in runs:
             raise UsageError("not the runs and samples perflearn export writes (need run_id, status; "
                              "run_id, metric, t, value)", where=str(samples_file if missing else runs_file))
+        source = str(samples_file)
+        if samples.empty:
+            raise UsageError("no interval samples (only a header)", where=source)
         for column in ("t", "value"):  # a text cell would fail deep in the window arithmetic
             if not pd.api.types.is_numeric_dtype(samples[column]):
                 bad = pd.to_numeric(samples[column], errors="coerce").isna() & samples[column].notna()
+                if not bad.any():  # every cell empty, or numbers in a column of objects
+                    samples[column] = pd.to_numeric(samples[column], errors="coerce")
+                    continue
                 row = int(bad.to_numpy().argmax())
                 raise UsageError(f"column {column!r} has a non-numeric value {samples[column].iloc[row]!r} "
-                                 f"(data row {row + 1})", where=str(samples_file))
-        experiment = str(runs_file)
+                                 f"(data row {row + 1})", where=source)
     else:
         from perflearn.store import open_store
 
         with open_store(store, read_only=True) as results:
-            runs = results.dataset(experiment).frame
+            dataset = results.dataset(experiment)
+            runs = dataset.frame
+            knobs = [c for c in runs.columns if c in {*dataset.knobs, *dataset.context}]
             samples = results.samples(experiment)
-    if samples.empty:
-        raise UsageError(f"no interval samples in {experiment!r} (does its spec have [sampling]?)")
-    interval = samples_interval(samples)
+        source = f"experiment {experiment!r}"
+        if samples.empty:
+            raise UsageError("no interval samples (does its spec have [sampling]?)", where=source)
+    try:
+        interval = samples_interval(samples)
+    except UsageError as exc:
+        raise UsageError(exc.message, where=source) from None
     windows = window_features(samples, interval, window)
     if windows.empty:
-        raise UsageError(f"too few samples for windows of {window} ticks in {experiment!r}")
-    return training_set(windows, runs, label, group, time_metric), interval
+        raise UsageError(f"too few samples for windows of {window} ticks", where=source)
+    return training_set(windows, runs, label, group, time_metric, knobs=knobs), interval
 
 
 LabelOpt = Annotated[str, typer.Option(help="Knob that names the interference of a run ('none' = healthy).")]
@@ -158,7 +171,7 @@ def detect_evaluate(
     from perflearn.detect.model import evaluate
 
     data, _ = _training(store, experiment, (runs, samples), label, group or [], time_metric, window)
-    report = evaluate(data)
+    report = evaluate(data, progress=terminal.info)  # minutes on a real data set: say what it does
     if "note" in report["kfold"]:
         terminal.warn(report["kfold"]["note"])
     if json_out:
@@ -187,7 +200,8 @@ def detect_evaluate(
 def detect_watch(
     model: Annotated[Path, typer.Option("--model", "-m", help="Directory of a fitted detector.")],
     pid: Annotated[Optional[int], typer.Option(help="Process to watch, with its descendants.")] = None,
-    command: Annotated[Optional[list[str]], typer.Argument(help="Or a command to start and watch.")] = None,
+    command: Annotated[Optional[list[str]],
+                       typer.Argument(metavar="COMMAND", help="Or a command to start and watch.")] = None,
     intervals: Annotated[Optional[int], typer.Option(help="Stop after this many verdicts.")] = None,
 ) -> None:
     """Classify a live workload every interval: verdict, probability, predicted slowdown."""

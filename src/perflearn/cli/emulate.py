@@ -17,8 +17,11 @@ from typer.core import TyperGroup
 from perflearn import emulate as emu
 from perflearn.cli import terminal
 from perflearn.cli.app import app, interrupt_on_sigterm
-from perflearn.errors import UsageError
+from perflearn.errors import UnsupportedError, UsageError
 from perflearn.lifetime import died_with, end_group
+
+
+_MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "prterun", "srun", "mpiexec.hydra")
 
 
 class _CommandOrSub(TyperGroup):
@@ -56,7 +59,8 @@ def emulate(
     overhead: Annotated[Optional[str], typer.Option(help="Sender CPU time per message, e.g. 500ns.")] = None,
     bandwidth: Annotated[Optional[str], typer.Option(help="Link rate, e.g. 10Gbit, 1.25GB/s; 0 = unlimited.")] = None,
     peer: Annotated[
-        Optional[list[str]], typer.Option(help="Only sockets to/from ADDR[:PORT] (repeatable), e.g. :11211.")
+        Optional[list[str]],
+        typer.Option(metavar="ADDR[:PORT]", help="Only sockets to/from ADDR[:PORT] (repeatable), e.g. :11211."),
     ] = None,
     threshold: Annotated[Optional[str], typer.Option(help="Messages below this size are not paced (64KiB).")] = None,
     mpi: Annotated[bool, typer.Option("--mpi", help="Preload the PMPI shim instead of the socket shim.")] = False,
@@ -65,25 +69,39 @@ def emulate(
     if ctx.invoked_subcommand is not None:
         return
     command = list(ctx.args)
+    layer = "mpi" if mpi else "sockets"
     # validate everything before launching anything
-    env = emu.environment(
-        latency=latency,
-        overhead=overhead,
-        bandwidth=bandwidth,
-        peers=peer or None,
-        threshold=threshold,
-        layer="mpi" if mpi else "sockets",
-    )
+    env = emu.variables(latency=latency, overhead=overhead, bandwidth=bandwidth, peers=peer or None,
+                        threshold=threshold, layer=layer)
+    # inherited PERFLEARN_EMU_* are read by the library too: checked here like the options
+    # (a bad one would disable emulation, exit 0), and shown by --dry-run; perflearn's own win
+    kept, unknown = emu.inherited(os.environ, env)
+    for name in unknown:
+        terminal.warn(f"{name} (inherited from the environment) is not a variable of the emulator (a typo?); "
+                      "not passed on")
+    env.update(kept)
+    try:
+        library = str(emu.locate_library(layer))
+    except UnsupportedError as exc:
+        if not dry_run:
+            raise
+        library = str(emu.library_path(layer))  # --dry-run prints what a run would preload
+        terminal.warn(f"{exc.message}; a run would stop here")
+    preload = os.environ.get("LD_PRELOAD")
+    env["LD_PRELOAD"] = f"{library}:{preload}" if preload else library  # the user's own preloads stay
     if dry_run:
         for key, value in env.items():
             terminal.out.print(f"{key}={value}")
         return
     if not command:
         raise UsageError("no command to run (perflearn emulate [OPTIONS] -- COMMAND...)")
-    full = dict(os.environ)
+    if not mpi and os.path.basename(command[0]) in _MPI_LAUNCHERS:
+        # its ranks on one node talk through shared memory, which no socket call carries
+        terminal.warn("the socket shim does not slow MPI between ranks of one node (shared memory); "
+                      "for an MPI program use --mpi")
+    own = (emu.ENV_LIB, emu.ENV_MPI_LIB)
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PERFLEARN_EMU_") or k in own}  # as shown
     full.update(env)
-    if os.environ.get("LD_PRELOAD"):
-        full["LD_PRELOAD"] = env["LD_PRELOAD"] + ":" + os.environ["LD_PRELOAD"]
     interrupt_on_sigterm()
     try:
         # its own process group: Ctrl-C or SIGTERM ends what the command started too (an

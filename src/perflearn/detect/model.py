@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import platform
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,20 +123,33 @@ class TrainingSet:
 
 
 def training_set(windows: pd.DataFrame, runs: pd.DataFrame, label: str, group_columns: list[str],
-                 time_metric: str | None) -> TrainingSet:
-    """Join window features to run labels (``runs``: run_id, status, knob columns, metrics)."""
+                 time_metric: str | None, knobs: list[str] | None = None) -> TrainingSet:
+    """Join window features to run labels (``runs``: run_id, status, knob columns, metrics).
+    ``knobs``: the knob columns of ``runs``, when known (a store knows; an exported file does not)."""
     for column in [label, *group_columns]:
         if column not in runs:
-            raise UsageError(f"no knob {column!r} in the experiment (knobs: {', '.join(runs.columns[4:])})")
+            if knobs is not None:
+                raise UsageError(f"no knob {column!r} in the experiment (knobs: {', '.join(knobs) or 'none'})")
+            columns = [c for c in runs.columns if c not in ("run_id", "point_id", "rep", "status")]
+            raise UsageError(f"no knob {column!r} among the runs' columns ({', '.join(map(str, columns)) or 'none'})")
     joined = windows.merge(runs, on="run_id", how="inner")
     joined = joined[joined["status"] == "ok"]
     if joined.empty:
         raise UsageError("no windows of ok runs to learn from (too few samples per run, or no sampling?)")
     features = [c for c in windows.columns if ":" in c]
+    # median imputation then constant-feature removal would leave the classifier nothing
+    seen = NodeSignals().fit(joined[features]).transform(joined[features])
+    if not (seen.nunique() > 1).any():
+        raise UsageError("no sampled signal varies across the windows (every value missing or constant): "
+                         "nothing to learn from")
     slowdown = None
     if time_metric:
         if time_metric not in runs:
             raise UsageError(f"no metric {time_metric!r} in the experiment")
+        if not pd.api.types.is_numeric_dtype(runs[time_metric]) or pd.api.types.is_bool_dtype(runs[time_metric]):
+            example = runs[time_metric].dropna()
+            example = f" (e.g. {example.iloc[0]!r})" if len(example) else ""
+            raise UsageError(f"--time-metric {time_metric!r} is not a number{example}: give a runtime metric")
         healthy = runs[(runs[label].astype(str) == HEALTHY) & (runs["status"] == "ok")]
         if healthy.empty:
             raise UsageError(f"no healthy ({label} = {HEALTHY!r}) runs to measure slowdown against")
@@ -145,6 +159,8 @@ def training_set(windows: pd.DataFrame, runs: pd.DataFrame, label: str, group_co
         else:
             joined["_base"] = healthy[time_metric].median()
         slowdown = (joined[time_metric] / joined["_base"]).rename("slowdown")
+        # a healthy runtime of 0 (or below) gives no ratio: missing, not inf
+        slowdown = slowdown.where(np.isfinite(slowdown) & (joined["_base"] > 0))
     return TrainingSet(
         X=joined[features].reset_index(drop=True),
         y=joined[label].astype(str).reset_index(drop=True),
@@ -201,17 +217,22 @@ def smooth_proba(proba: pd.DataFrame, run: pd.Series, window: pd.Series | None =
 
 @_quiet
 def evaluate(data: TrainingSet, trees: int = 300, folds: int = 5, seed: int = 0, smooth: int = SMOOTH,
-             model=None) -> dict:
+             model=None, progress: Callable[[str], None] | None = None) -> dict:
     """Stratified k-fold (grouped by run: a run's windows never straddle train and test),
     then leave-one-group-out for every group column (unseen workloads, unseen inputs).
 
     Each evaluation is reported per window and, with ``smooth`` > 1, as ``<name> (N windows)``:
     the verdict averaged over the window and the ``smooth - 1`` before it in the same run,
     as `perflearn detect watch` gives it. A held-out group's own macro-F1 is in ``per_group``.
-    ``model``: another classifier (a scikit-learn estimator with predict_proba) to compare."""
+    ``model``: another classifier (a scikit-learn estimator with predict_proba) to compare.
+    ``progress`` is told (one line) as each evaluation starts: on a real data set each
+    takes minutes."""
     from sklearn.model_selection import LeaveOneGroupOut, StratifiedGroupKFold, cross_val_predict
 
     labels = sorted(data.y.unique())
+    if len(labels) < 2:  # as fit: a report of one class (macro-F1 1.0) would say nothing
+        raise UsageError(f"need at least two classes (healthy and one interference) to evaluate a detector; "
+                         f"every window is {labels[0]!r}" if labels else "no windows to evaluate")
     windows = data.y.value_counts()
     if windows.min() < 2 or data.run.nunique() < folds:
         raise UsageError(f"too few runs to evaluate with {folds} folds ({data.run.nunique()} runs)")
@@ -219,6 +240,16 @@ def evaluate(data: TrainingSet, trees: int = 300, folds: int = 5, seed: int = 0,
         raise UsageError(f"too few windows to evaluate with {folds} folds: at most {windows.max()} a class")
     model = classifier(trees, seed) if model is None else model
     report: dict = {}
+    held_out = [name for name, groups in data.groups.items() if groups.nunique() >= 2]
+    slowdown = bool(data.slowdown is not None and data.slowdown.notna().any())
+    steps = 1 + len(held_out) + slowdown
+    done = 0
+
+    def step(what: str) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(f"evaluating ({done}/{steps}): {what}, {len(data.y)} windows of {data.run.nunique()} runs")
 
     def add(name: str, groups: pd.Series, cv, per_group: bool = False) -> None:
         proba = cross_val_predict(model, data.X, data.y, groups=groups, cv=cv, method="predict_proba")
@@ -232,14 +263,16 @@ def evaluate(data: TrainingSet, trees: int = 300, folds: int = 5, seed: int = 0,
                 report[key]["per_group"] = {str(g): _macro_f1(data.y[groups == g], predicted[groups == g])
                                             for g in sorted(groups.unique())}
 
+    step(f"{folds}-fold cross-validation")
     add("kfold", data.run, StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed))
     if windows.min() < folds:  # such a class cannot be in every test fold: its F1 rests on fewer folds
         report["kfold"]["note"] = (f"class {windows.idxmin()!r} has {windows.min()} windows, fewer than the "
                                    f"{folds} folds: some folds test without it")
-    for name, groups in data.groups.items():
-        if groups.nunique() >= 2:
-            add(f"leave_one_{name}_out", groups, LeaveOneGroupOut(), per_group=True)
-    if data.slowdown is not None and data.slowdown.notna().any():
+    for name in held_out:
+        step(f"leave one {name} out ({data.groups[name].nunique()} folds)")
+        add(f"leave_one_{name}_out", data.groups[name], LeaveOneGroupOut(), per_group=True)
+    if slowdown:
+        step(f"slowdown regressor, {folds}-fold")
         report["slowdown"] = _evaluate_slowdown(data, trees, folds, seed)
     return report
 
@@ -322,8 +355,22 @@ class Detector:
         if meta["versions"]["sklearn"] != sklearn.__version__:
             raise UsageError(f"trained with scikit-learn {meta['versions']['sklearn']}, this is {sklearn.__version__}; "
                              "fit it again", where=str(directory))
-        models = joblib.load(directory / "models.joblib")
-        return cls(models["classifier"], models["regressor"], meta["features"], meta["interval"], meta["window"],
+        meta_ok = (isinstance(meta.get("features"), list) and isinstance(meta.get("classes"), list)
+                   and isinstance(meta.get("interval"), (int, float)) and meta["interval"] > 0
+                   and isinstance(meta.get("window"), int) and meta["window"] >= 1)
+        if not meta_ok:  # hand-edited or of another program: every field is used below
+            raise UsageError("not a detector directory (detector.json lacks features, classes, a positive interval "
+                             "or a window)", where=str(directory))
+        try:
+            models = joblib.load(directory / "models.joblib")
+        except OSError as exc:
+            raise UsageError(f"models.joblib cannot be read: {exc.strerror or exc}", where=str(directory)) from None
+        except Exception as exc:  # unpickling fails in many ways (ValueError, EOFError, UnpicklingError, ...)
+            raise UsageError(f"models.joblib is damaged or not a detector's ({type(exc).__name__}); fit it again",
+                             where=str(directory)) from None
+        if not isinstance(models, dict) or not hasattr(models.get("classifier"), "predict_proba"):
+            raise UsageError("models.joblib holds no detector's classifier; fit it again", where=str(directory))
+        return cls(models["classifier"], models.get("regressor"), meta["features"], meta["interval"], meta["window"],
                    meta["classes"], meta["info"])
 
 

@@ -26,7 +26,10 @@ def samples_interval(samples: pd.DataFrame) -> float:
     spacing = first.groupby("run_id")["t"].diff().dropna()
     if spacing.empty:
         raise UsageError("too few samples per run to tell the sampling interval")
-    return float(spacing.median())
+    interval = float(spacing.median())
+    if not interval > 0:  # every tick divides by it: 0 or a negative interval makes no windows
+        raise UsageError(f"sampling interval is not positive ({interval:g} s: t does not increase within a run)")
+    return interval
 
 
 def watch(detector: Detector, pid: int | None = None, command: list[str] | None = None,
