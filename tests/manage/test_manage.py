@@ -958,7 +958,7 @@ def test_live_memcached_under_load(tmp_path):
     # holds its own step (Poisson counts: within a few sqrt(8000)), and none reads as a stall.
     # On whole seconds a step fell inside an interval (0.27 s of 1600/s off), the first often late
     assert (frame["rps"] - frame["offered_rps"]).abs().max() < 300, frame[["t", "offered_rps", "rps"]]
-    assert not frame["note"].fillna("").str.contains("stalled").any()
+    assert not frame["note"].astype("string").fillna("").str.contains("stalled").any()
     # the host-speed probe, every interval it had samples: a CPU time for its fixed work, stored too
     assert frame["host_probe_us"].notna().sum() >= 18 and (frame["host_probe_us"].dropna() > 20).all()
     assert (frame["host_probe_min_us"] <= frame["host_probe_us"]).sum() == frame["host_probe_us"].notna().sum()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 import time
@@ -70,7 +72,9 @@ def test_load_bad_numbers_are_one_line_from_the_tool(wire_tools, args, message):
 
 @pytest.mark.parametrize("args, message", [
     (["--interval", "-1"], "perflearn-sniff: --interval: must be a positive number of seconds, got -1"),
-    (["--port", "70000"], "perflearn-sniff: invalid value '70000' for '--port <PORT>': 70000 is not in 0..=65535"),
+    (["--port", "70000"], "perflearn-sniff: invalid value '70000' for '--port <PORT>': 70000 is not in 1..=65535"),
+    # Port 0 selected no connection: exit 0, an empty summary.
+    (["--port", "0"], "perflearn-sniff: invalid value '0' for '--port <PORT>': 0 is not in 1..=65535"),
     (["--port", "-1"], "perflearn-sniff: invalid value '-1' for '--port <PORT>'"),
     (["--timeout", "-1"], "perflearn-sniff: --timeout: must be a positive number of seconds, got -1"),
     (["--snaplen", "-5"], "perflearn sniff: --snaplen -5: must be a positive number of bytes"),
@@ -162,3 +166,111 @@ def test_load_ends_with_perflearn_killed_outright(wire_tools, memcached, alive, 
     cli.kill()
     cli.wait()
     assert not alive(int(found[0]))
+
+
+def _lines(text: str) -> list[dict]:
+    return [json.loads(x) for x in text.splitlines() if x.startswith("{")]
+
+
+def test_sniff_records_to_stdout(wire_tools):
+    # `perflearn sniff FILE --records -` printed intervals and the summary, and no record.
+    res = CliRunner().invoke(app, ["sniff", str(WIRE_DATA / "golden.pcap"), "--records", "-"])
+    assert res.exit_code == 0, res.output
+    lines = _lines(res.stdout)
+    records = [x for x in lines if x["type"] == "record"]
+    assert len(records) == lines[-1]["requests"] == 197
+    assert lines[-1]["type"] == "summary" and {x["type"] for x in lines} == {"record", "interval", "summary"}
+
+
+def test_sniff_no_request_matched_warns_in_one_line(wire_tools):
+    # --port naming no server here: "p50 0.0 us", exit 0, no hint that nothing matched.
+    res = CliRunner().invoke(app, ["sniff", str(WIRE_DATA / "golden.pcap"), "--port", "1"])
+    assert res.exit_code == 0, res.output
+    summary = _lines(res.stdout)[-1]
+    assert summary["requests"] == 0 and summary["p95_us"] is None and summary["p50_us"] is None
+    assert res.stderr.strip() == f"warning: {WIRE_DATA / 'golden.pcap'}: no request matched (354 frames read)"
+
+
+def test_sniff_truncated_capture_warns_in_one_line(wire_tools, tmp_path):
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes((WIRE_DATA / "golden.pcap").read_bytes()[:3000])
+    res = CliRunner().invoke(app, ["sniff", str(cut)])
+    assert res.exit_code == 0, res.output
+    assert _lines(res.stdout)[-1]["truncated"] is True
+    warnings = [x for x in res.stderr.splitlines() if x.startswith("warning:")]
+    assert warnings == [f"warning: {cut}: capture ends with a truncated packet (read up to the cut)"]
+
+
+def test_sniff_a_missing_interface_is_named_as_one(wire_tools):
+    # As root it said "cannot start capture (needs root or CAP_NET_RAW): ... No such device exists".
+    res = CliRunner().invoke(app, ["sniff", "-i", "nosuchif0"])
+    assert res.exit_code == 1
+    line = _one_error_line(res)
+    assert line.startswith("error: perflearn-sniff: interface nosuchif0: no such interface (there are: ")
+    assert "root" not in line
+
+
+def test_cli_with_a_closed_stdout_ends_quietly(wire_tools):
+    # `perflearn sniff FILE --records - | head` exited 1 (rich's own broken-pipe exit).
+    proc = subprocess.Popen([sys.executable, "-m", "perflearn", "sniff", str(WIRE_DATA / "golden.pcap"), "--records", "-",
+                             "--interval", "0.001"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    assert proc.stdout.readline().startswith(b"{")
+    proc.stdout.close()
+    assert proc.wait(timeout=60) == 0
+    assert proc.stderr.read() == b""
+    proc.stderr.close()
+
+
+def test_bare_realtime_takes_the_default_priority():
+    from perflearn.cli.wire import REALTIME_DEFAULT, _bare_realtime
+
+    assert _bare_realtime(["x", "--realtime", "--pm-qos"]) == ["x", f"--realtime={REALTIME_DEFAULT}", "--pm-qos"]
+    assert _bare_realtime(["x", "--realtime"]) == ["x", f"--realtime={REALTIME_DEFAULT}"]
+    assert _bare_realtime(["--realtime", "127.0.0.1:1"]) == [f"--realtime={REALTIME_DEFAULT}", "127.0.0.1:1"]
+    assert _bare_realtime(["x", "--realtime", "5"]) == ["x", "--realtime", "5"]
+    assert _bare_realtime(["x", "--realtime=-1"]) == ["x", "--realtime=-1"]
+
+
+def test_load_realtime_as_the_readme_gives_it(wire_tools, memcached):
+    # README: `perflearn load ... --threads 1 --cpus 1 --realtime --pm-qos` was refused:
+    # "Invalid value for '--realtime'" (the CLI wanted a number, docs/wire.md says [PRIO]).
+    args = ["load", memcached.address, "-p", "memcache-binary", "-r", "200", "-d", "0.2",
+            "--threads", "1", "--cpus", "0", "--realtime"]
+    pm_qos = os.geteuid() == 0 and os.path.exists("/dev/cpu_dma_latency")
+    res = CliRunner().invoke(app, args + (["--pm-qos"] if pm_qos else []))
+    if os.geteuid() != 0:  # parsed: refused by the tool (SCHED_FIFO needs root), not by the CLI
+        assert res.exit_code == 1 and "SCHED_FIFO priority 10" in res.output, res.output
+        return
+    assert res.exit_code == 0, res.output
+    sched = _lines(res.stdout)[-1]["sched"]
+    assert sched["realtime_priority"] == 10 and sched["cpus"] == [0] and sched["pm_qos"] is pm_qos
+    res = CliRunner().invoke(app, ["load", "--realtime", "5", memcached.address, "-p", "memcache-binary", "-r", "200",
+                                   "-d", "0.2"])
+    assert res.exit_code == 0, res.output
+    assert _lines(res.stdout)[-1]["sched"]["realtime_priority"] == 5
+
+
+def test_load_a_cpu_it_cannot_use_is_refused_before_the_start(wire_tools, memcached):
+    # `--cpus 99` printed the start line, then "load: load: cannot pin to CPU 99".
+    cpu = max(os.sched_getaffinity(0)) + 1
+    res = CliRunner().invoke(app, ["load", memcached.address, "-p", "memcache-binary", "-r", "100", "-d", "0.2",
+                                   "--cpus", str(cpu)])
+    assert res.exit_code == 1
+    assert res.stdout == ""
+    assert res.stderr.strip().startswith(f"error: perflearn-load: --cpus: cannot pin to CPU {cpu}: not one this process may use")
+
+
+def test_load_nothing_answered_fails_after_its_summary(wire_tools):
+    # An unreachable server gave "completed": 0, "rps": 16 and exit 0.
+    with socket.socket() as mute:  # connections complete in its backlog; nothing is ever read or answered
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(16)
+        port = mute.getsockname()[1]
+        res = CliRunner().invoke(app, ["load", f"127.0.0.1:{port}", "-p", "memcache-binary", "-r", "200", "-d", "0.2",
+                                       "-c", "2"])
+    assert res.exit_code == 1
+    summary = _lines(res.stdout)[-1]  # kept
+    assert summary["type"] == "summary" and summary["sent"] > 0 and summary["completed"] == 0
+    assert summary["p95_us"] is None and summary["elapsed_s"] == 0.2
+    err = [x for x in res.stderr.splitlines() if x.strip()]
+    assert err == [f"error: perflearn-load: 127.0.0.1:{port}: no request was answered ({summary['sent']} sent)"]

@@ -127,6 +127,52 @@ def test_truncated_capture_keeps_what_was_read(wire_tools, tmp_path):
     r = sniff_file(cut)
     assert r.summary["truncated"] is True
     assert 0 < r.summary["requests"] < sum(EXPECTED["responses"].values())
+    # said on stderr too, not only in the JSON (the CLI showed nothing)
+    assert r.warnings == [f"{cut}: capture ends with a truncated packet (read up to the cut)"]
+
+
+LATENCIES = ("mean_us", "p50_us", "p90_us", "p95_us", "p99_us", "p999_us", "max_us")
+
+
+def test_no_request_matched_is_null_latency_and_a_warning(wire_tools):
+    """--port naming no server in the capture: 0 requests, and latencies null, not 0.0
+    (a spec's wire_p95 was stored as 0 for a run that matched nothing)."""
+    r = sniff_file(WIRE_DATA / "golden.pcap", ports=[1])
+    s = r.summary
+    assert s["requests"] == 0 and s["counters"]["frames"] == 354
+    assert all(s[k] is None for k in LATENCIES), s
+    assert s["rps"] == 0.0  # no request over the capture's span: a rate of 0 is measured
+    assert r.warnings == [f"{WIRE_DATA / 'golden.pcap'}: no request matched (354 frames read)"]
+    m = summary_metrics(s)
+    assert m["wire_requests"] == 0 and not set(m) & {f"wire_{k}" for k in LATENCIES}
+
+
+def test_a_header_only_capture_has_no_time_span(wire_tools, tmp_path):
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes((WIRE_DATA / "golden.pcap").read_bytes()[:24])  # the file header, no packet
+    r = sniff_file(empty)
+    s = r.summary
+    assert s["start"] is None and s["end"] is None and s["rps"] is None and s["p95_us"] is None, s
+    assert r.warnings == [f"{empty}: no request matched (0 frames read)"]
+    assert summary_metrics(s) == {"wire_requests": 0.0, **{f"wire_{k}": 0.0 for k in
+                                  ("evicted", "discarded", "unmatched_responses", "gaps", "desyncs", "flows_dropped")}}
+
+
+def test_summary_metrics_drop_a_zero_latency_of_no_request():
+    # as an older perflearn-sniff wrote it: 0.0 for a latency it never measured
+    old = {"type": "summary", "rps": 0.0, "requests": 0, **{k: 0.0 for k in LATENCIES}}
+    assert summary_metrics(old) == {"wire_rps": 0.0, "wire_requests": 0.0}
+
+
+def test_a_closed_stdout_ends_the_sniffer_quietly(wire_tools):
+    # `perflearn-sniff ... | head` said "perflearn-sniff: output: Broken pipe" and exited 1.
+    proc = subprocess.Popen([str(wire_tools[0]), "-r", str(WIRE_DATA / "golden.pcap"), "--records", "-",
+                             "--interval", "0.001"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    assert proc.stdout.readline().startswith(b"{")
+    proc.stdout.close()  # 140 KB to come: more than the pipe (64 KiB) and the tool's buffer (64 KiB) hold
+    assert proc.wait(timeout=30) == 0
+    assert proc.stderr.read() == b""
+    proc.stderr.close()
 
 
 def test_ticks_count_every_request_once_before_their_interval(wire_tools):

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from perflearn.errors import PerflearnError, UsageError
-from perflearn.wire import run_load
+from perflearn.wire import LoadFailed, run_load
 
 pytestmark = pytest.mark.slow
 
@@ -121,4 +121,42 @@ def test_a_rate_that_cannot_be_met_stops_at_the_duration(wire_tools, memcached):
     assert time.monotonic() - t0 < 0.5 + 0.5 + 0.5  # duration, drain, start and slack
     s = r.summary
     assert s["unsent"] > 0 and abs(s["sent"] + s["unsent"] - s["target_requests"]) <= 2
-    assert s["rps"] == pytest.approx(s["sent"] / 0.5)
+    # the rate actually sent: over the time it ran (a little past the 0.5 s profile), not the profile's
+    assert s["duration_s"] == 0.5 and 0.5 <= s["elapsed_s"] < 1.0
+    assert s["rps"] == pytest.approx(s["sent"] / s["elapsed_s"])
+
+
+def test_a_server_that_dies_fails_the_run_and_its_rate_is_over_the_time_it_ran(wire_tools, memcached):
+    # memcached killed 1 s into `-d 3`: exit 0, "duration_s": 3.0, "rps": 659 (sent / 3 s).
+    import threading
+
+    def on_line(obj):
+        if obj["type"] == "start":
+            threading.Timer(0.3, memcached.proc.kill).start()
+
+    with pytest.raises(LoadFailed) as exc:
+        run_load(memcached.address, "memcache-binary", rate=2000, duration=30, connections=4, on_line=on_line)
+    s = exc.value.result.summary  # the summary is kept
+    assert s["broken_connections"] == 4 and s["duration_s"] == 30
+    assert 0 < s["elapsed_s"] < 30 and s["rps"] == pytest.approx(s["sent"] / s["elapsed_s"])
+    assert s["sent"] < 2000 * 30 / 2  # it stopped, far short of the profile
+    message = str(exc.value)
+    assert "\n" not in message
+    assert message.startswith(f"perflearn-load: {memcached.address}: 4 of 4 connections broke")
+    assert f"{s['sent']} requests sent, {s['completed']} answered; the load stopped after" in message
+
+
+def test_a_rate_met_is_over_the_profile(wire_tools, memcached):
+    r = run_load(memcached.address, "memcache-binary", rate=500, duration=0.5, connections=2)
+    s = r.summary
+    assert s["elapsed_s"] == s["duration_s"] == 0.5 and s["rps"] == s["sent"] / 0.5
+    assert s["broken_connections"] == 0 and s["completed"] == s["sent"] > 0
+
+
+def test_realtime_true_is_the_tools_default_priority(wire_tools, memcached):
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("SCHED_FIFO needs root")
+    r = run_load(memcached.address, "memcache-binary", rate=200, duration=0.2, connections=1, realtime=True)
+    assert r.summary["sched"]["realtime_priority"] == 10

@@ -73,3 +73,30 @@ def test_the_measured_phase_leaves_the_preload_out(wire_tools, can_capture, writ
     assert rps["value"].sum() == marked["wire_requests"].sum()
     assert (marked["wire_p50"] > 0).all()
 
+
+
+def test_a_run_with_no_request_on_the_wire_stores_missing_latency_not_0(wire_tools, can_capture, write_spec):
+    # The sniffer said p95_us 0.0 for a capture that matched nothing: wire_p95 was stored as 0.
+    from perflearn.runner.process import free_port
+
+    port = free_port()  # nothing listens or connects there
+    spec = write_spec(f"""
+        [experiment]
+        name = "quiet"
+        [workload]
+        command = "sleep 0.3"
+        [metrics.wire_p95]
+        source = "wire"
+        field = "p95_us"
+        port = {port}
+        [metrics.wire_requests]
+        source = "wire"
+        field = "requests"
+        port = {port}
+    """)
+    store = open_store(":memory:")
+    assert run_experiment(load_spec(spec), store).by_status == {"ok": 1}
+    m = store.measurements("quiet").set_index("metric")
+    assert m.loc["wire_requests", "value"] == 0
+    assert m.loc["wire_p95", "value"] != m.loc["wire_p95", "value"]  # NULL (NaN), not 0
+    assert m.loc["wire_p95", "missing_reason"].startswith(f"no request matched on lo port {port} (")

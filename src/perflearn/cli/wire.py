@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperCommand
 
 from perflearn.errors import UsageError
 from perflearn.wire import LiveSniffer, run_load, sniff_file
@@ -17,17 +21,40 @@ from .app import app
 
 
 def _emit(obj: dict) -> None:
-    terminal.out.print(json.dumps(obj, separators=(",", ":")), markup=False, highlight=False, soft_wrap=True)
+    # Plain JSON lines on the terminal helper's stdout, not through rich's print (110 µs a
+    # record against 7), and a closed stdout reaches _stdout_closed (rich exits 1 itself).
+    out = terminal.out.file
+    out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    if obj.get("type") != "record":  # records come in bulk: the next other line flushes them
+        out.flush()
+
+
+def _stdout_closed() -> None:
+    """Whoever read stdout went away (`| head`): end quietly, as other filters do."""
+    try:  # what is still buffered goes nowhere, not into a second error at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    raise typer.Exit(0)
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _describe(summary: dict, what: str) -> None:
-    if not summary:
+    # With no request answered there is no latency to show (the tool warns why).
+    if not summary or not summary.get("requests"):
         return
-    terminal.info(
-        f"{what}: {summary.get('requests', 0)} requests, {summary.get('rps', 0):.0f}/s, "
-        f"p50 {summary.get('p50_us', 0):.1f} us, p99 {summary.get('p99_us', 0):.1f} us, "
-        f"max {summary.get('max_us', 0):.1f} us"
-    )
+    us = {k: f"{summary[k]:.1f} us" if _number(summary.get(k)) else "-" for k in ("p50_us", "p99_us", "max_us")}
+    rate = f", {summary['rps']:.0f}/s" if _number(summary.get("rps")) else ""
+    terminal.info(f"{what}: {summary['requests']} requests{rate}, p50 {us['p50_us']}, p99 {us['p99_us']}, "
+                  f"max {us['max_us']}")
+
+
+def _warn(warnings: list[str]) -> None:
+    for w in warnings:  # the tool's own: no request matched, a truncated capture
+        terminal.warn(w)
 
 
 @app.command()
@@ -39,7 +66,7 @@ def sniff(
     port: Annotated[Optional[list[int]], typer.Option("--port", help="Server port (repeatable); only these connections.")] = None,
     interval: Annotated[float, typer.Option(help="Seconds per interval line.")] = 1.0,
     tick: Annotated[Optional[float], typer.Option(help="Live: also a \"tick\" line of arrivals every this many seconds (e.g. 0.02).")] = None,
-    records: Annotated[Optional[Path], typer.Option("--records", help="Write per-request records here (.csv or JSON Lines).")] = None,
+    records: Annotated[Optional[Path], typer.Option("--records", help="Write per-request records here (.csv or JSON Lines; - for stdout).")] = None,
     duration: Annotated[Optional[float], typer.Option(help="Live: stop after this many seconds.")] = None,
     snaplen: Annotated[Optional[int], typer.Option(help="Live: bytes kept per packet.")] = None,
     timeout: Annotated[Optional[float], typer.Option(help="Evict requests unanswered after this many seconds.")] = None,
@@ -57,15 +84,28 @@ def sniff(
         raise UsageError(f"--tick {tick}: needs --interface and 0 < tick <= --interval ({interval})", where="perflearn sniff")
     extra = ["--records", str(records)] if records else []
     if capture is not None:
-        result = sniff_file(capture, protocol=protocol, ports=port or (), interval=interval, timeout=timeout, extra=extra)
-        for line in result.intervals:
-            _emit(line)
-        _emit(result.summary)
+        # Every line as the tool writes it: records too with --records - (they were dropped).
+        try:
+            result = sniff_file(capture, protocol=protocol, ports=port or (), interval=interval, timeout=timeout,
+                                extra=extra, on_line=_emit)
+        except BrokenPipeError:
+            _stdout_closed()
         _describe(result.summary, str(capture))
+        _warn(result.warnings)
         return
     assert interface is not None
+    closed = []
+
+    def emit(obj: dict) -> None:
+        if obj["type"] == "ready" or closed:
+            return
+        try:
+            _emit(obj)
+        except BrokenPipeError:
+            closed.append(True)  # the reader thread cannot exit the command: the loop below stops the capture
+
     sniffer = LiveSniffer(interface, bpf=bpf, protocol=protocol, ports=port or (), interval=interval,
-                          snaplen=snaplen, timeout=timeout, tick=tick, on_line=lambda o: o["type"] != "ready" and _emit(o))
+                          snaplen=snaplen, timeout=timeout, tick=tick, on_line=emit)
     if records:
         sniffer.cmd += extra
     if duration is not None:
@@ -74,14 +114,44 @@ def sniff(
     sniffer.start()
     try:
         for _ in sniffer.intervals():
-            pass
+            if closed:
+                break
     except KeyboardInterrupt:
         pass
-    result = sniffer.stop()
+    try:
+        result = sniffer.stop()
+    except KeyboardInterrupt:  # ^C reaches the tool and us together: it can land after the tool ended
+        result = sniffer.stop()
+    if closed:
+        _stdout_closed()
     _describe(result.summary, f"interface {interface}")
+    _warn(result.warnings)
 
 
-@app.command()
+REALTIME_DEFAULT = 10  # perflearn-load's own priority for a bare --realtime
+
+
+def _bare_realtime(args: list[str]) -> list[str]:
+    """A bare --realtime (no priority after it) as --realtime=REALTIME_DEFAULT."""
+    out = []
+    for i, a in enumerate(args):
+        if a == "--":
+            return out + args[i:]
+        if a == "--realtime" and not (i + 1 < len(args) and re.fullmatch(r"[+-]?\d+", args[i + 1])):
+            a = f"--realtime={REALTIME_DEFAULT}"
+        out.append(a)
+    return out
+
+
+class _LoadCommand(TyperCommand):
+    """`--realtime [PRIO]` as documented: Typer's options always take a value, so
+    `--realtime --pm-qos` was refused ("Invalid value for '--realtime'")."""
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, _bare_realtime(list(args)))
+
+
+@app.command(cls=_LoadCommand)
 def load(
     server: Annotated[str, typer.Argument(help="host:port")],
     protocol: Annotated[str, typer.Option("--protocol", "-p", help="memcache-binary, memcache-ascii, redis, http.")],
@@ -98,7 +168,7 @@ def load(
     set_ratio: Annotated[float, typer.Option(help="Fraction of sets.")] = 0.1,
     preload: Annotated[bool, typer.Option(help="Set every key before the run.")] = False,
     cpus: Annotated[Optional[str], typer.Option(help="Pin the send threads to these CPUs, e.g. 1 or 0,2-3.")] = None,
-    realtime: Annotated[Optional[int], typer.Option(help="Run the send threads SCHED_FIFO at this priority (1-99).")] = None,
+    realtime: Annotated[Optional[int], typer.Option(metavar="[PRIO]", help=f"Run the send threads SCHED_FIFO at this priority (1-99; {REALTIME_DEFAULT} when omitted; root).")] = None,
     spin_us: Annotated[Optional[float], typer.Option(help="Microseconds before a send that a thread stops sleeping.")] = None,
     pm_qos: Annotated[bool, typer.Option("--pm-qos", help="Hold CPU wake-up latency at 0 for the run (idle CPUs poll; root).")] = False,
 ) -> None:
@@ -109,7 +179,12 @@ def load(
         extra += ["--trace", str(trace)]
     if preload:
         extra.append("--preload")
-    result = run_load(server, protocol, rate=rate, duration=duration, connections=connections, threads=threads,
-                      profile=profile, cpus=cpus, realtime=realtime, spin_us=spin_us, pm_qos=pm_qos, extra=extra,
-                      on_line=_emit)
+    # A run whose connections broke or that got no answer fails (exit 1, one line) after its
+    # summary: perflearn-load says so and run_load raises.
+    try:
+        result = run_load(server, protocol, rate=rate, duration=duration, connections=connections, threads=threads,
+                          profile=profile, cpus=cpus, realtime=realtime, spin_us=spin_us, pm_qos=pm_qos, extra=extra,
+                          on_line=_emit)
+    except BrokenPipeError:
+        _stdout_closed()
     _describe(result.summary, server)

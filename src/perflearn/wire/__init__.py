@@ -12,12 +12,13 @@ and speak JSON Lines, so capture can run with raw-socket rights while the rest d
 from __future__ import annotations
 
 from .locate import BIN_ENV, locate
-from .load import LoadResult, run_load
+from .load import LoadFailed, LoadResult, run_load
 from .sniff import LiveSniffer, SniffResult, sniff_file, summary_metrics
 
 __all__ = [
     "BIN_ENV",
     "LiveSniffer",
+    "LoadFailed",
     "LoadResult",
     "SniffResult",
     "locate",

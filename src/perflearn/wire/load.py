@@ -6,7 +6,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from perflearn.errors import UsageError
+from perflearn.errors import PerflearnError, UsageError
 from perflearn.lifetime import died_with
 
 from .jsonl import parse_line, tool_error
@@ -21,6 +21,15 @@ class LoadResult:
     summary: dict = field(default_factory=dict)
 
 
+class LoadFailed(PerflearnError):
+    """perflearn-load ran but failed: connections broke, or no request was answered.
+    ``result`` holds what it measured (its summary says how far it got)."""
+
+    def __init__(self, error: PerflearnError, result: LoadResult):
+        super().__init__(error.message, where=error.where)
+        self.result = result
+
+
 def run_load(
     server: str,
     protocol: str,
@@ -31,7 +40,7 @@ def run_load(
     threads: int = 1,
     profile: str = "constant",
     cpus: str | None = None,
-    realtime: int | None = None,
+    realtime: int | bool | None = None,
     spin_us: float | None = None,
     pm_qos: bool = False,
     extra: Sequence[str] = (),
@@ -40,9 +49,12 @@ def run_load(
     """Drive ``server`` ("host:port"); returns its interval lines and summary.
 
     ``cpus`` pins the send threads ("1", "0,2-3"), ``realtime`` runs them SCHED_FIFO at
-    that priority, ``spin_us`` is how long before a send they stop sleeping, ``pm_qos``
-    holds the CPUs' wake-up latency at 0 for the run (idle CPUs poll; needs root); the
-    summary's ``sched`` records what was in force.
+    that priority (True: the tool's default, 10), ``spin_us`` is how long before a send
+    they stop sleeping, ``pm_qos`` holds the CPUs' wake-up latency at 0 for the run (idle
+    CPUs poll; needs root); the summary's ``sched`` records what was in force.
+
+    A run that ran but failed (connections broke, no request answered) raises
+    ``LoadFailed``, its ``result`` holding the summary.
     """
     if protocol not in PROTOCOLS:
         raise UsageError(f"unknown protocol {protocol!r} (one of {', '.join(PROTOCOLS)})", where="protocol")
@@ -52,7 +64,9 @@ def run_load(
            "--profile", profile]
     if cpus is not None:
         cmd.append(f"--cpus={cpus}")
-    if realtime is not None:
+    if realtime is True:
+        cmd.append("--realtime")
+    elif realtime is not None and realtime is not False:
         cmd.append(f"--realtime={realtime}")
     if spin_us is not None:
         cmd.append(f"--spin-us={spin_us}")
@@ -64,18 +78,26 @@ def run_load(
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           preexec_fn=died_with()) as proc:
         assert proc.stdout is not None and proc.stderr is not None
-        for line in proc.stdout:
-            if not line.strip():
-                continue
-            obj = parse_line(line, "perflearn-load output")
-            if obj["type"] == "interval":
-                result.intervals.append(obj)
-            elif obj["type"] == "summary":
-                result.summary = obj
-            if on_line is not None:
-                on_line(obj)
+        try:
+            for line in proc.stdout:
+                if not line.strip():
+                    continue
+                obj = parse_line(line, "perflearn-load output")
+                if obj["type"] == "interval":
+                    result.intervals.append(obj)
+                elif obj["type"] == "summary":
+                    result.summary = obj
+                if on_line is not None:
+                    on_line(obj)
+        except BaseException:
+            # the caller stopped reading (a closed stdout, ^C): stop loading the server now,
+            # not after the rest of --duration (Popen's exit waits for the process)
+            proc.terminate()
+            raise
         stderr = proc.stderr.read()
         proc.wait()
     if proc.returncode != 0:
-        raise tool_error("perflearn-load", proc.returncode, stderr)
+        error = tool_error("perflearn-load", proc.returncode, stderr)
+        # a summary means the run ran and failed (connections broke, nothing answered)
+        raise LoadFailed(error, result) if result.summary else error
     return result

@@ -14,7 +14,7 @@ from pathlib import Path
 from perflearn.errors import PerflearnError, UsageError
 from perflearn.lifetime import died_with
 
-from .jsonl import parse_line, split, tool_error
+from .jsonl import parse_line, tool_error
 from .locate import locate
 
 PROTOCOLS = ("auto", "memcache", "memcache-binary", "memcache-ascii", "redis", "http", "generic")
@@ -27,6 +27,8 @@ class SniffResult:
     intervals: list[dict] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
     records: list[dict] = field(default_factory=list)
+    # the tool's warnings (no request matched, a truncated capture), one line each
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def counters(self) -> dict:
@@ -45,6 +47,13 @@ def _common_args(protocol: str, ports: Sequence[int], interval: float, timeout: 
     return args
 
 
+_WARNING = "perflearn-sniff: warning: "
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [ln[len(_WARNING):].strip() for ln in stderr.splitlines() if ln.startswith(_WARNING)]
+
+
 def sniff_file(
     path: str | os.PathLike,
     *,
@@ -54,8 +63,13 @@ def sniff_file(
     records: bool = False,
     timeout: float | None = None,
     extra: Sequence[str] = (),
+    on_line: Callable[[dict], None] | None = None,
 ) -> SniffResult:
-    """Analyze a pcap/pcapng file; ``records=True`` keeps every matched request."""
+    """Analyze a pcap/pcapng file; ``records=True`` keeps every matched request.
+
+    ``on_line`` (if given) gets every line as the tool writes it; records then go only
+    to it (unless ``records=True``), so a large capture's records need not fit in memory.
+    """
     p = Path(path)
     if p.is_dir():
         raise UsageError("is a directory, not a capture file", where=str(p))
@@ -65,12 +79,34 @@ def sniff_file(
     if records:
         cmd += ["--records", "-", "--format", "jsonl"]
     cmd += list(extra)
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    result = SniffResult()
+    keep_records = records or on_line is None
+    # streamed, not captured: records can be many more than fit in memory as one string
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            for n, line in enumerate(proc.stdout, 1):
+                if not line.strip():
+                    continue
+                obj = parse_line(line, f"perflearn-sniff output line {n}")
+                kind = obj["type"]
+                if kind == "interval":
+                    result.intervals.append(obj)
+                elif kind == "summary":
+                    result.summary = obj
+                elif kind == "record" and keep_records:
+                    result.records.append(obj)
+                if on_line is not None:
+                    on_line(obj)
+        except BaseException:
+            proc.kill()  # the caller stopped reading (a closed stdout, ^C)
+            raise
+        stderr = proc.stderr.read()  # a few lines at most: warnings or one error
+        proc.wait()
     if proc.returncode != 0:
-        raise tool_error("perflearn-sniff", proc.returncode, proc.stderr)
-    groups = split(proc.stdout.splitlines(), "perflearn-sniff output")
-    summary = (groups.get("summary") or [{}])[-1]
-    return SniffResult(groups.get("interval", []), summary, groups.get("record", []))
+        raise tool_error("perflearn-sniff", proc.returncode, stderr)
+    result.warnings = _warnings(stderr)
+    return result
 
 
 class LiveSniffer:
@@ -187,6 +223,7 @@ class LiveSniffer:
                 pipe.close()
         if self._proc.returncode not in (0, -signal.SIGINT):
             raise tool_error("perflearn-sniff", self._proc.returncode, self._stderr)
+        self.result.warnings = _warnings(self._stderr)
         return self.result
 
     def __enter__(self) -> LiveSniffer:
@@ -196,10 +233,22 @@ class LiveSniffer:
         self.stop()
 
 
+LATENCIES = ("mean_us", "p50_us", "p90_us", "p95_us", "p99_us", "p999_us", "max_us")
+
+
 def summary_metrics(summary: dict, prefix: str = "wire_") -> dict[str, float]:
-    """A sniff or load summary as flat metrics for the results store (missing -> absent)."""
-    keys = ("rps", "requests", "mean_us", "p50_us", "p90_us", "p95_us", "p99_us", "p999_us", "max_us")
-    out = {f"{prefix}{k}": float(summary[k]) for k in keys if isinstance(summary.get(k), (int, float))}
+    """A sniff or load summary as flat metrics for the results store (missing -> absent).
+
+    With no request answered there is no latency: the percentiles are left out even where
+    a summary says 0.0 (the tools did before they said null), never stored as 0.
+    """
+    answered = summary.get("requests")
+    out = {}
+    for k in ("rps", "requests", *LATENCIES):
+        v = summary.get(k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (k in LATENCIES and answered == 0):
+            continue
+        out[f"{prefix}{k}"] = float(v)
     counters = summary.get("counters") or {}
     for k in ("evicted", "discarded", "unmatched_responses", "gaps", "desyncs", "flows_dropped"):
         if k in counters:

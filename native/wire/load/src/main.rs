@@ -11,7 +11,7 @@ use perflearn_wire::load::profile::Profile;
 use perflearn_wire::load::request::{LoadProto, Workload};
 use std::time::Duration;
 
-use perflearn_wire::load::sched::{parse_cpus, Sched};
+use perflearn_wire::load::sched::{check_cpus, parse_cpus, Sched};
 use perflearn_wire::load::{run, Options, SPIN_MARGIN};
 use perflearn_wire::WireError;
 
@@ -79,8 +79,8 @@ struct Args {
     /// Pin the send threads to these CPUs (thread i on the i-th, cycling): "1", "0,2-3".
     #[arg(long)]
     cpus: Option<String>,
-    /// Run the send threads SCHED_FIFO at this priority (1-99; needs root or CAP_SYS_NICE).
-    #[arg(long, num_args = 0..=1, default_missing_value = "10")]
+    /// Run the send threads SCHED_FIFO at this priority (1-99, 10 when omitted; needs root or CAP_SYS_NICE).
+    #[arg(long, num_args = 0..=1, default_missing_value = "10", value_name = "PRIO")]
     realtime: Option<u8>,
     /// Hold CPU wake-up latency at 0 during the run (/dev/cpu_dma_latency; needs root):
     /// idle CPUs poll instead of halting, so timers fire on time (as cyclictest does).
@@ -145,7 +145,11 @@ fn run_main(a: Args) -> Result<(), WireError> {
         return Err(WireError::new("--spin-us", "must be between 0 and 1000000"));
     }
     let cpus = match a.cpus.as_deref() {
-        Some(c) => parse_cpus(c).map_err(|e| WireError::new("--cpus", e))?,
+        Some(c) => {
+            let cpus = parse_cpus(c).map_err(|e| WireError::new("--cpus", e))?;
+            check_cpus(&cpus).map_err(|e| WireError::new("--cpus", e))?;
+            cpus
+        }
         None => Vec::new(),
     };
     // Last: the options above are refused the same way whether the server is up or not.
@@ -167,13 +171,21 @@ fn run_main(a: Args) -> Result<(), WireError> {
     let stdout = io::stdout();
     let mut on_line = |l: &str| {
         let mut o = stdout.lock();
-        let _ = writeln!(o, "{l}");
-        let _ = o.flush();
+        if let Err(e) = writeln!(o, "{l}").and_then(|_| o.flush()) {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                // Nobody reads the results (`| head`): stop loading the server, quietly.
+                std::process::exit(0);
+            }
+        }
     };
     let report = run(opts, &mut on_line)?;
     let text = serde_json::to_string(&report).map_err(|e| WireError::new("output", e.to_string()))?;
     on_line(&text);
-    Ok(())
+    // The summary is out; a run whose connections broke or that got no answer still fails.
+    match report.failure(a.connections) {
+        Some(why) => Err(WireError::new(&a.server, why)),
+        None => Ok(()),
+    }
 }
 
 fn positive_secs(s: f64, what: &str) -> Result<(), WireError> {

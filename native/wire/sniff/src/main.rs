@@ -43,7 +43,8 @@ struct Args {
     #[arg(short = 'p', long, default_value = "auto")]
     protocol: Protocol,
     /// Server port (repeatable): only connections to these ports are analyzed.
-    #[arg(long = "port", value_name = "PORT")]
+    // Port 0 is no server's port: it selected nothing and the capture reported nothing.
+    #[arg(long = "port", value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     ports: Vec<u16>,
     /// Aggregation interval, seconds.
     #[arg(long, default_value_t = 1.0)]
@@ -179,7 +180,8 @@ fn run(args: Args) -> Result<(), WireError> {
         }
         let mut last = 0u64;
         let stats = read_file(path, |frame| {
-            if !link::is_supported(frame.linktype) {
+            // Output closed (`| head`): nobody reads the rest, skip the work.
+            if !link::is_supported(frame.linktype) || reporter.failed() {
                 return;
             }
             clock(&mut reporter, &analyzer, frame.ts, None);
@@ -187,12 +189,19 @@ fn run(args: Args) -> Result<(), WireError> {
             last = last.max(frame.ts);
         })?;
         analyzer.finish(last, &mut reporter);
-        reporter.finish(&analyzer.counters(), gauges(&analyzer), None, Some(stats.truncated));
+        let matched = reporter.finish(&analyzer.counters(), gauges(&analyzer), None, Some(stats.truncated));
         if let Some(e) = reporter.take_error() {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                return Ok(()); // a closed stdout ends quietly, as for any filter
+            }
             return Err(WireError::new("output", e.to_string()));
         }
+        let where_ = path.display().to_string();
+        if matched == 0 {
+            warn(&where_, &no_match(&analyzer.counters(), stats.frames, "read"));
+        }
         if stats.truncated {
-            eprintln!("perflearn-sniff: {}: warning: capture ends with a truncated packet", path.display());
+            warn(&where_, "capture ends with a truncated packet (read up to the cut)");
         }
         return Ok(());
     }
@@ -224,7 +233,10 @@ fn run(args: Args) -> Result<(), WireError> {
             link::name(cap.linktype()),
             args.filter.as_deref().map(serde_json_string).unwrap_or_else(|| "null".into())
         );
-        out.write_all(ready.as_bytes()).and_then(|_| out.flush()).map_err(|e| WireError::new("stdout", e.to_string()))?;
+        match out.write_all(ready.as_bytes()).and_then(|_| out.flush()) {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            r => r.map_err(|e| WireError::new("stdout", e.to_string()))?,
+        }
     }
     let started = Instant::now();
     let mut kernel = KernelStats::default();
@@ -271,13 +283,32 @@ fn run(args: Args) -> Result<(), WireError> {
     }
     let now = now_ns();
     analyzer.finish(now, &mut reporter);
-    reporter.finish(&analyzer.counters(), gauges(&analyzer), Some(&kernel), None);
+    let matched = reporter.finish(&analyzer.counters(), gauges(&analyzer), Some(&kernel), None);
     if let Some(e) = reporter.take_error() {
         if e.kind() != io::ErrorKind::BrokenPipe {
             return Err(WireError::new("output", e.to_string()));
         }
+        return Ok(());
+    }
+    if matched == 0 {
+        let c = analyzer.counters();
+        warn(&format!("interface {interface}"), &no_match(&c, c.frames, "captured"));
     }
     Ok(())
+}
+
+/// A warning on stderr, one line; the run still succeeds (its summary says the same).
+fn warn(where_: &str, what: &str) {
+    eprintln!("perflearn-sniff: warning: {where_}: {what}");
+}
+
+/// Why the summary has no latency: nothing matched, or requests but no response to them.
+fn no_match(c: &perflearn_wire::record::Counters, frames: u64, how: &str) -> String {
+    if c.requests == 0 {
+        format!("no request matched ({frames} frames {how})")
+    } else {
+        format!("no request matched a response ({frames} frames {how}, {} requests seen)", c.requests)
+    }
 }
 
 /// What the interval lines report besides latencies: requests awaiting their response and
@@ -374,8 +405,10 @@ mod tests {
         assert!(refused(&["--timeout", "-1"]).starts_with("--timeout: must be a positive number of seconds"));
         assert!(refused(&["--snaplen", "-5"]).starts_with("--snaplen: must be a positive number of bytes"));
         assert!(refused(&["--buffer-mb", "0"]).starts_with("--buffer-mb:"));
-        assert_eq!(refused(&["--port", "70000"]), "invalid value '70000' for '--port <PORT>': 70000 is not in 0..=65535");
-        assert_eq!(refused(&["--port", "-1"]), "invalid value '-1' for '--port <PORT>': -1 is not in 0..=65535");
+        assert_eq!(refused(&["--port", "70000"]), "invalid value '70000' for '--port <PORT>': 70000 is not in 1..=65535");
+        assert_eq!(refused(&["--port", "-1"]), "invalid value '-1' for '--port <PORT>': -1 is not in 1..=65535");
+        // Port 0 selected no connection: the run reported nothing, exit 0.
+        assert_eq!(refused(&["--port", "0"]), "invalid value '0' for '--port <PORT>': 0 is not in 1..=65535");
     }
 
     #[test]

@@ -86,9 +86,11 @@ struct TickLine {
 struct SummaryLine<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
-    start: f64,
-    end: f64,
-    rps: f64,
+    /// None (null) when no frame was read: a capture with no packet has no time span.
+    start: Option<f64>,
+    end: Option<f64>,
+    /// None when the capture spans no time (no frame, or one instant).
+    rps: Option<f64>,
     #[serde(flatten)]
     all: Summary,
     ops: BTreeMap<&'static str, Summary>,
@@ -170,6 +172,11 @@ impl Reporter {
         self.error.take()
     }
 
+    /// Whether a write failed (e.g. stdout closed by `| head`): nothing more will be read.
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
     fn keep(&mut self, r: io::Result<()>) {
         if let Err(e) = r {
             if self.error.is_none() {
@@ -238,6 +245,11 @@ impl Reporter {
         self.totals.reset();
         self.first = Some(now);
         self.start = Some(now);
+        // ticks start over there too, so that each lies inside one interval (the open
+        // tick's requests before the mark belong to what the mark ends)
+        if let Some((len, Some(_), _)) = self.tick {
+            self.tick = Some((len, Some(now), c.requests));
+        }
         self.observe(now);
     }
 
@@ -295,22 +307,23 @@ impl Reporter {
         self.window.reset();
     }
 
-    /// End of input: the last (partial) interval and the summary.
-    pub fn finish(&mut self, c: &Counters, g: Gauges, kernel: Option<&KernelStats>, truncated: Option<bool>) {
+    /// End of input: the last (partial) interval and the summary. Returns the summary's
+    /// request count (answered requests), so the caller can warn when none matched.
+    pub fn finish(&mut self, c: &Counters, g: Gauges, kernel: Option<&KernelStats>, truncated: Option<bool>) -> u64 {
         if let Some(start) = self.start {
             let end = (self.last + 1).max(start + 1);
             if !self.window.is_empty() || self.last > start {
                 self.write_interval(start, end, c, g, kernel);
             }
         }
-        let (first, last) = (self.first.unwrap_or(0), self.last);
         let all = self.totals.all().summary();
-        let dur = secs(last.saturating_sub(first)).max(1e-9);
+        let requests = all.requests;
+        let span = self.first.map(|first| (first, self.last.max(first)));
         let line = SummaryLine {
             kind: "summary",
-            start: secs(first),
-            end: secs(last),
-            rps: if last > first { all.requests as f64 / dur } else { 0.0 },
+            start: span.map(|(first, _)| secs(first)),
+            end: span.map(|(_, last)| secs(last)),
+            rps: span.filter(|(first, last)| last > first).map(|(first, last)| requests as f64 / secs(last - first)),
             all,
             ops: self.totals.ops_summary(),
             counters: c,
@@ -328,6 +341,7 @@ impl Reporter {
             });
             self.keep(r);
         }
+        requests
     }
 
     fn write_record(&mut self, flow: &str, proto: Protocol, ex: &Exchange) {
@@ -441,5 +455,65 @@ mod tests {
         assert_eq!(intervals[1]["start"].as_f64(), Some(10.7));
         let after: u64 = intervals[1..].iter().map(|i| i["requests"].as_u64().unwrap()).sum();
         assert_eq!(after, 20);
+    }
+
+    #[test]
+    fn a_mark_starts_the_ticks_over_with_the_intervals() {
+        // A live manager marks the sniffer when its load starts: each tick must lie inside
+        // one interval, or an interval's arrivals lose the ticks that straddle its edges.
+        let lines = Shared::default();
+        let mut r = Reporter::new(None, Some(Box::new(lines.clone())), None, 1_000_000_000).unwrap().with_ticks(100_000_000);
+        let mut c = Counters::default();
+        let s = 10_000_000_000;
+        for i in 0..30 {
+            c.requests += 1;
+            r.clock(s + i * 10_000_000, &c, Gauges::default(), None);
+        }
+        r.mark(s + 345_000_000, &c, Gauges::default(), None);
+        for i in 0..150 {
+            c.requests += 1;
+            r.clock(s + 350_000_000 + i * 10_000_000, &c, Gauges::default(), None);
+        }
+        let text = String::from_utf8(lines.0.borrow().clone()).unwrap();
+        let all: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let after: Vec<&serde_json::Value> =
+            all.iter().filter(|l| l["start"].as_f64().unwrap() >= 10.345 - 1e-9).collect();
+        let ticks: Vec<f64> = after.iter().filter(|l| l["type"] == "tick").map(|l| l["start"].as_f64().unwrap()).collect();
+        assert!(ticks.len() >= 10, "{text}");
+        for (k, t) in ticks.iter().enumerate() {
+            assert!((t - (10.345 + 0.1 * k as f64)).abs() < 1e-6, "tick {k} starts at {t}: {text}");
+        }
+        let interval = after.iter().find(|l| l["type"] == "interval").unwrap();
+        assert_eq!(interval["start"].as_f64(), Some(10.345));
+    }
+
+    fn summary_of(frames: &[Ts]) -> serde_json::Value {
+        let summary = Shared::default();
+        let mut r = Reporter::new(None, None, Some(Box::new(summary.clone())), 1_000_000_000).unwrap();
+        for &t in frames {
+            r.clock(t, &Counters::default(), Gauges::default(), None);
+        }
+        assert_eq!(r.finish(&Counters::default(), Gauges::default(), None, Some(false)), 0);
+        let v = serde_json::from_slice(&summary.0.borrow()).unwrap();
+        v
+    }
+
+    #[test]
+    fn no_request_matched_leaves_the_latencies_null() {
+        // A capture with frames but no match said p95_us 0.0: a spec stored wire_p95 = 0.
+        let s = summary_of(&[10_000_000_000, 12_000_000_000]);
+        assert_eq!(s["requests"], 0);
+        for k in ["mean_us", "p50_us", "p95_us", "p99_us", "max_us"] {
+            assert!(s[k].is_null(), "{k}: {s}");
+        }
+        assert_eq!(s["rps"].as_f64(), Some(0.0)); // 0 requests over 2 s is a rate
+        assert_eq!((s["start"].as_f64(), s["end"].as_f64()), (Some(10.0), Some(12.0)));
+    }
+
+    #[test]
+    fn no_frame_leaves_the_time_span_null() {
+        // A header-only pcap said start 0.0, end 0.0 (1970) and rps 0.0.
+        let s = summary_of(&[]);
+        assert!(s["start"].is_null() && s["end"].is_null() && s["rps"].is_null() && s["p95_us"].is_null(), "{s}");
     }
 }

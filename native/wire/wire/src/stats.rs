@@ -15,17 +15,19 @@ fn new_histogram() -> Option<Histogram<u64>> {
     Histogram::new_with_bounds(LOWEST, HIGHEST, SIGFIG).ok()
 }
 
-/// Percentiles of a set of latencies, in microseconds.
+/// Percentiles of a set of latencies, in microseconds. With no latency recorded there is
+/// none to report: the percentiles are None (null in JSON), never 0, which a reader
+/// would take for a fast service (a capture that matched nothing stored p95 = 0).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Summary {
     pub requests: u64,
-    pub mean_us: f64,
-    pub p50_us: f64,
-    pub p90_us: f64,
-    pub p95_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub max_us: f64,
+    pub mean_us: Option<f64>,
+    pub p50_us: Option<f64>,
+    pub p90_us: Option<f64>,
+    pub p95_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub p999_us: Option<f64>,
+    pub max_us: Option<f64>,
 }
 
 pub struct Latencies {
@@ -61,12 +63,12 @@ impl Latencies {
         }
     }
     pub fn summary(&self) -> Summary {
-        let us = |v: u64| v as f64 / 1000.0;
+        let us = |v: u64| Some(v as f64 / 1000.0);
         match self.h.as_ref().filter(|h| !h.is_empty()) {
-            None => Summary { requests: 0, mean_us: 0.0, p50_us: 0.0, p90_us: 0.0, p95_us: 0.0, p99_us: 0.0, p999_us: 0.0, max_us: 0.0 },
+            None => Summary { requests: 0, mean_us: None, p50_us: None, p90_us: None, p95_us: None, p99_us: None, p999_us: None, max_us: None },
             Some(h) => Summary {
                 requests: h.len(),
-                mean_us: h.mean() / 1000.0,
+                mean_us: Some(h.mean() / 1000.0),
                 p50_us: us(h.value_at_quantile(0.50)),
                 p90_us: us(h.value_at_quantile(0.90)),
                 p95_us: us(h.value_at_quantile(0.95)),
@@ -140,11 +142,20 @@ mod tests {
         }
         let s = w.all().summary();
         assert_eq!(s.requests, 1000);
-        assert!((s.p50_us - 500.0).abs() < 1.0, "{}", s.p50_us);
-        assert!((s.p99_us - 990.0).abs() < 1.0);
-        assert!((s.max_us - 1000.0).abs() < 1.0);
+        assert!((s.p50_us.unwrap() - 500.0).abs() < 1.0, "{:?}", s.p50_us);
+        assert!((s.p99_us.unwrap() - 990.0).abs() < 1.0);
+        assert!((s.max_us.unwrap() - 1000.0).abs() < 1.0);
         assert_eq!(w.ops_summary()["get"].requests, 500);
         w.reset();
         assert_eq!(w.all().summary().requests, 0);
+    }
+
+    #[test]
+    fn no_latency_is_null_not_zero() {
+        // A capture that matched no request reported p95_us 0.0, stored as a real p95.
+        let s = Latencies::default().summary();
+        assert_eq!((s.requests, s.mean_us, s.p50_us, s.p95_us, s.max_us), (0, None, None, None, None));
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["p95_us"].is_null() && json["mean_us"].is_null(), "{json}");
     }
 }

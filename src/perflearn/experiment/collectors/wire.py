@@ -111,10 +111,14 @@ class Wire(Collector):
             if key not in self._results:
                 out[metric.name] = Missing("no capture ran")
                 continue
-            flat = summary_metrics(self._results[key].summary, prefix="")
+            summary = self._results[key].summary
+            flat = summary_metrics(summary, prefix="")
             value = flat.get(metric.options["field"])
-            if value is None:
-                out[metric.name] = Missing(f"the capture reported no {metric.options['field']} (no request seen?)")
+            if value is None and summary.get("requests") == 0:
+                frames = (summary.get("counters") or {}).get("frames")
+                out[metric.name] = Missing(f"no request matched on {key[0]} port {key[1]} ({frames} frames captured)")
+            elif value is None:
+                out[metric.name] = Missing(f"the capture reported no {metric.options['field']}")
             else:
                 out[metric.name] = value * float(metric.options.get("scale", 1.0))
         return out

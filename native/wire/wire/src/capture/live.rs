@@ -33,6 +33,27 @@ pub struct LiveCapture {
     wait: std::time::Duration,
 }
 
+/// Why a capture did not start, in the user's terms: a name that is no interface (libpcap
+/// says "No such device exists", which read as a permissions problem under the old
+/// "needs root" prefix), missing rights, or libpcap's own words.
+fn why_not_open(interface: &str, e: pcap::Error) -> String {
+    if let Ok(devices) = pcap::Device::list() {
+        if !devices.iter().any(|d| d.name == interface) {
+            let mut names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).take(8).collect();
+            if devices.len() > names.len() {
+                names.push("...");
+            }
+            return format!("no such interface (there are: {})", names.join(", "));
+        }
+    }
+    let text = e.to_string();
+    if text.contains("ermission") || text.contains("not permitted") {
+        format!("cannot start capture (needs root or CAP_NET_RAW): {text}")
+    } else {
+        format!("cannot start capture: {text}")
+    }
+}
+
 impl LiveCapture {
     pub fn open(opts: &LiveOptions) -> Result<Self> {
         let where_ = format!("interface {}", opts.interface);
@@ -49,7 +70,7 @@ impl LiveCapture {
             .precision(pcap::Precision::Nano)
             .promisc(false)
             .open()
-            .map_err(|e| err("cannot start capture (needs root or CAP_NET_RAW)", e))?;
+            .map_err(|e| WireError::new(&where_, why_not_open(&opts.interface, e)))?;
         let mut cap = cap.setnonblock().map_err(|e| err("cannot make the capture non-blocking", e))?;
         if let Some(f) = &opts.filter {
             cap.filter(f, true).map_err(|e| WireError::new(format!("filter {f:?}"), e.to_string()))?;
@@ -99,5 +120,19 @@ impl LiveCapture {
     pub fn stats(&mut self) -> Result<KernelStats> {
         let s = self.cap.stats().map_err(|e| WireError::new(&self.where_, format!("no kernel statistics: {e}")))?;
         Ok(KernelStats { received: s.received as u64, dropped: s.dropped as u64, if_dropped: s.if_dropped as u64 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_interface_is_named_as_one() {
+        // As root, "nosuchif0" said "cannot start capture (needs root or CAP_NET_RAW): ... No such device exists".
+        let opts = LiveOptions { interface: "nosuchif0".into(), filter: None, snaplen: 100, buffer_bytes: 1 << 20, timeout_ms: 10 };
+        let e = LiveCapture::open(&opts).err().expect("nosuchif0 opened").to_string();
+        assert!(e.starts_with("interface nosuchif0: no such interface (there are: "), "{e}");
+        assert!(!e.contains("root"), "{e}");
     }
 }

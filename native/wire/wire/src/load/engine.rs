@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -158,8 +159,9 @@ impl IntervalStats {
 
 enum Msg {
     Interval(usize, Box<IntervalStats>),
-    /// `unsent`: requests the profile still had due when issuing stopped (expected count).
-    Done { unanswered: u64, broken: u64, unsent: f64, applied: Option<Applied>, error: Option<String> },
+    /// `unsent`: requests the profile still had due when issuing stopped (expected count);
+    /// `stopped`: seconds into the profile when this thread stopped issuing.
+    Done { unanswered: u64, broken: u64, unsent: f64, stopped: f64, applied: Option<Applied>, error: Option<WireError> },
 }
 
 #[derive(Serialize)]
@@ -175,9 +177,9 @@ struct IntervalLine {
     rps: f64,
     #[serde(flatten)]
     latency: Summary,
-    send_err_p50_us: f64,
-    send_err_p99_us: f64,
-    send_err_max_us: f64,
+    send_err_p50_us: Option<f64>,
+    send_err_p99_us: Option<f64>,
+    send_err_max_us: Option<f64>,
     ops: BTreeMap<&'static str, Summary>,
 }
 
@@ -188,7 +190,11 @@ pub struct Report {
     kind: &'static str,
     pub start: f64,
     pub end: f64,
+    /// The profile's length, as asked.
     pub duration_s: f64,
+    /// Seconds the profile actually ran: `duration_s`, unless issuing stopped early
+    /// (every connection broke) or ran over (the threads fell behind the rate).
+    pub elapsed_s: f64,
     pub target_requests: f64,
     pub sent: u64,
     pub completed: u64,
@@ -200,22 +206,46 @@ pub struct Report {
     /// Requests the profile had due that were never sent: the send threads fell behind
     /// and issuing stopped at the end of the profile (0 when the rate was met).
     pub unsent: u64,
-    /// Requests sent per second of the profile: the achieved rate.
+    /// Requests sent per second of `elapsed_s`: the achieved rate (sent over the nominal
+    /// duration said 169/s for a run of 2000/s whose connections broke after 0.27 s).
     pub rps: f64,
     #[serde(flatten)]
     pub latency: Summary,
-    pub send_err_p50_us: f64,
-    pub send_err_p99_us: f64,
-    pub send_err_max_us: f64,
+    pub send_err_p50_us: Option<f64>,
+    pub send_err_p99_us: Option<f64>,
+    pub send_err_max_us: Option<f64>,
     /// Duration of the write(2) calls that sent requests (on loopback: delivery included).
-    pub write_p50_us: f64,
-    pub write_p99_us: f64,
+    pub write_p50_us: Option<f64>,
+    pub write_p99_us: Option<f64>,
     /// Sends later than 20 µs, by cause.
     pub send_late: LateCauses,
     /// How the send threads ran: CPUs pinned to (thread order), SCHED_FIFO priority,
     /// timer slack, spin margin; so a result says how it was obtained.
     pub sched: SchedReport,
     pub ops: BTreeMap<&'static str, Summary>,
+}
+
+impl Report {
+    /// Why a run that ran still failed: connections broke (closed, reset, or replies not
+    /// understood), or nothing was answered. The summary is written all the same; the
+    /// tool then exits non-zero with this line (it exited 0 with 8 of 8 broken).
+    pub fn failure(&self, connections: usize) -> Option<String> {
+        let cut = if self.elapsed_s < self.duration_s {
+            format!("; the load stopped after {:.3} s of {} s", self.elapsed_s, self.duration_s)
+        } else {
+            String::new()
+        };
+        if self.broken_connections > 0 {
+            Some(format!(
+                "{} of {connections} connections broke (closed, reset, or replies not understood): {} requests sent, {} answered{cut}",
+                self.broken_connections, self.sent, self.completed
+            ))
+        } else if self.completed == 0 && self.sent > 0 {
+            Some(format!("no request was answered ({} sent){cut}", self.sent))
+        } else {
+            None
+        }
+    }
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -350,23 +380,26 @@ fn worker(
     rate_share: f64,
     start_gate: Arc<Barrier>,
     start_at: Arc<std::sync::OnceLock<Instant>>,
+    failed: Arc<AtomicBool>,
     tx: mpsc::Sender<Msg>,
 ) {
     let applied = sched::apply(&opts.sched, index);
     let result = match &applied {
-        Ok(_) => worker_inner(&opts, index, conns_n, rate_share, &start_gate, &start_at, &tx),
+        Ok(_) => worker_inner(&opts, index, conns_n, rate_share, &start_gate, &start_at, &failed, &tx),
         Err(e) => {
             // Reach the gate all the same, so no other thread waits forever.
+            failed.store(true, Ordering::SeqCst);
             start_gate.wait();
             Err(WireError::new("load", e.clone()))
         }
     };
     let _ = tx.send(match result {
-        Ok((unanswered, broken, unsent)) => Msg::Done { unanswered, broken, unsent, applied: applied.ok(), error: None },
-        Err(e) => Msg::Done { unanswered: 0, broken: 0, unsent: 0.0, applied: None, error: Some(e.to_string()) },
+        Ok((unanswered, broken, unsent, stopped)) => Msg::Done { unanswered, broken, unsent, stopped, applied: applied.ok(), error: None },
+        Err(e) => Msg::Done { unanswered: 0, broken: 0, unsent: 0.0, stopped: 0.0, applied: None, error: Some(e) },
     });
 }
 
+#[allow(clippy::too_many_arguments)]
 fn worker_inner(
     opts: &Options,
     index: usize,
@@ -374,8 +407,9 @@ fn worker_inner(
     rate_share: f64,
     start_gate: &Barrier,
     start_at: &std::sync::OnceLock<Instant>,
+    failed: &AtomicBool,
     tx: &mpsc::Sender<Msg>,
-) -> Result<(u64, u64, f64)> {
+) -> Result<(u64, u64, f64, f64)> {
     let mut poll = Poll::new().map_err(|e| WireError::new("load", format!("epoll: {e}")))?;
     let mut conns = Vec::new();
     let mut connect_error = None;
@@ -402,7 +436,11 @@ fn worker_inner(
             }
         }
     }
-    // Every thread reaches the gate, connected or not, so none waits forever.
+    // Every thread reaches the gate, connected or not, so none waits forever; a failure
+    // is flagged first, so the run does not announce a start it will not make.
+    if connect_error.is_some() {
+        failed.store(true, Ordering::SeqCst);
+    }
     start_gate.wait();
     if let Some(e) = connect_error {
         return Err(e);
@@ -421,6 +459,7 @@ fn worker_inner(
     let mut opaque = 0u32;
     let mut broken = 0u64;
     let mut unsent = 0.0;
+    let mut stopped = duration;
 
     let first_gap = |t: f64, rng: &mut SmallRng| -> f64 {
         match opts.profile.next_active(t) {
@@ -484,9 +523,13 @@ fn worker_inner(
                 el = Instant::now().duration_since(start).as_secs_f64();
             }
             let overrun = el >= duration + STOP_SLACK;
-            if next_t >= duration || overrun || conns.iter().all(|c| !c.alive) {
+            let all_broken = conns.iter().all(|c| !c.alive);
+            if next_t >= duration || overrun || all_broken {
                 if overrun && next_t < duration {
                     unsent = expected_requests(&opts.profile, next_t, duration) * rate_share;
+                }
+                if next_t < duration {
+                    stopped = el; // cut short (or run over): the rate is over the time it ran
                 }
                 stop_at = Some(Instant::now());
             }
@@ -549,7 +592,7 @@ fn worker_inner(
     for c in conns.iter_mut() {
         let _ = c.stream.shutdown(std::net::Shutdown::Both);
     }
-    Ok((unanswered, broken, unsent))
+    Ok((unanswered, broken, unsent, stopped))
 }
 
 /// Requests the profile asks for between `from` and `to` seconds (10 ms steps).
@@ -580,27 +623,32 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
     let opts = Arc::new(opts);
     let gate = Arc::new(Barrier::new(threads + 1));
     let start_at: Arc<std::sync::OnceLock<Instant>> = Arc::new(std::sync::OnceLock::new());
+    let failed = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::new();
     for t in 0..threads {
         let conns = opts.connections / threads + usize::from(t < opts.connections % threads);
-        let (o, g, s, tx) = (Arc::clone(&opts), Arc::clone(&gate), Arc::clone(&start_at), tx.clone());
+        let (o, g, s, f, tx) = (Arc::clone(&opts), Arc::clone(&gate), Arc::clone(&start_at), Arc::clone(&failed), tx.clone());
         let share = conns as f64 / opts.connections as f64;
-        handles.push(std::thread::spawn(move || worker(o, t, conns, share, g, s, tx)));
+        handles.push(std::thread::spawn(move || worker(o, t, conns, share, g, s, f, tx)));
     }
     drop(tx);
     gate.wait();
     let start = *start_at.get_or_init(Instant::now);
     let unix_start = unix_now() - start.elapsed().as_secs_f64();
     // The profile starts now (after any preload): a controller reading the wire can tell
-    // the preload's traffic from the load's.
-    on_line(&serde_json::json!({"type": "start", "start": unix_start, "preloaded": opts.preload}).to_string());
+    // the preload's traffic from the load's. Not when a thread could not start: the run
+    // ends with that thread's error instead (the start line came before it).
+    if !failed.load(Ordering::SeqCst) {
+        on_line(&serde_json::json!({"type": "start", "start": unix_start, "preloaded": opts.preload}).to_string());
+    }
     let mut pending: BTreeMap<usize, (usize, IntervalStats)> = BTreeMap::new();
     let mut totals = IntervalStats::new();
     let mut done = 0usize;
     let mut unanswered = 0;
     let mut broken = 0;
     let mut unsent = 0.0;
+    let mut stopped: f64 = 0.0;
     let mut first_error = None;
     let mut applied: Vec<Applied> = Vec::new();
     let mut next_print = 0usize;
@@ -645,9 +693,10 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
                     next_print += 1;
                 }
             }
-            Msg::Done { unanswered: u, broken: b, unsent: n, applied: a, error } => {
+            Msg::Done { unanswered: u, broken: b, unsent: n, stopped: st, applied: a, error } => {
                 done += 1;
                 unsent += n;
+                stopped = stopped.max(st);
                 applied.extend(a);
                 unanswered += u;
                 broken += b;
@@ -661,7 +710,7 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
         let _ = h.join();
     }
     if let Some(e) = first_error {
-        return Err(WireError::new("load", e));
+        return Err(e); // already names where ("load: load: cannot pin" named it twice)
     }
     let last = pending.keys().copied().max();
     for (i, (_, s)) in std::mem::take(&mut pending) {
@@ -678,6 +727,7 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
         start: unix_start,
         end: unix_start + elapsed,
         duration_s: duration,
+        elapsed_s: stopped,
         target_requests: target.round(),
         sent: totals.counts.sent,
         completed: totals.counts.completed,
@@ -685,7 +735,7 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
         unanswered,
         broken_connections: broken,
         unsent: unsent.round() as u64,
-        rps: totals.counts.sent as f64 / duration.max(1e-9),
+        rps: totals.counts.sent as f64 / stopped.max(1e-9),
         latency: all,
         send_err_p50_us: se.p50_us,
         send_err_p99_us: se.p99_us,
@@ -736,6 +786,72 @@ mod tests {
     }
 
     use super::*;
+    use crate::load::dist::Sizes;
+    use crate::load::request::LoadProto;
+    use std::net::TcpListener;
+
+    fn options(addr: SocketAddr, duration: f64, cpus: Vec<usize>) -> Options {
+        Options {
+            addr,
+            workload: Workload { proto: LoadProto::McBinary, keys: 10, key_sizes: Sizes::Fixed(8), value_sizes: Sizes::Fixed(8),
+                                 set_ratio: 0.0, path: "/".into(), host: addr.to_string() },
+            profile: Profile::Constant { rate: 1000.0, duration },
+            arrivals: Arrivals::parse("uniform").unwrap(),
+            connections: 2,
+            threads: 1,
+            interval: 1.0,
+            drain: 0.1,
+            seed: 1,
+            preload: false,
+            sched: Sched { cpus, realtime: None, pm_qos: false },
+            spin: Duration::from_micros(100),
+        }
+    }
+
+    /// A server that accepts `n` connections, answers nothing, and closes them after `hold`.
+    fn mute_server(n: usize, hold: Duration) -> (SocketAddr, std::thread::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let conns: Vec<_> = (0..n).map(|_| l.accept().unwrap().0).collect();
+            std::thread::sleep(hold);
+            drop(conns);
+        });
+        (addr, t)
+    }
+
+    #[test]
+    fn a_thread_that_cannot_start_says_so_once_and_announces_no_start() {
+        // `--cpus 99` wrote the start line, then "load: load: cannot pin to CPU 99".
+        let l = TcpListener::bind("127.0.0.1:0").unwrap(); // never connected to: the thread fails first
+        let mut lines = Vec::new();
+        let e = run(options(l.local_addr().unwrap(), 0.2, vec![1000]), &mut |l| lines.push(l.to_string())).unwrap_err().to_string();
+        assert!(e.starts_with("load: cannot pin to CPU 1000") && !e.contains("load: load:"), "{e}");
+        assert!(lines.is_empty(), "{lines:?}");
+    }
+
+    #[test]
+    fn connections_the_server_closes_cut_the_run_short_and_fail_it() {
+        // memcached killed 1 s into `-d 3` gave exit 0, "duration_s": 3.0 and "rps": sent / 3.
+        let (addr, server) = mute_server(2, Duration::from_millis(200));
+        let r = run(options(addr, 10.0, vec![]), &mut |_| {}).unwrap();
+        server.join().unwrap();
+        assert_eq!((r.broken_connections, r.completed, r.duration_s), (2, 0, 10.0));
+        assert!(r.sent > 0 && r.elapsed_s > 0.0 && r.elapsed_s < 10.0, "{r:?}");
+        assert_eq!(r.rps, r.sent as f64 / r.elapsed_s);
+        assert!(r.latency.p95_us.is_none()); // nothing answered: no latency, not 0
+        let why = r.failure(2).unwrap();
+        assert!(why.starts_with(&format!("2 of 2 connections broke (closed, reset, or replies not understood): {} requests sent, 0 answered; the load stopped after ", r.sent)), "{why}");
+    }
+
+    #[test]
+    fn a_run_nothing_answered_fails() {
+        let (addr, server) = mute_server(2, Duration::from_millis(1500));
+        let r = run(options(addr, 0.2, vec![]), &mut |_| {}).unwrap();
+        assert_eq!((r.broken_connections, r.completed, r.elapsed_s), (0, 0, 0.2));
+        assert_eq!(r.failure(2).unwrap(), format!("no request was answered ({} sent)", r.sent));
+        server.join().unwrap();
+    }
 
     #[test]
     fn late_sends_go_to_their_largest_cause() {

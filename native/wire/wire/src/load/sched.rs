@@ -47,6 +47,33 @@ pub fn parse_cpus(s: &str) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
+/// Refuse, before the run starts, a CPU this process may not run on: a send thread
+/// failing to pin to it ended the run after its start line had been written.
+pub fn check_cpus(cpus: &[usize]) -> Result<(), String> {
+    let Ok(allowed) = rustix::thread::sched_getaffinity(None) else { return Ok(()) }; // the threads will say
+    let max = rustix::thread::CpuSet::MAX_CPU;
+    let ok: Vec<usize> = (0..max).filter(|&c| allowed.is_set(c)).collect();
+    match cpus.iter().find(|&&c| c >= max || !allowed.is_set(c)) {
+        None => Ok(()),
+        Some(c) => Err(format!("cannot pin to CPU {c}: not one this process may use ({})", cpu_list(&ok))),
+    }
+}
+
+/// CPUs as ranges, "0-3,6".
+fn cpu_list(cpus: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 /// Apply `sched` to the calling thread (the `index`-th send thread).
 pub fn apply(sched: &Sched, index: usize) -> Result<Applied, String> {
     let slack_ok = rustix::thread::set_current_timer_slack(NonZeroU64::new(1)).is_ok();
@@ -101,6 +128,14 @@ mod tests {
         assert!(parse_cpus("3-1").is_err());
         assert!(parse_cpus("x").is_err());
         assert!(parse_cpus("").is_err());
+    }
+
+    #[test]
+    fn a_cpu_this_process_may_not_use_is_refused_up_front() {
+        assert!(check_cpus(&[0]).is_ok());
+        let e = check_cpus(&[0, 1000]).unwrap_err();
+        assert!(e.starts_with("cannot pin to CPU 1000: not one this process may use (0"), "{e}");
+        assert_eq!(cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
     }
 
     #[test]
