@@ -45,25 +45,31 @@ def _pid_written(path, parent) -> int:
 
 WATCH = """
 import sys
+from perflearn.cli.app import interrupt_on_sigterm
 from perflearn.detect.model import Detector
 from perflearn.detect.watch import watch
-# a detector that waits an hour for its first window: killed long before it classifies
-next(watch(Detector(None, None, [], 3600.0, 2, []), command=sys.argv[1:]))
+interrupt_on_sigterm()  # as `perflearn detect watch` does
+try:  # a detector that waits an hour for its first window: stopped long before it classifies
+    next(watch(Detector(None, None, [], 3600.0, 2, []), command=sys.argv[1:]))
+except KeyboardInterrupt:
+    sys.exit(130)
 """
+
+
+def _perflearn_running(how: str, command: list[str]) -> list[str]:
+    """The argv of perflearn running ``command`` the ``how`` way (emulate, or detect watch)."""
+    if how == "emulate":
+        if not (ROOT / "native/emu/build/libperflearn_emu.so").exists():
+            pytest.skip("the socket shim is not built (make -C native/emu build)")
+        return [sys.executable, "-m", "perflearn", "emulate", "--latency", "1us", "--", *command]
+    return [sys.executable, "-c", WATCH, *command]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 @pytest.mark.parametrize("how", ["detect watch", "emulate"])
 def test_the_users_command_ends_with_perflearn_killed_outright(how, alive, reap, tmp_path):
-    if how == "emulate" and not (ROOT / "native/emu/build/libperflearn_emu.so").exists():
-        pytest.skip("the socket shim is not built (make -C native/emu build)")
     written = tmp_path / "pid"
-    command = ["sh", "-c", f"echo $$ > {written}; exec sleep 60"]
-    if how == "emulate":
-        argv = [sys.executable, "-m", "perflearn", "emulate", "--latency", "1us", "--", *command]
-    else:
-        argv = [sys.executable, "-c", WATCH, *command]
-    parent = subprocess.Popen(argv)
+    parent = subprocess.Popen(_perflearn_running(how, ["sh", "-c", f"echo $$ > {written}; exec sleep 60"]))
     reap(parent)
     child = _pid_written(written, parent)
     reap(child)
@@ -72,32 +78,13 @@ def test_the_users_command_ends_with_perflearn_killed_outright(how, alive, reap,
     assert not alive(child)
 
 
-WATCH_INTERRUPTIBLE = """
-import sys
-from perflearn.cli.app import interrupt_on_sigterm
-from perflearn.detect.model import Detector
-from perflearn.detect.watch import watch
-interrupt_on_sigterm()  # as `perflearn detect watch` does
-try:
-    next(watch(Detector(None, None, [], 3600.0, 2, []), command=sys.argv[1:]))
-except KeyboardInterrupt:
-    sys.exit(130)
-"""
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc are Linux's")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("how", ["detect watch", "emulate"])
 def test_what_the_command_started_ends_when_perflearn_is_interrupted(how, sig, alive, reap, tmp_path):
-    if how == "emulate" and not (ROOT / "native/emu/build/libperflearn_emu.so").exists():
-        pytest.skip("the socket shim is not built (make -C native/emu build)")
     written = tmp_path / "pid"
     # a background job of a shell: the shell alone getting a signal would leave it running
-    command = ["sh", "-c", f"sleep 60 & echo $! > {written}; wait"]
-    if how == "emulate":
-        argv = [sys.executable, "-m", "perflearn", "emulate", "--latency", "1us", "--", *command]
-    else:
-        argv = [sys.executable, "-c", WATCH_INTERRUPTIBLE, *command]
+    argv = _perflearn_running(how, ["sh", "-c", f"sleep 60 & echo $! > {written}; wait"])
     parent = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     reap(parent)
     grandchild = _pid_written(written, parent)
