@@ -85,7 +85,10 @@ def test_what_the_command_started_ends_when_perflearn_is_interrupted(how, sig, a
     written = tmp_path / "pid"
     # a background job of a shell: the shell alone getting a signal would leave it running
     argv = _perflearn_running(how, ["sh", "-c", f"sleep 60 & echo $! > {written}; wait"])
-    parent = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    # a test run from a background shell (CI, nohup) inherits SIGINT ignored, which Python
+    # keeps: give perflearn the disposition of a foreground program, where Ctrl-C comes from
+    restore = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    parent = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, preexec_fn=restore)
     reap(parent)
     grandchild = _pid_written(written, parent)
     reap(grandchild)
