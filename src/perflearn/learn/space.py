@@ -95,14 +95,14 @@ class SearchSpace:
         return ok
 
 
-def search_space(ds: Dataset, knobs: list[str], fixed: Mapping[str, object] | list[str] | tuple = (),
+def search_space(ds: Dataset, knobs: list[str], context: Mapping[str, object] | None = None,
                  max_values: int = 64, any_combination: bool = False) -> SearchSpace:
     """Candidate values per knob (the categories, or the measured numeric values: at most
     ``max_values``, quantile-spaced when there are more), the one-hot groups among
-    ``knobs`` and the design's constraints over ``knobs`` and the ``fixed`` features
-    (the context a recommendation is for: names, or names and values, with which a group
-    that has members in the context is narrowed to what the context leaves); with
-    ``any_combination``, the values alone."""
+    ``knobs`` and the design's constraints over ``knobs`` and the ``context`` (the
+    features a recommendation fixes, and their values: a group with members among them
+    is narrowed to what they leave); with ``any_combination``, the values alone."""
+    context = dict(context or {})
     frame = ds.ok() if len(ds.ok()) else ds.frame
     values: dict[str, list] = {}
     for k in knobs:
@@ -122,7 +122,6 @@ def search_space(ds: Dataset, knobs: list[str], fixed: Mapping[str, object] | li
     space = SearchSpace(values, measured=measured.reset_index(drop=True))
     if any_combination:
         return space
-    context = dict(fixed) if isinstance(fixed, Mapping) else {}
     for g in one_hot_groups(frame, [*knobs, *(k for k in context if k in frame)]):
         _narrow(space, g, context)
     for source in ds.constraints:
@@ -131,7 +130,7 @@ def search_space(ds: Dataset, knobs: list[str], fixed: Mapping[str, object] | li
         except ValueError:
             continue  # the runner refused such a spec; an older one is not the search's to judge
         free = sorted(rule.names - set(ds.features))
-        unsearched = sorted(rule.names & set(ds.knobs) - set(knobs) - set(fixed))
+        unsearched = sorted(rule.names & set(ds.knobs) - set(knobs) - set(context))
         if free or unsearched:
             space.notes.append(f"design constraint {source!r} not checked: the search does not set "
                                f"{', '.join(free or unsearched)}")

@@ -132,6 +132,12 @@ def _check_executables(spec: Spec) -> None:
         raise SpecError(missing[0], where=str(spec.path))
 
 
+def _set_up(spec: Spec) -> None:
+    """The spec's set-up commands, then its programs checked (the set-up may build them)."""
+    _run_commands(spec.workload.setup, spec, "setup")
+    _check_executables(spec)
+
+
 def _run_commands(commands: list[str], spec: Spec, what: str) -> None:
     for command in commands:
         command = fill(command, {"experiment": shlex.quote(spec.name), "spec_dir": shlex.quote(spec.spec_dir)})
@@ -195,8 +201,7 @@ def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, all
     set_up = False
     if existing is None:  # the name is taken only once the set-up works (a typo must not use it up)
         with _sigterm_as_interrupt():
-            _run_commands(spec.workload.setup, spec, "setup")
-            _check_executables(spec)
+            _set_up(spec)
         set_up = True
     if existing is not None and existing.spec_hash != spec.hash:  # --allow-changed-spec: what it adds is seen too
         before = {m.name for m in existing.metrics} | {k.name for k in existing.knobs}
@@ -234,8 +239,7 @@ def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, all
         with _sigterm_as_interrupt():
             try:
                 if not set_up:
-                    _run_commands(spec.workload.setup, spec, "setup")
-                    _check_executables(spec)
+                    _set_up(spec)
                 for run in todo:
                     store.release()  # `ls`, `show`, `fit` may read it while the run is measured
                     if run.point_id not in warmed:

@@ -136,28 +136,27 @@ class DuckDBStore(ResultsStore):
                 [eid, name, description, source, spec_path, spec_text, spec_hash, datetime.now(),
                  json.dumps(host or {}), __version__],
             )
-            self.db.executemany(
-                "INSERT INTO knobs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [[eid, k.name, i, k.role, k.kind, k.actuator, json.dumps(k.domain, default=list), k.unit]
-                 for i, k in enumerate(knobs)],
-            ) if knobs else None
-            self.db.executemany(
-                "INSERT INTO metrics VALUES (?, ?, ?, ?, ?)",
-                [[eid, m.name, i, m.source, m.unit] for i, m in enumerate(metrics)],
-            ) if metrics else None
+            self._add_columns(eid, knobs, metrics)
         return self.experiment(name)
+
+    def _add_columns(self, eid: int, knobs, metrics, first_knob: int = 0, first_metric: int = 0) -> None:
+        """Knob and metric rows of experiment ``eid``, numbered on from the given positions."""
+        self.db.executemany(
+            "INSERT INTO knobs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [[eid, k.name, i, k.role, k.kind, k.actuator, json.dumps(k.domain, default=list), k.unit]
+             for i, k in enumerate(knobs, start=first_knob)],
+        ) if knobs else None
+        self.db.executemany(
+            "INSERT INTO metrics VALUES (?, ?, ?, ?, ?)",
+            [[eid, m.name, i, m.source, m.unit] for i, m in enumerate(metrics, start=first_metric)],
+        ) if metrics else None
 
     def extend_experiment(self, experiment, knobs, metrics):
         have_knobs, have_metrics = {k.name for k in experiment.knobs}, {m.name for m in experiment.metrics}
         new_knobs = [k for k in knobs if k.name not in have_knobs]
         new_metrics = [m for m in metrics if m.name not in have_metrics]
-        eid = experiment.experiment_id
         with self._transaction():
-            for i, k in enumerate(new_knobs, start=len(have_knobs)):
-                self.db.execute("INSERT INTO knobs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                [eid, k.name, i, k.role, k.kind, k.actuator, json.dumps(k.domain, default=list), k.unit])
-            for i, m in enumerate(new_metrics, start=len(have_metrics)):
-                self.db.execute("INSERT INTO metrics VALUES (?, ?, ?, ?, ?)", [eid, m.name, i, m.source, m.unit])
+            self._add_columns(experiment.experiment_id, new_knobs, new_metrics, len(have_knobs), len(have_metrics))
         return self.experiment(experiment.name)
 
     def experiment(self, name):

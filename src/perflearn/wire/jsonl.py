@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from perflearn.errors import PerflearnError
 
@@ -18,15 +18,11 @@ def parse_line(line: str, where: str) -> dict:
     return obj
 
 
-def split(lines: Iterable[str], where: str) -> dict[str, list[dict]]:
-    """Group lines by type ("record", "interval", "summary", "ready")."""
-    out: dict[str, list[dict]] = {}
+def objects(lines: Iterable[str], where: str) -> Iterator[dict]:
+    """Each non-blank line as its object, as the tool writes it (an error names the line)."""
     for n, line in enumerate(lines, 1):
-        line = line.strip()
-        if line:
-            obj = parse_line(line, f"{where} line {n}")
-            out.setdefault(obj["type"], []).append(obj)
-    return out
+        if line.strip():
+            yield parse_line(line, f"{where} line {n}")
 
 
 def tool_error(tool: str, returncode: int, stderr: str) -> PerflearnError:

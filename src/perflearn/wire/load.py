@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from perflearn.errors import PerflearnError, UsageError
 from perflearn.lifetime import died_with
 
-from .jsonl import parse_line, tool_error
+from .jsonl import objects, tool_error
 from .locate import locate
 
 PROTOCOLS = ("memcache-binary", "memcache-ascii", "redis", "http")
@@ -79,10 +79,7 @@ def run_load(
                           preexec_fn=died_with()) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         try:
-            for line in proc.stdout:
-                if not line.strip():
-                    continue
-                obj = parse_line(line, "perflearn-load output")
+            for obj in objects(proc.stdout, "perflearn-load output"):
                 if obj["type"] == "interval":
                     result.intervals.append(obj)
                 elif obj["type"] == "summary":

@@ -14,7 +14,7 @@ from pathlib import Path
 from perflearn.errors import PerflearnError, UsageError
 from perflearn.lifetime import died_with
 
-from .jsonl import parse_line, tool_error
+from .jsonl import objects, tool_error
 from .locate import locate
 
 PROTOCOLS = ("auto", "memcache", "memcache-binary", "memcache-ascii", "redis", "http", "generic")
@@ -29,6 +29,16 @@ class SniffResult:
     records: list[dict] = field(default_factory=list)
     # the tool's warnings (no request matched, a truncated capture), one line each
     warnings: list[str] = field(default_factory=list)
+
+    def keep(self, obj: dict, records: bool = True) -> None:
+        """File a line of the tool's by its type (records only with ``records``)."""
+        kind = obj["type"]
+        if kind == "interval":
+            self.intervals.append(obj)
+        elif kind == "summary":
+            self.summary = obj
+        elif kind == "record" and records:
+            self.records.append(obj)
 
     @property
     def counters(self) -> dict:
@@ -85,17 +95,8 @@ def sniff_file(
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         try:
-            for n, line in enumerate(proc.stdout, 1):
-                if not line.strip():
-                    continue
-                obj = parse_line(line, f"perflearn-sniff output line {n}")
-                kind = obj["type"]
-                if kind == "interval":
-                    result.intervals.append(obj)
-                elif kind == "summary":
-                    result.summary = obj
-                elif kind == "record" and keep_records:
-                    result.records.append(obj)
+            for obj in objects(proc.stdout, "perflearn-sniff output"):
+                result.keep(obj, records=keep_records)
                 if on_line is not None:
                     on_line(obj)
         except BaseException:
@@ -173,17 +174,8 @@ class LiveSniffer:
 
     def _read(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
-        for line in self._proc.stdout:
-            if not line.strip():
-                continue
-            obj = parse_line(line, "perflearn-sniff output")
-            kind = obj["type"]
-            if kind == "interval":
-                self.result.intervals.append(obj)
-            elif kind == "record":
-                self.result.records.append(obj)
-            elif kind == "summary":
-                self.result.summary = obj
+        for obj in objects(self._proc.stdout, "perflearn-sniff output"):
+            self.result.keep(obj)
             if self.on_line is not None:
                 self.on_line(obj)
             self._lines.put(obj)
