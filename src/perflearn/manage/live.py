@@ -226,12 +226,15 @@ class LiveService(Service):
         if throttled is not None and self.last_throttled is not None:  # ms the quota held the service back
             extra["throttled_ms"] = max(0.0, throttled - self.last_throttled) * 1e3
         self.last_throttled = throttled
-        p95, p99 = (float(v) / 1e6 if isinstance(v, (int, float)) else 0.0  # no request answered: none late
+        answered, unanswered = int(line.get("requests") or 0), int(line.get("outstanding") or 0)
+        if not answered and not unanswered:  # no request at all: a latency not measured, not one of 0
+            extra["note"] = "no request in the interval: no latency"
+            return Measured(rps, math.nan, math.nan, utilisation, **extra)
+        p95, p99 = (float(v) / 1e6 if isinstance(v, (int, float)) else 0.0  # none answered: the floor below
                     for v in (line.get("p95_us"), line.get("p99_us") or line.get("p95_us")))
         start, end = float(line.get("start", 0.0)), float(line.get("end", 0.0))
         arrivals = [(float(k["end"]), int(k.get("requests", 0))) for k in ticks
                     if float(k.get("start", 0.0)) >= start - 1e-6 and float(k.get("end", 0.0)) <= end + 1e-6]
-        answered, unanswered = int(line.get("requests") or 0), int(line.get("outstanding") or 0)
         floor95, floor99 = (unanswered_floor(answered, unanswered, arrivals, start, end, q) for q in (0.95, 0.99))
         if floor95 > p95:
             extra["note"] = (f"{unanswered} requests unanswered at the interval's end ({answered} answered): "
