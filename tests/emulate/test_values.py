@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -96,7 +97,7 @@ def _elf(path, e_type: int):
     with open(os.path.realpath(sys.executable), "rb") as f:
         head = bytearray(f.read(64))
     head[16:18] = e_type.to_bytes(2, "little" if head[5] == 1 else "big")
-    path.write_bytes(bytes(head))
+    path.write_bytes(bytes(head) + b"\0PERFLEARN_EMU_LATENCY\0")  # the name every shim reads
     return path
 
 
@@ -115,7 +116,9 @@ def test_library_override_that_ld_so_would_skip_is_refused(monkeypatch, tmp_path
     csv = tmp_path / "data.csv"
     csv.write_text("a,b\n1,2\n")
     for path, why in ((csv, "is not a shared library (no ELF header)"),
-                      (_elf(tmp_path / "prog", 2), "is an ELF file but not a shared library")):  # ET_EXEC
+                      (_elf(tmp_path / "prog", 2), "is an ELF file but not a shared library"),  # ET_EXEC
+                      # a position-independent program is ET_DYN too (session 46: it was accepted)
+                      (Path("/bin/true"), "is not perflearn's emulator (it never reads PERFLEARN_EMU_LATENCY)")):
         monkeypatch.setenv(emu.ENV_LIB, str(path))
         with pytest.raises(UnsupportedError) as info:
             emu.locate_library()

@@ -370,3 +370,35 @@ def test_emulate_value_errors_are_spec_errors(write_spec):
             [metrics.t]
             source = "time"
         """, "b.toml"))
+
+
+@pytest.mark.skipif(not (EMU / "libperflearn_emu.so").exists(), reason="native/emu not built")
+def test_inherited_emulation_is_not_passed_to_the_runs(write_spec, monkeypatch):
+    """A PERFLEARN_EMU_* left in the shell (an earlier ``export``) would slow every run of a
+    sweep, recorded nowhere: the runs get the knobs' emulation only, and the user is told."""
+    monkeypatch.setenv("PERFLEARN_EMU_LATENCY", "0.002")
+    monkeypatch.setenv("PERFLEARN_EMU_PEERS", "10.0.0.1")
+    path = write_spec("""
+        [workload]
+        command = 'echo latency=${{PERFLEARN_EMU_LATENCY%ns}} peers=${{PERFLEARN_EMU_PEERS:+1}}0'
+        shell = true
+        [knobs.overhead]
+        values = ["1us"]
+        apply = "emulate"
+        param = "overhead"
+        [metrics.latency]
+        source = "regex"
+        pattern = 'latency=([0-9.]+)'
+        [metrics.peers]
+        source = "regex"
+        pattern = 'peers=([0-9]+)'
+    """)
+    _, _, warnings = check_machine(load_spec(path))
+    assert sum("PERFLEARN_EMU_LATENCY (inherited from the environment) is not passed" in w for w in warnings) == 1
+    assert any(w.startswith("PERFLEARN_EMU_PEERS") for w in warnings)
+    outcome, ds, _ = run_spec(path)
+    assert outcome.by_status == {"ok": 1}, outcome
+    run = ds.ok().iloc[0]
+    # the knobs' latency (none), and no peers filter: before, the inherited one kept the emulation
+    # to sockets of 10.0.0.1, so the run was not slowed at all, silently
+    assert run["latency"] == 0 and run["peers"] == 0, run

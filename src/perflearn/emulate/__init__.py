@@ -207,7 +207,13 @@ def _not_preloadable(path: Path) -> str | None:
     own = _elf_header(os.path.realpath(sys.executable))
     if own[:4] == b"\x7fELF" and (head[4] != own[4] or head[18:20] != own[18:20]):
         return "is a shared library for another architecture"
+    # another library (or a position-independent program, also ET_DYN) preloads and emulates nothing
+    if _MARKER not in Path(path).read_bytes():
+        return f"is not perflearn's emulator (it never reads {_MARKER.decode()})"
     return None
+
+
+_MARKER = b"PERFLEARN_EMU_LATENCY"  # every shim reads it (emu_pace.c)
 
 
 def locate_library(layer: str = "sockets") -> Path:

@@ -87,6 +87,10 @@ class Actuator:
     def check(self) -> None:
         """Raise UnsupportedError when this machine cannot apply the knob."""
 
+    def warnings(self) -> list[str]:
+        """What the user should know before the sweep (one line each); the sweep goes on."""
+        return []
+
     def apply(self, value: Any, run: RunContext) -> None:
         raise NotImplementedError
 
@@ -392,14 +396,27 @@ class Emulate(Actuator):
     def check(self) -> None:
         self._environment({})  # raises UnsupportedError when the library is not built
 
+    def warnings(self) -> list[str]:
+        return [f"{name} (inherited from the environment) is not passed to the runs: a sweep's emulation is its "
+                f"knobs' alone" for name in _inherited_emulation(os.environ)]
+
     def apply(self, value: Any, run: RunContext) -> None:
         process = self._process(run)
         process.emulation[self.options["param"]] = value
+        for name in _inherited_emulation(process.env):  # one would apply to every run, unrecorded
+            del process.env[name]
         preload = process.env.get("LD_PRELOAD", "")
         variables = self._environment(process.emulation)
         if preload and variables.get("LD_PRELOAD") and variables["LD_PRELOAD"] not in preload.split(":"):
             variables["LD_PRELOAD"] = f"{variables['LD_PRELOAD']}:{preload}"  # keep the user's own preloads
         process.env.update(variables)
+
+
+def _inherited_emulation(environ) -> list[str]:
+    """The emulator's settings in ``environ`` (not the library's location, which is perflearn's own)."""
+    from perflearn.emulate import ENV_LIB, ENV_MPI_LIB
+
+    return [k for k in environ if k.startswith("PERFLEARN_EMU_") and k not in (ENV_LIB, ENV_MPI_LIB)]
 
 
 class CpuFrequency(Actuator):

@@ -97,6 +97,7 @@ def check_machine(spec: Spec) -> tuple[dict[str, actuators_mod.Actuator], list[c
         except UnsupportedError as exc:
             raise UnsupportedError(f"knob {knob.name} (apply = {knob.actuator}): {exc.message}",
                                    where=str(spec.path)) from None
+        warnings += [w for w in actuator.warnings() if w not in warnings]  # two emulate knobs: said once
         built[knob.name] = actuator
     collectors = collectors_mod.build(list(spec.metrics.values()))
     for collector in collectors:
