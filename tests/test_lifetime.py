@@ -78,6 +78,37 @@ def test_the_users_command_ends_with_perflearn_killed_outright(how, alive, reap,
     assert not alive(child)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+@pytest.mark.parametrize("how", ["detect watch", "emulate"])
+def test_what_the_command_started_ends_with_perflearn_killed_outright(how, alive, reap, tmp_path):
+    """A shell's background job, when perflearn is killed outright: before session 46 the
+    shell ended (its parent-death signal) and the job ran on."""
+    written = tmp_path / "pid"
+    parent = subprocess.Popen(_perflearn_running(how, ["sh", "-c", f"sleep 60 & echo $! > {written}; wait"]))
+    reap(parent)
+    grandchild = _pid_written(written, parent)
+    reap(grandchild)
+    parent.kill()  # SIGKILL: no cleanup runs
+    parent.wait()
+    deadline = time.monotonic() + 10  # the guard signals the group as soon as it learns of the death
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc are Linux's")
+def test_a_group_that_ended_leaves_no_guard(alive, reap):
+    from perflearn.lifetime import release, start_group
+
+    process = start_group(["true"])
+    guard = process.guard.pid
+    reap(guard)
+    assert alive(guard)
+    process.wait()
+    release(process)
+    assert not alive(guard)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc are Linux's")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("how", ["detect watch", "emulate"])

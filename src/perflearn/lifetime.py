@@ -36,6 +36,74 @@ def died_with(sig: int = signal.SIGTERM) -> Callable[[], None]:
     return in_child
 
 
+# The guard of start_group: a process of its own, so it outlives perflearn killed outright. Its
+# parent-death signal (SIGTERM) is its cue: the group gets SIGTERM, then SIGKILL after a grace.
+# It is ready before the command starts and learns the group's id on stdin, so a death at any
+# moment after the command starts is covered.
+_GUARD = """
+import os, signal, sys, time
+grace, pgid = float(sys.argv[1]), None
+def group_runs():
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except OSError:
+        return False
+def end(*_):
+    if pgid is not None and group_runs():
+        os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while group_runs() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if group_runs():
+            os.killpg(pgid, signal.SIGKILL)
+    os._exit(0)
+signal.signal(signal.SIGTERM, end)
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches it with perflearn, which ends the group itself
+sys.stdout.write("ready\\n")
+sys.stdout.flush()
+line = sys.stdin.readline()
+if not line:  # perflearn ended before the command started
+    os._exit(0)
+pgid = int(line)
+while True:
+    signal.pause()
+"""
+
+
+def start_group(command: list[str], grace: float = 5.0, **popen):
+    """``command`` in a process group of its own that ends with perflearn however perflearn
+    ends: Ctrl-C or SIGTERM through ``end_group``; killed outright, through ``died_with`` (the
+    leader) and a guard process (the rest: a shell's background job, an mpirun's ranks), which
+    ends the group (SIGTERM, SIGKILL after ``grace``). ``release`` it once it has ended."""
+    import subprocess
+
+    guard = subprocess.Popen([sys.executable, "-S", "-c", _GUARD, str(grace)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, preexec_fn=died_with(), text=True)
+    try:
+        guard.stdout.readline()  # its handler is set
+        process = subprocess.Popen(command, process_group=0, preexec_fn=died_with(), **popen)
+    except BaseException:  # the command did not start, or Ctrl-C meanwhile
+        _stop(guard)
+        raise
+    guard.stdin.write(f"{process.pid}\n")
+    guard.stdin.flush()
+    process.guard = guard
+    return process
+
+
+def _stop(guard) -> None:
+    guard.kill()
+    guard.wait()
+    guard.stdin.close()
+    guard.stdout.close()
+
+
+def release(process) -> None:
+    """Stop ``start_group``'s guard: the group ended, or was ended, the ordinary way."""
+    _stop(process.guard)
+
+
 def alive(pid: int) -> bool:
     """Whether process ``pid`` runs: one that ended and waits for its parent to reap it (a
     zombie) does not; another user's does."""

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from typing import Annotated, Optional
 
 import typer
@@ -18,7 +17,7 @@ from perflearn import emulate as emu
 from perflearn.cli import terminal
 from perflearn.cli.app import app, interrupt_on_sigterm
 from perflearn.errors import UnsupportedError, UsageError
-from perflearn.lifetime import died_with, end_group
+from perflearn.lifetime import end_group, release, start_group
 
 
 _MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "prterun", "srun", "mpiexec.hydra")
@@ -104,10 +103,9 @@ def emulate(
     full.update(env)
     interrupt_on_sigterm()
     try:
-        # its own process group: Ctrl-C or SIGTERM ends what the command started too (an
-        # mpirun's ranks, a shell's background jobs); died_with: perflearn killed outright
-        # (SIGKILL) does not leave the command itself running
-        proc = subprocess.Popen(command, env=full, process_group=0, preexec_fn=died_with())
+        # its own process group: Ctrl-C, SIGTERM or SIGKILL of perflearn ends what the command
+        # started too (an mpirun's ranks, a shell's background jobs)
+        proc = start_group(command, env=full)
     except FileNotFoundError:
         raise UsageError(f"command not found: {command[0]}") from None
     try:
@@ -115,6 +113,8 @@ def emulate(
     except BaseException:  # interrupted: not its background jobs either (a finished command's are its own)
         end_group(proc)
         raise
+    finally:
+        release(proc)
     raise SystemExit(proc.returncode if proc.returncode >= 0 else 128 - proc.returncode)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ import pandas as pd
 
 from perflearn.errors import CommandFailed, UsageError
 from perflearn.experiment.sampling import Sampler, SamplingSpec
-from perflearn.lifetime import alive, died_with, end_group
+from perflearn.lifetime import alive, end_group, release, start_group
 
 from .features import window_features
 from .model import SMOOTH, Detector
@@ -42,8 +41,8 @@ def watch(detector: Detector, pid: int | None = None, command: list[str] | None 
     process = None
     if command:
         try:
-            # died_with: a watch killed outright (SIGKILL) does not leave the command running
-            process = subprocess.Popen(command, process_group=0, preexec_fn=died_with())
+            # killed outright (SIGKILL), a watch leaves nothing of the command running
+            process = start_group(command)
         except OSError as exc:
             raise UsageError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
         pid = process.pid
@@ -90,6 +89,8 @@ def watch(detector: Detector, pid: int | None = None, command: list[str] | None 
         ended_itself = process is not None and process.poll() is not None
         if process is not None and not ended_itself:
             end_group(process)  # what the command started too (it runs in its own group)
+        if process is not None:
+            release(process)
     if ended_itself and process.returncode != 0:
         raise CommandFailed(command, process.returncode)
     if seen == 0:
