@@ -145,3 +145,28 @@ def test_derived_propagates_missing_and_division_by_zero():
     assert Derived.evaluate(m, {"a": 6.0, "b": 3.0}) == 2.0
     assert "b is missing" in Derived.evaluate(m, {"a": 6.0, "b": Missing("no PMU")}).reason
     assert "division by zero" in Derived.evaluate(m, {"a": 6.0, "b": 0.0}).reason
+
+
+def test_maxrss_below_the_runners_own_peak_is_missing_not_the_runners(write_spec):
+    """A workload forked from the runner starts from the runner's peak resident set, and
+    Linux keeps it across exec: /bin/true read 177 MB (session 46's review). Below that peak
+    the workload's own is unknown (NULL, why); above it, it is the workload's."""
+    from perflearn.experiment.spec import load_spec
+    from perflearn.runner.runner import run_experiment
+    from perflearn.store import open_store
+
+    spec = load_spec(write_spec("""
+        [workload]
+        command = ["python3", "-c", "import sys; b = b'x' * ({size} << 20) if {size} else b''"]
+        [knobs.size]
+        values = [0, 1500]
+        [metrics.rss]
+        source = "rusage"
+        field = "maxrss"
+    """))
+    store = open_store(":memory:")
+    run_experiment(spec, store)
+    rss = store.dataset(spec.name).frame.set_index("size")["rss"]
+    reasons = store.measurements(spec.name)["missing_reason"].dropna().tolist()
+    assert rss.isna()[0] and len(reasons) == 1 and "the runner's own peak" in reasons[0]
+    assert rss[1500] >= 1500 * 1024  # KiB: the workload's 1.5 GB, measured

@@ -190,6 +190,32 @@ def test_a_workload_under_perf_keeps_its_own_exit_status(write_spec, command, ex
     assert (samples["metric"] == "perf.task-clock").any()
 
 
+@pytest.mark.parametrize("command, exit_code, signal", [
+    ("exit 3", 3, None),
+    ("kill -SEGV $$", None, 11),
+    ("true", 0, None),
+])
+@pytest.mark.parametrize("sampled", [False, True], ids=["perf metric", "perf metric and sampled"])
+def test_a_workload_under_a_perf_metric_keeps_its_own_exit_status(write_spec, command, exit_code, signal, sampled):
+    """A perf metric wraps the workload in perf stat too: a crash was stored as ok, with its
+    output's numbers (session 46's review), as perf stat -I's was in session 19."""
+    sampling = '[sampling]\n        interval = "100ms"\n        perf_events = ["task-clock"]' if sampled else ""
+    outcome, _, store = samples_of(write_spec, f"""
+        [workload]
+        command = "{command}"
+        shell = true
+        {sampling}
+        [metrics.cpu_ms]
+        source = "perf"
+        event = "task-clock"
+    """)
+    run = store.runs("spec").iloc[0]
+    assert run["status"] == ("ok" if exit_code == 0 else "failed"), run["error"]
+    assert (run["exit_code"] == exit_code) if exit_code is not None else run["signal"] == signal
+    if exit_code == 0:
+        assert store.dataset("spec").frame["cpu_ms"].iloc[0] > 0
+
+
 def test_reclaim_counts_once_and_is_missing_where_the_kernel_has_none(monkeypatch):
     """pgscan_anon/file count the kswapd/direct scans again by type, and a kernel without
     the counters has them missing, not 0."""

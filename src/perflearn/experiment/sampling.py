@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .collectors.procfs import TICKS, parse_per_cpu
-from .collectors.perf import parse_perf_csv
+from .collectors.perf import keep_status, parse_perf_csv, read_status
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -234,24 +234,15 @@ class Sampler:
         if not self.spec.perf_events:
             return argv
         self._perf_file = Path(run_dir) / "perf-interval.csv"
-        self._status_file = Path(run_dir) / "workload-status"
+        self._status_file = Path(run_dir) / "sampled-workload-status"
         interval_ms = max(10, int(self.spec.interval * 1000))
-        # perf stat -I exits 0 whatever its command did (a workload's exit 3 or SIGKILL was
-        # stored as ok): a shell between them writes the command's own status for workload_exit
-        keep_status = ["sh", "-c", '"$@"; s=$?; echo $s > "$0"; exit $s', str(self._status_file)]
         return ["perf", "stat", "-I", str(interval_ms), "-x,", "--no-big-num", "-o", str(self._perf_file),
-                "-e", ",".join(self.spec.perf_events), "--", *keep_status, *argv]
+                "-e", ",".join(self.spec.perf_events), "--", *keep_status(argv, self._status_file)]
 
     def workload_exit(self) -> tuple[int | None, int | None] | None:
-        """(exit code, signal) of a command run under perf stat, as its shell saw it (128 + N
-        is signal N); None when not wrapped or when it never finished (killed with perf)."""
-        if self._status_file is None:
-            return None
-        try:
-            code = int(self._status_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return (None, code - 128) if 128 < code < 128 + 65 else (code, None)
+        """(exit code, signal) of a command run under perf stat -I (``read_status``); None when
+        not wrapped or when it never finished."""
+        return None if self._status_file is None else read_status(self._status_file)
 
     def start(self, root: int) -> None:
         """Sample the system and the workload whose root process is ``root`` (see

@@ -168,8 +168,11 @@ class RunExecutor:
             collector.after(run)
         status, error = "ok", None
         exit_code, sig = proc.exit_code, proc.signal
-        own = sampler.workload_exit() if sampler is not None and finished else None
-        if own is not None:  # under perf stat -I: the command's own status, not perf's 0
+        # under perf stat (sampled, or a perf metric's): the command's own status, not perf's 0
+        statuses = [sampler.workload_exit()] if sampler is not None else []
+        statuses += [collector.workload_exit(run) for collector in self.collectors]
+        own = next((s for s in statuses if s is not None), None) if finished else None
+        if own is not None:
             exit_code, sig = own
         if not finished:
             proc_mod.stop(proc, grace=2.0)

@@ -62,6 +62,11 @@ class Collector:
     def after(self, run: RunContext) -> None:
         pass
 
+    def workload_exit(self, run: RunContext) -> tuple[int | None, int | None] | None:
+        """(exit code, signal) of the workload where this collector wrapped it in a program
+        that hides them (perf stat exits 0 whatever its command did); None otherwise."""
+        return None
+
     def values(self, run: RunContext, result: RunResult) -> dict[str, Value]:
         raise NotImplementedError
 

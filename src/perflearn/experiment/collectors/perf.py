@@ -14,6 +14,23 @@ from perflearn.errors import UnsupportedError
 from .base import Collector, Missing
 
 PERF_FILE = "perf-stat.csv"
+STATUS_FILE = "workload-status"
+
+
+def keep_status(argv: list[str], status_file: Path) -> list[str]:
+    """``argv`` behind a shell that writes its exit status to ``status_file``: perf stat exits
+    0 whatever its command did (a workload's exit 3, SIGKILL or SIGSEGV was stored as ok)."""
+    return ["sh", "-c", '"$@"; s=$?; echo $s > "$0"; exit $s', str(status_file), *argv]
+
+
+def read_status(status_file: Path) -> tuple[int | None, int | None] | None:
+    """(exit code, signal) that ``keep_status``'s shell wrote (128 + N is signal N); None when
+    it wrote nothing (the command never finished: killed with perf)."""
+    try:
+        code = int(Path(status_file).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return (None, code - 128) if 128 < code < 128 + 65 else (code, None)
 
 
 def parse_perf_csv(text: str) -> dict[str, tuple[float | None, str, str | None]]:
@@ -83,8 +100,12 @@ class PerfStat(Collector):
     def before(self, run):
         workload = run.processes["workload"]
         output = str(Path(run.run_dir) / PERF_FILE)
+        status = Path(run.run_dir) / STATUS_FILE
         workload.argv = ["perf", "stat", "-x,", "--no-big-num", "-o", output, "-e", ",".join(self.events), "--",
-                         *workload.argv]
+                         *keep_status(workload.argv, status)]
+
+    def workload_exit(self, run):
+        return read_status(Path(run.run_dir) / STATUS_FILE)
 
     def values(self, run, result):
         path = Path(run.run_dir) / PERF_FILE
