@@ -205,3 +205,17 @@ def test_time_limit_gives_back_an_outer_timer():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("body, fragment", [
+    # a knob `status` replaced the run's ok/failed in show and export (session 46's review)
+    ('[knobs.status]\nvalues = ["fast", "slow"]', "knobs.status: 'status' is a column every run has in the results"),
+    ('[knobs.run_id]\nvalues = [1]', "knobs.run_id: 'run_id' is a column every run has"),
+    ('[metrics.run_id]\nsource = "time"', "metrics.run_id: 'run_id' is a column every run has in the results"),
+    ('[metrics.rep]\nsource = "time"', "metrics.rep: 'rep' is a column every run has"),
+    # 1 and 1.0 were two points of one setting
+    ('[knobs.y]\nvalues = [1, 1.0, 2]', "knobs.y.values: lists a value twice"),
+    ('[knobs.y]\nrange = [0, 1]\nstep = 0.1', "integer = false for values between them"),
+])
+def test_names_and_values_the_results_cannot_hold(write_spec, body, fragment):
+    assert fragment in error_of(write_spec, SPEC + "\n" + body + "\n")

@@ -100,6 +100,31 @@ def test_proc_interrupts_and_softirqs():
     assert cpu1["26"] == 14
     soft = parse_per_cpu((DATA / "proc_softirqs.txt").read_text(), None)
     assert soft["NET_RX"] > 0 and "TIMER" in soft
+    assert "ERR" in irq and "ERR" not in cpu1  # one count, not per CPU: none for CPU 1 (it read 0)
+
+
+def test_proc_match_counts_each_interrupt_once():
+    """A numbered IRQ is keyed by its number and by its device: ``match`` summed both, so
+    `36|virtio1` or `.` counted it twice (session 46's review: 642 against stat's 438)."""
+    from perflearn.experiment.collectors.procfs import pick
+
+    irq = parse_per_cpu((DATA / "proc_interrupts.txt").read_text(), None)
+    by = lambda pattern: pick(irq, MetricSpec("m", "proc", options={"file": "interrupts", "match": pattern}))  # noqa: E731
+    assert by("^26$|ttyS0") == irq["26"] == 14
+    assert by("ACPI:Ged") == 2  # a name two IRQs share: both, once each
+    assert by(".") == sum(v for _, _, v in irq.rows) < sum(irq.values())
+
+
+def test_proc_cpu_must_be_one_of_the_machines():
+    """cpu = 5 on a 2-CPU machine stored 0 for every run; cpu = -1 read the last CPU."""
+    import os
+
+    with pytest.raises(ValueError, match="cpu: a CPU number"):
+        ProcDelta.validate(MetricSpec("m", "proc", options={"file": "softirqs", "key": "NET_RX", "cpu": -1}))
+    beyond = os.cpu_count() + 8
+    collector = ProcDelta([MetricSpec("m", "proc", options={"file": "interrupts", "key": "LOC", "cpu": beyond})])
+    with pytest.raises(ValueError, match=f"cpu {beyond}: /proc/interrupts counts CPUs 0-"):
+        collector.check()
 
 
 def test_proc_stat_vmstat_netdev():

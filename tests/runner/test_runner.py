@@ -121,8 +121,15 @@ def test_regex_that_never_matches_is_null_with_reason_and_required_fails(write_s
         source = "regex"
         pattern = 'nothing (\\d+)'
         required = true
+        [metrics.t]
+        source = "time"
     """)
     assert "required metric strict is missing" in failure(path)
+    # a failed run keeps no values (its time was stored beside the failure, session 46's review)
+    _, store = run(path)
+    m = store.measurements("spec").set_index("metric")
+    assert m["value"].isna().all(), m
+    assert m.loc["t", "missing_reason"] == "run failed" and "did not match" in m.loc["strict", "missing_reason"]
 
 
 def test_optional_missing_metric_keeps_the_run_ok(write_spec):
@@ -435,7 +442,7 @@ def test_the_store_can_be_read_while_a_sweep_runs(write_spec, store_path):
     were refused ("in use by another perflearn process") until it ended."""
     path = write_spec("""
         [workload]
-        command = "sleep 1.{x}"
+        command = "sleep 2.{x}"
         [knobs.x]
         values = [1, 2, 3, 4]
         [metrics.t]
@@ -445,13 +452,18 @@ def test_the_store_can_be_read_while_a_sweep_runs(write_spec, store_path):
                              stderr=subprocess.PIPE, text=True)
     try:
         assert "runs planned" in sweep.stderr.readline()
-        time.sleep(2.0)  # the first run is stored, the second under way
+        time.sleep(3.0)  # the first run is stored, the second under way
         listed = subprocess.run([sys.executable, "-m", "perflearn", "ls", "--store", str(store_path)],
                                 capture_output=True, text=True, timeout=60)
         assert listed.returncode == 0 and "spec" in listed.stdout, listed.stderr
         shown = subprocess.run([sys.executable, "-m", "perflearn", "show", "spec", "--store", str(store_path), "--runs"],
                                capture_output=True, text=True, timeout=60)
         assert shown.returncode == 0 and " ok " in shown.stdout, shown.stderr
+        # but a second runner is kept out (the released file no longer did: both measured at once)
+        second = subprocess.run([sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path),
+                                 "--resume", "-q"], capture_output=True, text=True, timeout=60)
+        assert second.returncode != 0 and f"another perflearn run (pid {sweep.pid})" in second.stderr, second.stderr
+        assert "Traceback" not in second.stderr and len(second.stderr.strip().splitlines()) == 1
         assert sweep.poll() is None  # read during the sweep, not after it
     finally:
         _, err = sweep.communicate(timeout=60)

@@ -326,6 +326,8 @@ def _read_knob(name: str, table: _Table, experiment: str) -> Knob:
         raise table.error(None, "a knob name must be an identifier (letters, digits, _), to be usable as {name}")
     if name in BUILTIN_PLACEHOLDERS:
         raise table.error(None, f"{name!r} is a built-in placeholder; choose another knob name")
+    if name in RUN_COLUMNS:
+        raise table.error(None, f"{name!r} is a column every run has in the results; choose another knob name")
     given = [k for k in ("values", "categorical", "range", "log_range") if k in table.data]
     if len(given) != 1:
         raise table.error(None, "give exactly one of values, categorical, range, log_range")
@@ -341,7 +343,8 @@ def _read_knob(name: str, table: _Table, experiment: str) -> Knob:
         odd = [v for v in values if isinstance(v, float) and not math.isfinite(v)]
         if odd:
             raise table.error(kind, f"{odd[0]} is not a finite number")
-        if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
+        # 1 and 1.0 are one value (they fill a command alike, and were two points of one setting)
+        if len({float(v) if is_number(v) else json.dumps(v, sort_keys=True) for v in values}) != len(values):
             raise table.error(kind, "lists a value twice")
         categorical = kind == "categorical" or not all(is_number(v) for v in values)
         domain = Domain("values", tuple(_freeze(v) for v in values), categorical=categorical)
@@ -404,7 +407,14 @@ def _read_knob(name: str, table: _Table, experiment: str) -> Knob:
     return knob
 
 
+# the columns every run has in the store's datasets and exports (store.dataset.RUN_COLUMNS):
+# a knob or metric of that name hid the run's own (a knob `status` replaced ok/failed)
+RUN_COLUMNS = ("run_id", "point_id", "rep", "status")
+
+
 def _read_metric(name: str, table: _Table) -> MetricSpec:
+    if name in RUN_COLUMNS:
+        raise table.error(None, f"{name!r} is a column every run has in the results; choose another metric name")
     source = table.get("source", (str,), expected="a source: " + ", ".join(collectors_mod.SOURCES))
     if source not in collectors_mod.SOURCES:
         raise table.error("source", f"unknown source {source!r} (one of: {', '.join(collectors_mod.SOURCES)})")
@@ -443,7 +453,8 @@ def _range_domain(table: _Table, low, high, integer: bool) -> Domain:
     if not (0 < step < math.inf):
         raise table.error("step", "must be a finite number > 0")
     if integer and not float(step).is_integer():  # 0.5 on an integer knob gave 1, 2, 2, 2, 3
-        raise table.error("step", f"an integer knob needs a whole-number step, got {step!r}")
+        raise table.error("step", f"an integer knob needs a whole-number step, got {step!r} (whole-number bounds "
+                                  "make a knob integer; integer = false for values between them)")
     if not math.isfinite((high - low) / step):  # an infinite count cannot even be counted
         raise table.error("step", f"gives more than {MAX_LEVELS:,} values (is the step too small?)")
     return Domain("range", low=low, high=high, step=step, integer=integer)

@@ -82,6 +82,8 @@ class RunExecutor:
                 return self._no_values(record)
             if measure:
                 self._collect(run, result, record)
+                if record.status != "ok":  # a required metric missing: a failed run keeps no values either
+                    return self._no_values(record)
             return record
         finally:
             for proc in reversed(running):
@@ -219,8 +221,9 @@ class RunExecutor:
                 record.values[name] = float(value)
 
     def _no_values(self, record: RunRecord) -> RunRecord:
-        """A run that did not complete has no measurements: every metric NULL, with why."""
+        """A run that did not complete has no measurements: every metric NULL, with why (a
+        metric missing already keeps its own reason)."""
         for name in self.spec.metrics:
             record.values[name] = None
-            record.missing[name] = f"run {record.status}"
+            record.missing.setdefault(name, f"run {record.status}")
         return record

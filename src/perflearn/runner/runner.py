@@ -174,13 +174,53 @@ def _knob_infos(spec: Spec) -> list[KnobInfo]:
     return infos
 
 
+@contextmanager
+def _one_sweep_at_a_time(store: ResultsStore) -> Iterator[None]:
+    """Hold the store's sweep lock: runs never overlap, and the runner lets go of the store
+    file between runs (for readers), so the file's own lock no longer keeps a second runner
+    out. An advisory lock on a file of its own (a second descriptor of the store file would
+    drop DuckDB's lock when closed); the kernel releases it however the runner ends."""
+    import fcntl
+    import hashlib
+    import os
+    import tempfile
+
+    path = str(getattr(store, "path", "") or "")
+    if not path or path == ":memory:":
+        yield
+        return
+    resolved = str(Path(path).resolve())
+    lock = Path(tempfile.gettempdir()) / f"perflearn-sweep-{hashlib.sha256(resolved.encode()).hexdigest()[:16]}.lock"
+    with open(lock, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            raise StoreError(f"another perflearn run ({holder}) is measuring into this store, and runs never overlap: "
+                             "wait for it, or give another --store", where=path) from None
+        f.truncate(0)
+        f.write(f"pid {os.getpid()}")
+        f.flush()
+        yield
+
+
 def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, allow_changed_spec: bool = False,
                    observer: Observer | None = None, keep_run_dirs: bool = False,
                    stop_after_failures: int = STOP_AFTER_FAILURES, resume_command: str | None = None) -> Outcome:
     """Run the spec's planned runs not stored yet, storing each as it ends. Stops (RunnerError,
     runs stored) when the first ``stop_after_failures`` runs, at two points or more, all fail
     alike (0: never). ``resume_command``: what an interrupted run tells the user to type to
-    go on (the CLI's own arguments: another --name, --values or --store)."""
+    go on (the CLI's own arguments: another --name, --values or --store). One sweep of a
+    store at a time (StoreError for a second)."""
+    with _one_sweep_at_a_time(store):
+        return _run_experiment(spec, store, resume, allow_changed_spec, observer, keep_run_dirs, stop_after_failures,
+                               resume_command)
+
+
+def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed_spec: bool,
+                    observer: Observer | None, keep_run_dirs: bool, stop_after_failures: int,
+                    resume_command: str | None) -> Outcome:
     observer = observer or Observer()
     planned = plan(spec)
     existing = store.experiment(spec.name)

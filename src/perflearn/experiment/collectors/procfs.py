@@ -30,11 +30,28 @@ _NETDEV_FIELDS = (
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def parse_per_cpu(text: str, cpu: int | None) -> dict[str, float]:
-    """/proc/interrupts and /proc/softirqs: a header of CPUs, then one row per source."""
+class PerCpuCounts(dict):
+    """Counters of /proc/interrupts or /proc/softirqs by source (a numbered interrupt under
+    its number and again under its device's name), and ``rows``: (number or name, device
+    name or None, value) once per source, which ``match`` sums (the keys count IRQs twice)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: list[tuple[str, str | None, float]] = []
+
+
+def cpu_count(text: str) -> int:
+    """The CPUs in the header of /proc/interrupts or /proc/softirqs."""
     lines = text.splitlines()
-    ncpu = len(lines[0].split()) if lines else 0
-    out: dict[str, float] = {}
+    return len(lines[0].split()) if lines else 0
+
+
+def parse_per_cpu(text: str, cpu: int | None) -> PerCpuCounts:
+    """/proc/interrupts and /proc/softirqs: a header of CPUs, then one row per source. A row
+    without a count for ``cpu`` (ERR, MIS: one count only) has no value for it."""
+    lines = text.splitlines()
+    ncpu = cpu_count(text)
+    out = PerCpuCounts()
     for line in lines[1:]:
         label, _, rest = line.partition(":")
         fields = rest.split()
@@ -43,14 +60,16 @@ def parse_per_cpu(text: str, cpu: int | None) -> dict[str, float]:
             if not field.isdigit():
                 break
             counts.append(int(field))
-        if not counts:
+        if not counts or (cpu is not None and cpu >= len(counts)):
             continue
-        value = float(sum(counts)) if cpu is None else float(counts[cpu]) if cpu < len(counts) else 0.0
+        value = float(sum(counts)) if cpu is None else float(counts[cpu])
         label = label.strip()
         out[label] = value
         names = fields[len(counts):]
-        if label.isdigit() and names:  # "24: 1 0 IO-APIC 4-edge ttyS0": also keyed by device, summed if shared
-            out[names[-1]] = out.get(names[-1], 0.0) + value
+        device = names[-1] if label.isdigit() and names else None
+        if device:  # "24: 1 0 IO-APIC 4-edge ttyS0": also keyed by device, summed if shared
+            out[device] = out.get(device, 0.0) + value
+        out.rows.append((label, device, value))
     return out
 
 
@@ -131,7 +150,10 @@ def pick(counters: dict[str, float], metric) -> float | Missing:
             return Missing(f"no {key!r} in /proc/{metric.options['file']}")
         return counters[key]
     pattern = re.compile(metric.options["match"])
-    matched = [v for k, v in counters.items() if pattern.search(k)]
+    if isinstance(counters, PerCpuCounts):  # each source once, by its number or its device's name
+        matched = [v for label, device, v in counters.rows if pattern.search(label) or (device and pattern.search(device))]
+    else:
+        matched = [v for k, v in counters.items() if pattern.search(k)]
     if not matched:
         return Missing(f"nothing matches {metric.options['match']!r} in /proc/{metric.options['file']}")
     return float(sum(matched))
@@ -163,6 +185,8 @@ class ProcDelta(Collector):
                 raise ValueError(f"match: not a valid regular expression ({exc})") from None
         if "cpu" in options and options["file"] not in ("interrupts", "softirqs"):
             raise ValueError("cpu: only interrupts and softirqs are per CPU (use stat key cpuN.user)")
+        if "cpu" in options and (isinstance(options["cpu"], bool) or options["cpu"] < 0):
+            raise ValueError(f"cpu: a CPU number (0 or more), got {options['cpu']!r}")  # -1 read the last CPU
 
     def __init__(self, metrics):
         super().__init__(metrics)
@@ -180,6 +204,12 @@ class ProcDelta(Collector):
         for metric in self.metrics:
             if metric.options["file"] == PROCESS:
                 continue  # no process runs yet: its counters are all read the same way
+            if metric.options.get("cpu") is not None:  # a CPU beyond the machine's read as 0
+                with open(os.path.join("/proc", metric.options["file"])) as f:
+                    cpus = cpu_count(f.read())
+                if metric.options["cpu"] >= cpus:
+                    raise ValueError(f"metric {metric.name}: cpu {metric.options['cpu']}: "
+                                     f"/proc/{metric.options['file']} counts CPUs 0-{cpus - 1} on this machine")
             value = pick(snapshot[self._key(metric)], metric)
             if isinstance(value, Missing):
                 raise ValueError(f"metric {metric.name}: {value.reason} on this machine")
