@@ -494,3 +494,53 @@ def test_a_metric_a_changed_spec_adds_is_seen_and_missing_in_the_runs_before(wri
     frame = store.dataset("grow").frame.sort_values("a")
     assert frame["w"].isna().tolist() == [True, True, False] and frame["w"].iloc[2] == 3
     assert frame["v"].tolist() == [1, 2, 3]
+
+
+def test_a_missing_working_directory_is_named_not_blamed_on_the_program(write_spec, tmp_path):
+    """cwd that does not exist read "cannot start 'pwd': No such file or directory"."""
+    path = write_spec(f"""
+        [workload]
+        command = "pwd"
+        cwd = "{tmp_path}/gone/{{x}}"
+        [knobs.x]
+        values = [1]
+        [metrics.t]
+        source = "time"
+    """)
+    assert failure(path) == f"cannot start the workload: its cwd '{tmp_path}/gone/1' is not a directory"
+
+
+def test_show_runs_says_why_in_the_workloads_words(write_spec, store_path):
+    from typer.testing import CliRunner
+
+    from perflearn.cli.app import app
+
+    path = write_spec("""
+        [workload]
+        command = ["sh", "-c", "echo ping: unknown host nowhere >&2; exit 2"]
+        [metrics.t]
+        source = "time"
+    """)
+    run(path, open_store(store_path))
+    shown = CliRunner().invoke(app, ["show", "spec", "--runs", "--store", str(store_path)], terminal_width=200)
+    assert "workload exited with code 2: ping: unknown host nowhere" in shown.output, shown.output
+
+
+@pytest.mark.parametrize("name, why", [("../../tmp/evil", "cannot name an experiment"), ("  ", "must not be empty"),
+                                       ("a\tb", "cannot name an experiment")])
+def test_an_experiment_name_that_cannot_name_files_is_refused(write_spec, store_path, name, why):
+    """`--name ../../tmp/evil` was stored, and `export` wrote /tmp/evil.csv."""
+    from typer.testing import CliRunner
+
+    from perflearn.cli.app import app
+
+    path = write_spec("""
+        [workload]
+        command = "true"
+        [metrics.t]
+        source = "time"
+    """)
+    for argv in (["run", str(path)], ["import", str(path), "-m", "t"]):
+        result = CliRunner().invoke(app, [*argv, "--name", name, "--store", str(store_path)])
+        assert result.exit_code == 2 and why in result.output and "Traceback" not in result.output, result.output
+    assert not store_path.exists() or "evil" not in CliRunner().invoke(app, ["ls", "--store", str(store_path)]).output

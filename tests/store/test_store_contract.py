@@ -119,8 +119,15 @@ def test_not_a_store_and_missing_store(tmp_path):
         open_store(tmp_path / "none.duckdb", read_only=True)
     garbage = tmp_path / "garbage.duckdb"
     garbage.write_bytes(b"this is not a database at all" * 100)
-    with pytest.raises(StoreError):
+    with pytest.raises(StoreError, match="not a perflearn store \\(not a DuckDB file\\)"):
         open_store(garbage)
+    # DuckDB reads SQLite by downloading an extension: a network call, then an IO error
+    import sqlite3
+
+    lite = tmp_path / "other.sqlite"
+    sqlite3.connect(lite).execute("CREATE TABLE t (x)").connection.commit()
+    with pytest.raises(StoreError, match="not a perflearn store \\(an SQLite database\\)"):
+        open_store(lite)
 
 
 def test_second_writer_gets_a_clear_error(tmp_path):

@@ -153,8 +153,8 @@ def run(
         raise UsageError(f"--stop-after-failures must be 0 (never) or more, got {stop_after_failures}",
                          where="--stop-after-failures")
     spec = _load(spec_path, values)
-    if name:
-        spec.name = name
+    if name is not None:
+        spec.name = _experiment_name(name)
     observer = _Progress(quiet)
     # the same experiment again: its name, values and store, which the spec alone does not say
     again = ["perflearn", "run", str(spec_path), *(["--name", name] if name else []),
@@ -216,6 +216,9 @@ def show(
             table = Table("run", "point", "rep", "status", "exit", "wall s", "error", "missing (why)", box=None)
             for row in frame.itertuples(index=False):
                 error = row.error if isinstance(row.error, str) else ""  # NaN beside failed runs' text
+                said = row.stderr_tail.strip().splitlines() if isinstance(row.stderr_tail, str) else []
+                if said and row.status != "ok":  # why, in the workload's words (its last line on stderr)
+                    error = f"{error}: {said[-1][:200]}"
                 why = missing.get(row.run_id, "") if row.status == "ok" else ""  # a failed run misses all
                 table.add_row(str(row.run_id), str(row.point_id), str(row.rep), row.status, _fmt(row.exit_code),
                               _num(row.wall_s), escape(error), escape(why))
@@ -302,11 +305,21 @@ def import_cmd(
     """Import a dataset measured elsewhere, so models can be trained on it too."""
     from perflearn.store import Dataset, open_store
 
-    dataset = Dataset.from_csv(csv, metrics=metric, knobs=knob, context=context, name=name)
+    dataset = Dataset.from_csv(csv, metrics=metric, knobs=knob, context=context,
+                               name=None if name is None else _experiment_name(name))
     with open_store(store) as results:
         results.import_dataset(dataset, dataset.experiment)
     terminal.info(f"imported {len(dataset.frame)} runs as {dataset.experiment!r}: knobs {', '.join(dataset.knobs)}; "
                   f"metrics {', '.join(dataset.metrics)}")
+
+
+def _experiment_name(name: str) -> str:
+    from perflearn.experiment.spec import experiment_name_problem
+
+    problem = experiment_name_problem(name)
+    if problem:
+        raise UsageError(problem, where="--name")
+    return name
 
 
 def _num(value) -> str:

@@ -211,8 +211,9 @@ def parse_spec(text: str, path: str | Path = "<spec>", values: dict[str, list] |
         name = experiment.get("name", (str,), path.stem)
         description = experiment.get("description", (str,), "")
         experiment.done()
-        if not name.strip():
-            raise experiment.error("name", "must not be empty")
+        problem = experiment_name_problem(name)
+        if problem:
+            raise experiment.error("name", problem)
 
     workload = _read_workload(root.table("workload"))
     knobs = {}
@@ -319,6 +320,16 @@ def _read_workload(table: _Table) -> WorkloadSpec:
         sub.done()
     table.done()
     return WorkloadSpec(main, companions, timeout, setup, teardown, warmup, measure_from)
+
+
+def experiment_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an experiment, or None: it names the files `export` writes
+    (``../x`` wrote outside the directory) and a row of `ls` (a blank one showed nothing)."""
+    if not name.strip():
+        return "must not be empty"
+    if "/" in name or any(ord(c) < 32 for c in name):
+        return f"{name!r} cannot name an experiment (no '/' or control characters: it names files)"
+    return None
 
 
 def _read_knob(name: str, table: _Table, experiment: str) -> Knob:

@@ -132,7 +132,7 @@ class RunExecutor:
             try:
                 proc = proc_mod.spawn(run.processes[pspec.name], run.run_dir, with_runner=True)
             except OSError as exc:
-                return f"companion {pspec.name} cannot start: {exc.strerror or exc} ({run.processes[pspec.name].argv[0]})"
+                return f"companion {pspec.name} cannot start: {_not_started(run.processes[pspec.name], exc)}"
             running.append(proc)
             port = int(fill(pspec.ready_port, run.values)) if pspec.ready_port else None
             problem = proc_mod.wait_ready(proc, port, pspec.ready_pattern, pspec.ready_delay, pspec.ready_timeout)
@@ -153,7 +153,7 @@ class RunExecutor:
         except OSError as exc:
             results = {"workload": ProcessResult("workload", None, None, "", "")}
             return RunResult("failed", 0.0, None, None, None, results,
-                             error=f"cannot start {launch.argv[0]!r}: {exc.strerror or exc}")
+                             error=f"cannot start the workload: {_not_started(launch, exc)}")
         running.append(proc)
         if sampler is not None:
             sampler.start(proc.pid)  # its own process group: pgid == pid
@@ -227,3 +227,10 @@ class RunExecutor:
             record.values[name] = None
             record.missing.setdefault(name, f"run {record.status}")
         return record
+
+
+def _not_started(launch, exc: OSError) -> str:
+    """Why a process did not start: a missing working directory is no missing program."""
+    if launch.cwd and not Path(launch.cwd).is_dir():
+        return f"its cwd {str(launch.cwd)!r} is not a directory"
+    return f"{exc.strerror or exc} ({launch.argv[0]!r})"

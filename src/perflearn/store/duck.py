@@ -60,6 +60,7 @@ class DuckDBStore(ResultsStore):
             self._db = None
 
     def _connect(self, wait_s: float) -> duckdb.DuckDBPyConnection:
+        _check_duckdb_file(self.path)
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -390,3 +391,16 @@ for _name, _member in list(vars(DuckDBStore).items()):
 def _plain(value: Any) -> Any:
     """numpy scalars -> Python values, for JSON."""
     return value.item() if hasattr(value, "item") else value
+
+
+def _check_duckdb_file(path: str) -> None:
+    """A file that exists is a DuckDB database ("DUCK" at byte 8), or StoreError: DuckDB
+    reads an SQLite file by downloading an extension (a network call, then an IO error)."""
+    if path == ":memory:" or not Path(path).is_file():
+        return
+    with open(path, "rb") as f:
+        head = f.read(12)
+    if head[8:12] != b"DUCK":
+        kind = ("an empty file" if not head else "an SQLite database" if head.startswith(b"SQLite forma")
+                else "not a DuckDB file")
+        raise StoreError(f"not a perflearn store ({kind})", where=path)
