@@ -198,7 +198,11 @@ def test_sniff_truncated_capture_warns_in_one_line(wire_tools, tmp_path):
     assert res.exit_code == 0, res.output
     assert _lines(res.stdout)[-1]["truncated"] is True
     warnings = [x for x in res.stderr.splitlines() if x.startswith("warning:")]
-    assert warnings == [f"warning: {cut}: capture ends with a truncated packet (read up to the cut)"]
+    assert warnings[-1] == f"warning: {cut}: capture ends with a truncated packet (read up to the cut)"
+    # the request cut off with the file: said, not left out of the percentiles silently
+    assert warnings[:-1] == ["warning: 1 requests had no response timed (0 unanswered at the end, 1 dropped with "
+                             "their connection or a lost stream, 0 past --timeout): the percentiles are of the 10 "
+                             "answered only"]
 
 
 def test_sniff_a_missing_interface_is_named_as_one(wire_tools):
@@ -274,3 +278,56 @@ def test_load_nothing_answered_fails_after_its_summary(wire_tools):
     assert summary["p95_us"] is None and summary["elapsed_s"] == 0.2
     err = [x for x in res.stderr.splitlines() if x.strip()]
     assert err == [f"error: perflearn-load: 127.0.0.1:{port}: no request was answered ({summary['sent']} sent)"]
+
+
+@pytest.mark.parametrize("flag", [["--filter", "tcp port 1"], ["--duration", "2"], ["--snaplen", "90"]])
+def test_sniff_refuses_live_options_on_a_file(wire_tools, flag):
+    """-f "tcp port 1" on a file was ignored: the whole file was analysed (session 46's review)."""
+    res = CliRunner().invoke(app, ["sniff", str(WIRE_DATA / "golden.pcap"), *flag])
+    assert res.exit_code == 2 and f"{flag[0]} applies to a live capture" in res.output, res.output
+
+
+def test_sniff_reads_a_pipe(wire_tools):
+    """`cat f | perflearn sniff -` and `perflearn sniff <(cat f)` were "capture file not found"."""
+    golden = (WIRE_DATA / "golden.pcap").read_bytes()
+    for argv in (["-"], ["/dev/stdin"]):
+        res = subprocess.run([sys.executable, "-m", "perflearn", "sniff", *argv], input=golden, capture_output=True,
+                             timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout.splitlines()[-1])["requests"] == 197
+    shell = subprocess.run(["bash", "-c", f"{sys.executable} -m perflearn sniff <(cat {WIRE_DATA / 'golden.pcap'})"],
+                           capture_output=True, text=True, timeout=60)
+    assert shell.returncode == 0 and json.loads(shell.stdout.splitlines()[-1])["requests"] == 197, shell.stderr
+
+
+def test_requests_without_a_timed_response_are_said(capsys):
+    """A server that stopped answering read as healthy: p99 86.7 us over the 456 answered of
+    3035 requests, the rest discarded with their connections, and no word of it."""
+    from perflearn.cli.wire import _describe
+
+    _describe({"requests": 456, "rps": 77.0, "p50_us": 27.4, "p99_us": 86.7, "max_us": 90.0,
+               "counters": {"unanswered": 0, "discarded": 2579, "evicted": 0, "desyncs": 3}}, "interface lo")
+    err = capsys.readouterr().err
+    assert "2579 requests had no response timed" in err and "of the 456 answered only" in err
+    assert "lost 3 streams (desyncs)" in err
+
+
+def test_load_a_server_that_stops_answering_fails(wire_tools, memcached):
+    """memcached stopped (SIGSTOP) after 1 s of 3 read "342 requests, p99 3559 us", exit 0:
+    the 89 % never answered were in no percentile (session 46's review)."""
+    import signal
+    import threading
+
+    stop = threading.Timer(0.8, lambda: os.kill(memcached.proc.pid, signal.SIGSTOP))
+    stop.start()
+    try:
+        res = subprocess.run([sys.executable, "-m", "perflearn", "load", f"127.0.0.1:{memcached.port}", "-p",
+                              "memcache-binary", "-r", "1000", "-d", "2"], capture_output=True, text=True, timeout=60)
+    finally:
+        stop.join()
+        os.kill(memcached.proc.pid, signal.SIGCONT)
+    assert res.returncode == 1, res.stderr
+    summary = _lines(res.stdout)[-1]
+    assert summary["unanswered"] > summary["sent"] / 2
+    assert f"{summary['unanswered']} of the {summary['sent']} requests sent" in res.stderr.splitlines()[-1]
+    assert "never answered" in res.stderr and "Traceback" not in res.stderr

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperCommand
 
-from perflearn.errors import UsageError
+from perflearn.errors import PerflearnError, UsageError
 from perflearn.wire import LiveSniffer, run_load, sniff_file
 
 from . import terminal
@@ -50,6 +50,21 @@ def _describe(summary: dict, what: str) -> None:
     rate = f", {summary['rps']:.0f}/s" if _number(summary.get("rps")) else ""
     terminal.info(f"{what}: {summary['requests']} requests{rate}, p50 {us['p50_us']}, p99 {us['p99_us']}, "
                   f"max {us['max_us']}")
+    _warn_unmatched(summary.get("counters") or {}, summary["requests"])
+
+
+def _warn_unmatched(counters: dict, answered: int) -> None:
+    """Requests seen without a response to time: the percentiles above leave them out, and
+    they are the slow ones (a server that stopped answering, responses coalesced past a
+    short snap length), so a healthy-looking tail may not be."""
+    lost = {k: int(counters.get(k) or 0) for k in ("unanswered", "discarded", "evicted")}
+    if sum(lost.values()):
+        terminal.warn(f"{sum(lost.values())} requests had no response timed ({lost['unanswered']} unanswered at the "
+                      f"end, {lost['discarded']} dropped with their connection or a lost stream, {lost['evicted']} "
+                      f"past --timeout): the percentiles are of the {answered} answered only")
+    if counters.get("desyncs"):
+        terminal.warn(f"the parser lost {counters['desyncs']} streams (desyncs): a snap length shorter than the "
+                      "messages, or a protocol other than the one read")
 
 
 def _warn(warnings: list[str]) -> None:
@@ -84,6 +99,11 @@ def sniff(
         raise UsageError(f"--tick {tick}: needs --interface and 0 < tick <= --interval ({interval})", where="perflearn sniff")
     extra = ["--records", str(records)] if records else []
     if capture is not None:
+        live_only = [flag for flag, given in (("--filter", bpf), ("--duration", duration), ("--snaplen", snaplen))
+                     if given is not None]
+        if live_only:  # they were ignored: a file read with -f "tcp port 1" was analysed whole
+            raise UsageError(f"{live_only[0]} applies to a live capture (--interface); to keep part of a file, "
+                             "give --port, or filter it first (tcpdump -r FILE -w OUT FILTER)", where="perflearn sniff")
         # Every line as the tool writes it: records too with --records - (they were dropped).
         try:
             result = sniff_file(capture, protocol=protocol, ports=port or (), interval=interval, timeout=timeout,
@@ -188,3 +208,23 @@ def load(
     except BrokenPipeError:
         _stdout_closed()
     _describe(result.summary, server)
+    _judge_answers(result.summary)
+
+
+UNANSWERED_FAILS = 0.01  # more than this share of requests never answered: the run measured a server that fell over
+
+
+def _judge_answers(summary: dict) -> None:
+    """Requests never answered, or answered with an error, are not in the percentiles. A
+    server that stopped answering after 1 s of 3 read "p99 3559 us", exit 0 (session 46's
+    review): beyond ``UNANSWERED_FAILS`` of what was sent the run fails, summary kept."""
+    sent, unanswered, errors = (int(summary.get(k) or 0) for k in ("sent", "unanswered", "errors"))
+    if errors:
+        terminal.warn(f"{errors} of the requests were answered with an error (e.g. a value the server refused); "
+                      "the percentiles time them as answered")
+    if sent and unanswered / sent > UNANSWERED_FAILS:
+        raise PerflearnError(f"{unanswered} of the {sent} requests sent ({unanswered / sent:.0%}) were never "
+                             "answered: the server fell behind or stopped; the percentiles above are of the answered "
+                             "ones only", where="perflearn load")
+    if unanswered:
+        terminal.warn(f"{unanswered} of the {sent} requests sent were not answered by the end (in flight)")

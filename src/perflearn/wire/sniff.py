@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import queue
 import signal
@@ -83,16 +85,23 @@ def sniff_file(
     p = Path(path)
     if p.is_dir():
         raise UsageError("is a directory, not a capture file", where=str(p))
-    if not p.is_file():
+    if str(p) == "-":
+        p = Path("/dev/stdin")
+    if not p.exists():  # a pipe (/dev/stdin, <(...)) is no regular file but streams as one
         raise UsageError("capture file not found", where=str(p))
-    cmd = [str(locate("perflearn-sniff")), "--read", str(p), *_common_args(protocol, ports, interval, timeout)]
+    # a pipe (<(...), /dev/fd/N) is this process's descriptor, closed in the tool's: its stdin instead
+    streamed = not p.is_file()
+    cmd = [str(locate("perflearn-sniff")), "--read", "/dev/stdin" if streamed else str(p),
+           *_common_args(protocol, ports, interval, timeout)]
     if records:
         cmd += ["--records", "-", "--format", "jsonl"]
     cmd += list(extra)
     result = SniffResult()
     keep_records = records or on_line is None
+    source = open(p, "rb") if streamed else subprocess.DEVNULL
     # streamed, not captured: records can be many more than fit in memory as one string
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+    with source if streamed else contextlib.nullcontext(), \
+            subprocess.Popen(cmd, stdin=source, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         try:
             for obj in objects(proc.stdout, "perflearn-sniff output"):
