@@ -819,7 +819,14 @@ def test_live_options_are_refused_by_the_simulator_and_a_bad_service_command_bef
                            (["--service", "memcached -p {prot}", *live], "{prot} in 'memcached -p {prot}'"),
                            (["--service", "memcached -p {}", *live], "the only placeholder is {port}"),
                            (["--service", "memcached -p {port", *live], "a literal brace is {{ or }}"),
-                           (["--service", "memcached -p 11211", *live], "no {port} in 'memcached -p 11211'")):
+                           (["--service", "memcached -p 11211", *live], "no {port} in 'memcached -p 11211'"),
+                           # and the simulator's own options a live run took silently (session 46's review)
+                           (["--service", "memcached -p {port}", "--seeds", "3", *live], "--seeds: the simulator's option"),
+                           (["--service", "memcached -p {port}", "--mu", "5000", *live], "--mu: the simulator's option"),
+                           (["--service", "memcached -p {port}", "--profiled-speed", "1.3", *live],
+                            "--profiled-speed: the simulator's option"),
+                           (["--simulate", "-p", "static", "--csv", "/nonexistent/dir/i.csv"],
+                            "--csv: no such directory '/nonexistent/dir'")):
         result = cli.invoke(app, ["manage", *args])
         assert result.exit_code == 2 and fragment in result.output and len(result.output.strip().splitlines()) == 1, \
             (args, result.output)
@@ -1729,3 +1736,20 @@ def test_live_redis_on_one_core(tmp_path):
     levels = frame.groupby("policy")["level"]
     assert levels.min()["static"] == 1.0
     assert levels.min()["ondemand"] < 1.0 and levels.min()["heimdall-cheapest"] < 1.0
+
+
+def test_a_model_read_in_the_wrong_unit_is_refused():
+    """A manage --csv file's p95 (seconds) read as the default µs forecast 1e-10 s: Heimdall
+    ran the cheapest configuration throughout, without a word (session 46's review)."""
+    import pandas as pd
+
+    from perflearn.errors import UsageError
+    from perflearn.manage.compare import check_unit
+    from perflearn.manage.config import ConfigSpace
+
+    space = ConfigSpace.make(2, [0.5, 1.0])
+    in_seconds = lambda scale: lambda frame: (pd.Series(1.5e-4 * scale, index=frame.index).to_numpy(),  # noqa: E731
+                                              pd.Series(0.0, index=frame.index).to_numpy())
+    check_unit(in_seconds(1.0), space, 2e-4, 8000, "--model", "s")  # 150 µs against a 200-µs target: fine
+    with pytest.raises(UsageError, match=r"--model read in us forecasts 1.5e-10 s .* is --model-unit right"):
+        check_unit(in_seconds(1e-6), space, 2e-4, 8000, "--model", "us")

@@ -16,7 +16,7 @@ from rich.table import Table
 from perflearn.errors import UsageError
 
 from . import terminal
-from .app import app, check_png, interrupt_on_sigterm
+from .app import app, check_output, check_png, interrupt_on_sigterm
 
 # written out, not joined from POLICY_NAMES: importing the policies (numpy, pandas) would
 # slow every CLI start-up; keep the two in step
@@ -138,6 +138,7 @@ def manage(
     if model_unit not in ("us", "ms", "s"):
         raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
     check_png(figure, "--figure")
+    check_output(csv, "--csv")  # it failed at the end, the whole run lost with it
     if trace not in TRACES:
         raise UsageError(f"--trace: expected {', '.join(TRACES)}, got {trace!r}")
     if seeds < 1:
@@ -146,6 +147,11 @@ def manage(
         raise UsageError(f"--slow-host: a share of the intervals in [0, 1], got {slow_host:g}")
     if slow_host and not simulate:
         raise UsageError("--slow-host: the simulator's host; a live host is as slow as it is (the manager measures it)")
+    if not simulate:  # the simulator's own: a live run took them silently, and they changed nothing
+        given = [o for o, v in (("--mu", mu != 12000.0), ("--base-us", base_us != 100.0), ("--seed", seed != 0),
+                                ("--seeds", seeds != 1), ("--profiled-speed", profiled_speed != 1.0)) if v]
+        if given:
+            raise UsageError(f"{given[0]}: the simulator's option (--simulate); a live run measures its service")
     if not (0 < profiled_speed < math.inf):
         raise UsageError(f"--profiled-speed: a speed ratio > 0, got {profiled_speed:g}")
     if not (0.01 <= interval < math.inf) or not (interval <= step_seconds < math.inf):  # NaN fails both
@@ -347,7 +353,7 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, trace, step_seconds, interval,
           figure, csv, record, load_args, power, tick, cost_dirs, order, headroom, service_cpus=None, experience_csvs=None,
           miss_budget=0.01, slot=None, quantiles: dict | None = None) -> None:
-    from perflearn.manage.compare import figure as draw, model_predictor
+    from perflearn.manage.compare import check_unit, figure as draw, model_predictor
     from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.journal import IntervalCsv
     from perflearn.manage.live import LiveService, work_directory, write_trace
@@ -368,6 +374,9 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
     # each label's model of p95, and of the CPU µs per request the service took when profiled
     predictors = {label: model_predictor(load(path), scale, what=_option("--model", label))
                   for label, path in model_dirs.items()}
+    for label, predict in predictors.items():
+        check_unit(predict, space, target, max_rps, _option("--model", label),
+                   {1e-6: "us", 1e-3: "ms", 1.0: "s"}.get(scale, f"units of {scale:g} s"))
     costs = {label: model_predictor(load(path), 1e-6, what=_option("--cost-model", label))
              for label, path in cost_dirs.items()}
     if rapl_or_none() is None:

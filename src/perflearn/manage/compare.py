@@ -203,6 +203,21 @@ def figure(frames: dict[str, pd.DataFrame], path, title: str = "") -> None:
 
 
 FEEDABLE = ("cores", "level", "quota", "rps", "rate", "wire.rps", "offered_rps", "host_probe_us")
+UNIT_SLACK = 1000.0  # a forecast this many times off the target at the maximum: a unit mistaken, not a model
+
+
+def check_unit(predict, space: ConfigSpace, target_s: float, max_rps: float, what: str, unit: str) -> None:
+    """A model read in the wrong unit forecasts nonsense every interval, silently: a manage
+    --csv's p95 (seconds) read as the default microseconds forecast 1e-10 s, and Heimdall ran
+    the cheapest configuration throughout (session 46's review). Its forecast at the maximum
+    configuration and half the maximum load, against the target, says which unit it is in."""
+    top = space.maximum
+    forecast = float(predict(pd.DataFrame({"cores": [top.cores], "level": [top.level], "rps": [max_rps / 2]}))[0][0])
+    ratio = forecast / target_s
+    if not (1 / UNIT_SLACK < ratio < UNIT_SLACK):
+        raise UsageError(f"{what} read in {unit} forecasts {forecast:.3g} s at the maximum configuration and half "
+                         f"the load, {ratio:.3g} times the {target_s * 1e3:.4g}-ms target: is --model-unit right? "
+                         "(a manage --csv file's p95 is in seconds: --model-unit s)")
 
 
 def model_predictor(model, scale: float, what: str = "the model"):
