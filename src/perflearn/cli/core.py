@@ -307,6 +307,8 @@ def import_cmd(
 
     dataset = Dataset.from_csv(csv, metrics=metric, knobs=knob, context=context,
                                name=None if name is None else _experiment_name(name))
+    for note in dataset.notes:
+        terminal.warn(note)
     with open_store(store) as results:
         results.import_dataset(dataset, dataset.experiment)
     terminal.info(f"imported {len(dataset.frame)} runs as {dataset.experiment!r}: knobs {', '.join(dataset.knobs)}; "

@@ -89,7 +89,10 @@ def load_dataset(
         if missing:
             raise UsageError(f"no column {missing[0]!r} (columns: {', '.join(head)})", where=str(csv))
         # every other column of a CSV is a knob, kept in the frame: --where sees them all
-        return _keep_rows(Dataset.from_csv(csv, metrics=metrics, context=context_cols), rows)
+        dataset = Dataset.from_csv(csv, metrics=metrics, context=context_cols)
+        for note in dataset.notes:
+            terminal.warn(note)
+        return _keep_rows(dataset, rows)
     try:
         from perflearn.store import open_store  # type: ignore[attr-defined]
     except ImportError:

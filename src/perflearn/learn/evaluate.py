@@ -245,7 +245,9 @@ def evaluate(
                 pooled_true.append(y[te])
                 pooled_pred.append(pred)
     oob = {}
-    if family == "rf" and n >= 5 and quantile is None:  # a quantile forest's point is not the mean the OOB score judges
+    # a quantile forest's point is not the mean the OOB score judges; and where a configuration has
+    # several rows, its others are in the very trees that leave one out: 0.89 R² beside a grouped CV's 0.27
+    if family == "rf" and n >= 5 and quantile is None and groups is None:
         oob = oob_score(data, params=params, log_target=log_target, random_state=random_state, n_jobs=n_jobs)
     return EvalResult(
         family=family,

@@ -131,7 +131,7 @@ class FeatureSchema:
                 if unseen:
                     raise UsageError(
                         f"feature {f!r} has category {unseen[0]!r} not seen in training "
-                        f"(known: {', '.join(sorted(known))})",
+                        f"(known: {_some(sorted(known))})",
                         where=where,
                     )
                 out[f] = values
@@ -341,3 +341,9 @@ def _exact_cover(m: np.ndarray, first: int, candidates: list[int]) -> list[int] 
         return None
 
     return extend(m[:, first].copy(), [first])
+
+
+def _some(names: list[str], most: int = 12) -> str:
+    """A list for a message: 400 categories made a 10-KB line."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown}, ... ({len(names)} in all)"
