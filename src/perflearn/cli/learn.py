@@ -514,7 +514,9 @@ def recommend(
     """Recommend the best settings for a context, and compare learned choices with defaults."""
     from perflearn.learn.model import fit as fit_model
     from perflearn.learn.model import load
-    from perflearn.learn.recommend import Constraint, defaults_table, recommend as rec
+    import pandas as pd
+
+    from perflearn.learn.recommend import Constraint, defaults_table, recommend as rec, unseen_pairs
     from perflearn.learn.space import search_space
 
     if top < 1:  # before fitting (--top -3 printed all but 3 of the points)
@@ -555,6 +557,10 @@ def recommend(
     terminal.out.print(f"recommended: {best}  (predicted {pred})")
     for note in r.notes:
         terminal.out.print(f"  searched only configurations where {note}", markup=False)
+    runs = ds.ok()
+    for note in [*models[target].schema.outside(pd.DataFrame([r.point])[models[target].features]),
+                 *unseen_pairs(r.point, runs, used)]:
+        terminal.warn(note)
     if not r.feasible:
         terminal.warn("no point satisfies every constraint by the model; the least violating one is shown")
     if table:

@@ -315,3 +315,19 @@ def _onehot_lenient(model: Model, frame: pd.DataFrame) -> np.ndarray:
     if enc is not None:
         enc = enc.set_params(handle_unknown="ignore")
     return np.asarray(prep.transform(df), dtype=float)
+
+
+def unseen_pairs(point: dict[str, Any], runs: pd.DataFrame, knobs: list[str], least: int = 5) -> list[str]:
+    """Pairs of the point's settings no run had together, though each was common (in
+    ``least`` runs or more): a combination the system may not allow (Apache's Handle=1 never
+    came with InMemory=1 in 192 runs), where a model predicts from neither setting's runs
+    and no constraint said so. One line each; the search does not leave them out (a
+    sweep may simply not have measured them)."""
+    notes = []
+    for a, b in itertools.combinations([k for k in knobs if k in runs and k in point], 2):
+        with_a, with_b = runs[a] == point[a], runs[b] == point[b]
+        if with_a.sum() >= least and with_b.sum() >= least and not (with_a & with_b).any():
+            notes.append(f"{a}={point[a]} with {b}={point[b]}: no run had both ({int(with_a.sum())} had the first, "
+                         f"{int(with_b.sum())} the second); the system may not allow it, and the prediction is "
+                         "a guess from runs unlike it")
+    return notes

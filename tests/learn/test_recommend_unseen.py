@@ -1,0 +1,39 @@
+"""recommend says when its point has settings no run had together, or lies outside what the
+model was trained on (session 46's review: Apache's Handle=1 never came with InMemory=1 in
+192 runs, yet that was the recommendation, without a word)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from perflearn.cli.app import app
+from perflearn.learn.recommend import unseen_pairs
+
+
+def runs_without(a: int, b: int) -> pd.DataFrame:
+    """Every combination of three binary knobs but those with x = a and y = b together."""
+    rows = [{"x": x, "y": y, "z": z, "t": 10 + 5 * x + 3 * y + z} for x, y, z in itertools.product((0, 1), repeat=3)
+            if not (x == a and y == b)]
+    return pd.DataFrame(rows * 3)
+
+
+def test_a_pair_no_run_had_is_said():
+    runs = runs_without(1, 1)
+    notes = unseen_pairs({"x": 1, "y": 1, "z": 0}, runs, ["x", "y", "z"])
+    assert len(notes) == 1 and notes[0].startswith("x=1 with y=1: no run had both (6 had the first, 6 the second)")
+    assert unseen_pairs({"x": 1, "y": 0, "z": 1}, runs, ["x", "y", "z"]) == []
+
+
+def test_recommend_warns_of_its_unseen_pair_and_of_a_context_beyond_the_runs(tmp_path):
+    path = tmp_path / "runs.csv"
+    runs_without(1, 1).to_csv(path, index=False)
+    out = CliRunner().invoke(app, ["recommend", "--csv", str(path), "-t", "t", "--maximize", "--family", "linear",
+                                   "--any-combination"], terminal_width=200)
+    assert out.exit_code == 0, out.output
+    assert "recommended: x=1, y=1, z=1" in out.output and "x=1 with y=1: no run had both" in out.output
+    beyond = CliRunner().invoke(app, ["recommend", "--csv", str(path), "-t", "t", "--maximize", "--family", "linear",
+                                      "-c", "z=7"], terminal_width=200)
+    assert beyond.exit_code == 0 and "z outside the trained range 0 to 1 (e.g. 7): extrapolated" in beyond.output
