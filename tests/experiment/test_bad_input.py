@@ -219,3 +219,17 @@ def test_time_limit_gives_back_an_outer_timer():
 ])
 def test_names_and_values_the_results_cannot_hold(write_spec, body, fragment):
     assert fragment in error_of(write_spec, SPEC + "\n" + body + "\n")
+
+
+@pytest.mark.parametrize("option, values", [
+    ("rate=5700,11400", [5700, 11400]),
+    ("cpu=[0,1]", [[0, 1]]),  # a CPU list: '[0' and '1]' before (session 46's review)
+    ("cpu=[0,1],[2,3]", [[0, 1], [2, 3]]),
+    ('cpu="0,1"', ["0,1"]),  # one value, two points before
+    ('mode="x,y",z', ["x,y", "z"]),
+    ("mode=fast, slow", ["fast", "slow"]),
+])
+def test_values_split_at_top_level_commas_only(option, values):
+    from perflearn.experiment.spec import parse_values
+
+    assert parse_values(option) == (option.split("=")[0], values)

@@ -380,3 +380,17 @@ def test_outputs_that_cannot_be_written_are_refused_before_the_work(step_ds, tmp
     assert res.exit_code == 2 and "--out" in res.output and "no such directory" in res.output, res.output
     res = runner.invoke(app, ["cluster", "--csv", str(train), "-m", "T", "-o", str(tmp_path / "no" / "c.csv")])
     assert res.exit_code == 2 and "--out" in res.output and "no such directory" in res.output, res.output
+
+
+@pytest.mark.parametrize("flag", [["--ensemble", "3"], ["--point", "relative"], ["--weights", "inverse"]])
+def test_autos_options_with_one_family_are_refused(tmp_path, flag):
+    """`fit --family rf --point relative` ran and ignored --point (session 46's review)."""
+    from typer.testing import CliRunner
+
+    from perflearn.cli.app import app
+
+    path = tmp_path / "runs.csv"
+    path.write_text("x,y\n" + "".join(f"{i},{i * i + 1}\n" for i in range(12)))
+    out = CliRunner().invoke(app, ["fit", "--csv", str(path), "-t", "y", "--family", "rf", *flag,
+                                   "-o", str(tmp_path / "m")])
+    assert out.exit_code == 2 and f"{flag[0]}: applies to auto's choice; --family rf" in out.output, out.output

@@ -660,13 +660,32 @@ def parse_values(option: str) -> tuple[str, list]:
     if not sep or not name.strip() or not text.strip():
         raise SpecError(f"--values {option!r}: expected NAME=V1,V2,...")
     parsed = []
-    for item in text.split(","):
+    for item in _top_level_items(text):
         item = item.strip()
         try:
             parsed.append(tomllib.loads(f"v = {item}")["v"])
         except tomllib.TOMLDecodeError:
             parsed.append(item.strip('"\''))  # a bare word: a string value
     return name.strip(), parsed
+
+
+def _top_level_items(text: str) -> list[str]:
+    """``text`` split at the commas outside quotes and brackets: ``[0,1],"2,3",4`` is three
+    values (every comma split: `cpu=[0,1]` was '[0' and '1]', `cpu="0,1"` two points)."""
+    items, depth, quote, start = [], 0, None, 0
+    for i, c in enumerate(text):
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "\"'":
+            quote = c
+        elif c == "[":
+            depth += 1
+        elif c == "]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    return [*items, text[start:]]
 
 
 def _repeated(values: list) -> Any:

@@ -76,6 +76,8 @@ class PerfStat(Collector):
         event = metric.options["event"]
         if not event or any(c in event for c in ", \t"):
             raise ValueError(f"event: one perf event name per metric, got {event!r}")
+        if not metric.unit and "scale" not in metric.options:  # perf stat: clocks in ms, every other event a count
+            metric.unit = "ms" if event.split(":")[0] in ("task-clock", "cpu-clock") else "count"
 
     def check(self) -> list[str]:
         if shutil.which("perf") is None:
