@@ -494,6 +494,13 @@ def test_a_metric_a_changed_spec_adds_is_seen_and_missing_in_the_runs_before(wri
     frame = store.dataset("grow").frame.sort_values("a")
     assert frame["w"].isna().tolist() == [True, True, False] and frame["w"].iloc[2] == 3
     assert frame["v"].tolist() == [1, 2, 3]
+    # a value put first moves every point: refused, and before the store is touched (the
+    # changed spec's metric was added to the experiment all the same, session 46's review)
+    moved = write_spec(base.replace("values = [1, 2]", "values = [0, 1, 2, 3]")
+                       + '\n        [metrics.u]\n        source = "regex"\n        pattern = \'v (\\d+)\'\n')
+    with pytest.raises(StoreError, match="point 1 of 'grow' was stored with other knob values"):
+        run(moved, store, resume=True, allow_changed_spec=True)
+    assert "u" not in store.dataset("grow").metrics
 
 
 def test_a_missing_working_directory_is_named_not_blamed_on_the_program(write_spec, tmp_path):

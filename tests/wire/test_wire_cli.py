@@ -331,3 +331,16 @@ def test_load_a_server_that_stops_answering_fails(wire_tools, memcached):
     assert summary["unanswered"] > summary["sent"] / 2
     assert f"{summary['unanswered']} of the {summary['sent']} requests sent" in res.stderr.splitlines()[-1]
     assert "never answered" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_live_sniff_ended_by_sigterm_keeps_its_summary(wire_tools, can_capture):
+    """`timeout 60 perflearn sniff -i lo ...` (SIGTERM) ended without a summary; Ctrl-C had one."""
+    import signal
+
+    sniff = subprocess.Popen([sys.executable, "-m", "perflearn", "sniff", "-i", "lo", "-f", "tcp port 9"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    sniff.send_signal(signal.SIGTERM)
+    out, err = sniff.communicate(timeout=30)
+    assert _lines(out)[-1]["type"] == "summary", (out, err)
+    assert "Traceback" not in err

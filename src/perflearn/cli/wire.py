@@ -17,7 +17,7 @@ from perflearn.errors import PerflearnError, UsageError
 from perflearn.wire import LiveSniffer, run_load, sniff_file
 
 from . import terminal
-from .app import app
+from .app import app, interrupt_on_sigterm
 
 
 def _emit(obj: dict) -> None:
@@ -124,6 +124,7 @@ def sniff(
         except BrokenPipeError:
             closed.append(True)  # the reader thread cannot exit the command: the loop below stops the capture
 
+    interrupt_on_sigterm()  # `timeout 60 perflearn sniff ...` ends as Ctrl-C does: with its summary (it had none)
     sniffer = LiveSniffer(interface, bpf=bpf, protocol=protocol, ports=port or (), interval=interval,
                           snaplen=snaplen, timeout=timeout, tick=tick, on_line=emit)
     if records:

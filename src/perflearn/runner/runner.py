@@ -235,6 +235,15 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
         raise StoreError(f"experiment {spec.name!r} was imported, not run; choose another --name",
                          where=getattr(store, "path", None))
 
+    points = {r.point_id: r.point for r in planned}
+    if existing is not None:  # before anything is changed: a refused resume left the changed spec's metrics behind
+        stored = store.points(existing)
+        clash = next((pid for pid, values in sorted(points.items()) if stored.get(pid, point_key(values)) != point_key(values)),
+                     None)
+        if clash is not None:
+            raise StoreError(f"point {clash} of {spec.name!r} was stored with other knob values (points are positions in "
+                             "the knobs' value lists: a list changed but at its end cannot be continued); give --name "
+                             "for a new experiment", where=getattr(store, "path", None))
     actuators, collectors, warnings = check_machine(spec)
     for warning in warnings:
         observer.warning(warning)
@@ -258,7 +267,6 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
         description=spec.description, spec_text=spec.text, spec_hash=spec.hash,
         spec_path=str(Path(spec.path).resolve()), host=host_metadata(),
     )
-    points = {r.point_id: r.point for r in planned}
     store.add_points(experiment, [(pid, point_key(values), values) for pid, values in sorted(points.items())])
     recorded = store.recorded(experiment)
     todo = [r for r in planned if (r.point_id, r.rep) not in recorded]
