@@ -37,3 +37,15 @@ def test_recommend_warns_of_its_unseen_pair_and_of_a_context_beyond_the_runs(tmp
     beyond = CliRunner().invoke(app, ["recommend", "--csv", str(path), "-t", "t", "--maximize", "--family", "linear",
                                       "-c", "z=7"], terminal_width=200)
     assert beyond.exit_code == 0 and "z outside the trained range 0 to 1 (e.g. 7): extrapolated" in beyond.output
+
+
+def test_every_command_that_learns_says_the_runs_it_left_out(tmp_path):
+    """fit and evaluate said "10 run(s) left out"; recommend, rules and cluster said nothing."""
+    frame = runs_without(1, 1).assign(status="ok")
+    frame.loc[:3, "status"] = "failed"
+    path = tmp_path / "runs.csv"
+    frame.to_csv(path, index=False)
+    for argv in (["rules", "-t", "t"], ["recommend", "-t", "t", "--maximize", "--family", "linear"],
+                 ["cluster", "--metrics", "t"]):
+        out = CliRunner().invoke(app, [argv[0], "--csv", str(path), *argv[1:]], terminal_width=200)
+        assert out.exit_code == 0 and "4 run(s) left out" in out.output, (argv, out.output)

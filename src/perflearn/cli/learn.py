@@ -51,6 +51,13 @@ def _split(value: str | None) -> list[str] | None:
     return split_list(value)
 
 
+def _say_left_out(runs: int, target: str) -> None:
+    """Runs a model did not learn from, said by every command that fits one (recommend,
+    rules and cluster said nothing of 10 failed runs, session 46's review)."""
+    if runs:
+        terminal.warn(f"{runs} run(s) left out (failed, or NULL {target} or feature)")
+
+
 def _families(value: str | None) -> list[str] | None:
     """--families as a list; given but empty is an error, not "all"."""
     families = _split(value)
@@ -287,7 +294,7 @@ def fit(
                       weights=weights)
     model.save(out)
     if model.n_excluded:
-        terminal.warn(f"{model.n_excluded} run(s) left out (failed, or NULL {target} or feature)")
+        _say_left_out(model.n_excluded, target)
     wide = model.cv.get("left_out")
     if wide:  # see learn.models.AUTO_MAX_WIDTH
         terminal.info(f"auto did not try {', '.join(wide['candidates'])}: the model input is {wide['width']} columns "
@@ -402,7 +409,7 @@ def evaluate(
         lc = ev.learning_curve(data, family, fractions=[0.1, 0.2, 0.3, 0.5, 0.7, 0.9], repeats=max(3, repeats),
                                params=params, log_target=lt, random_state=seed, families=candidates)
     if data.excluded:
-        terminal.warn(f"{data.excluded} run(s) left out (failed, or NULL {target} or feature)")
+        _say_left_out(data.excluded, target)
     zeros = int((data.y == 0).sum())
     if zeros:  # MAPE divides by every target (it printed 1e17 %), MRE skips y = 0
         terminal.warn(f"{zeros} run(s) have {target} = 0: MAPE is undefined (n/a), MRE leaves them out")
@@ -562,6 +569,8 @@ def recommend(
                                     exact=list(r.point)))
     best = ", ".join(f"{k}={v}" for k, v in r.point.items())
     pred = ", ".join(f"{k}={_fmt(v)}" for k, v in r.predicted.items())
+    for metric, m in models.items():
+        _say_left_out(m.n_excluded, metric)
     terminal.out.print(f"recommended: {best}  (predicted {pred})")
     for note in r.notes:
         terminal.out.print(f"  searched only configurations where {note}", markup=False)
@@ -612,6 +621,7 @@ def rules(
             raise UsageError(f"class thresholds must be numbers, got {classes!r}", where="--classes") from None
     r = tree_rules(data, max_depth=depth, classes=thresholds, min_samples_leaf=min_leaf)
     kind = "accuracy" if thresholds is not None else "R²"
+    _say_left_out(data.excluded, target)
     terminal.out.print(f"rules for {target} from a depth-{depth} tree over {len(data.y)} runs (in-sample {kind} {r.r2_or_accuracy:.3f}):")
     terminal.out.print(r.text(data.schema.unit))
     if png is not None:
@@ -651,6 +661,9 @@ def cluster(
         mets = cols
     ds = load_dataset(csv, experiment, store, mets or [], _split(context_cols))
     r = run_cluster(ds, cols, k=k, kmax=kmax, pca=pca, by=by, random_state=seed)
+    not_ok = int((ds.frame["status"] != "ok").sum())
+    if not_ok:  # the profiles are of ok runs
+        terminal.warn(f"{not_ok} run(s) left out (not ok)")
     if r.null_metrics:
         terminal.warn(f"left out of the profile: {', '.join(r.null_metrics)} (NULL in every run)")
     if r.dropped:
