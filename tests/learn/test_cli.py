@@ -35,6 +35,12 @@ def test_fit_then_predict(tmp_path):
     got = pd.read_csv(tmp_path / "pred.csv")
     assert list(got.columns) == ["a", "b", "c", "T", "std", "lo", "hi"]
     assert got["T"].iloc[0] < 12 < 20 < got["T"].iloc[1]
+    # points that carry their measurement keep it beside the prediction (it was dropped, session 46)
+    pd.DataFrame({"a": [1.0, 9.0], "b": ["x", "z"], "c": [1, 1], "T": [10.5, 30.0]}).to_csv(pts, index=False)
+    assert run("predict", out, "--points", pts, "-o", tmp_path / "pred.csv").exit_code == 0
+    got = pd.read_csv(tmp_path / "pred.csv")
+    assert list(got.columns) == ["a", "b", "c", "T_measured", "T", "std", "lo", "hi"]
+    assert got["T_measured"].tolist() == [10.5, 30.0]
 
 
 def test_fit_where_keeps_only_the_rows_it_names(tmp_path):

@@ -51,6 +51,9 @@ def _split(value: str | None) -> list[str] | None:
     return split_list(value)
 
 
+SHOWN = 50  # predictions printed to the terminal; --out writes them all
+
+
 def _say_left_out(runs: int, target: str) -> None:
     """Runs a model did not learn from, said by every command that fits one (recommend,
     rules and cluster said nothing of 10 failed runs, session 46's review)."""
@@ -493,6 +496,8 @@ def predict(
         terminal.warn(note)
     result = pd.concat([frame[model.features].reset_index(drop=True), dist.reset_index(drop=True)], axis=1)
     result = result.rename(columns={"pred": model.target})
+    if model.target in frame:  # the points' own measurement, beside the prediction (it was dropped)
+        result.insert(len(model.features), f"{model.target}_measured", frame[model.target].reset_index(drop=True))
     if out is not None:
         result.to_csv(out, index=False)
         terminal.info(f"{len(result)} prediction(s) written to {out}")
@@ -501,7 +506,9 @@ def predict(
         band = "5 % and 95 % of the values" if model.quantile is not None and model.family == "rf" else "~90% band"
         members = model.cv.get("members") or []
         by = f"an ensemble of {len(members)}" if len(members) > 1 else model.family
-        terminal.out.print(_frame_table(result, title=f"{what} predicted by {by} (lo/hi: {band})"))
+        terminal.out.print(_frame_table(result.head(SHOWN), title=f"{what} predicted by {by} (lo/hi: {band})"))
+        if len(result) > SHOWN:  # 20 000 rows took 29 s to print
+            terminal.info(f"the first {SHOWN} of {len(result)} predictions; all of them: --out FILE.csv")
 
 
 # -- recommend --------------------------------------------------------------------------------
