@@ -67,30 +67,19 @@ def _perflearn_running(how: str, command: list[str]) -> list[str]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 @pytest.mark.parametrize("how", ["detect watch", "emulate"])
-def test_the_users_command_ends_with_perflearn_killed_outright(how, alive, reap, tmp_path):
+@pytest.mark.parametrize("script", ["echo $$ > {pid}; exec sleep 60", "sleep 60 & echo $! > {pid}; wait"],
+                         ids=["the command", "its background job"])
+def test_what_the_command_runs_ends_with_perflearn_killed_outright(how, script, alive, reap, tmp_path):
+    """The command, and a shell's background job (before session 46 the shell ended by its
+    parent-death signal and the job ran on)."""
     written = tmp_path / "pid"
-    parent = subprocess.Popen(_perflearn_running(how, ["sh", "-c", f"echo $$ > {written}; exec sleep 60"]))
+    parent = subprocess.Popen(_perflearn_running(how, ["sh", "-c", script.format(pid=written)]))
     reap(parent)
-    child = _pid_written(written, parent)
-    reap(child)
+    process = _pid_written(written, parent)
+    reap(process)
     parent.kill()  # SIGKILL: no cleanup runs
     parent.wait()
-    assert not alive(child)
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
-@pytest.mark.parametrize("how", ["detect watch", "emulate"])
-def test_what_the_command_started_ends_with_perflearn_killed_outright(how, alive, reap, tmp_path):
-    """A shell's background job, when perflearn is killed outright: before session 46 the
-    shell ended (its parent-death signal) and the job ran on."""
-    written = tmp_path / "pid"
-    parent = subprocess.Popen(_perflearn_running(how, ["sh", "-c", f"sleep 60 & echo $! > {written}; wait"]))
-    reap(parent)
-    grandchild = _pid_written(written, parent)
-    reap(grandchild)
-    parent.kill()  # SIGKILL: no cleanup runs
-    parent.wait()
-    assert not alive(grandchild)  # (alive waits up to 5 s for it to end)
+    assert not alive(process)  # (alive waits up to 5 s for it to end)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc are Linux's")
