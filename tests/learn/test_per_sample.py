@@ -70,6 +70,7 @@ def test_fit_per_sample_over_an_experiment_the_runner_sampled(write_spec, store_
     assert r.exit_code == 0, r.output
     assert "samples of 3 runs" in r.output and "folds are by run" in r.output and "optimistic" not in r.output
     assert "folds by run (3 runs)" in r.output
+    assert "samples used" in r.output and "runs used" not in r.output  # a row is a sample, not a run
     meta = json.loads((tmp_path / "m" / "model.json").read_text())
     assert meta["n_train"] >= 3 * 5  # about 10 samples per run, not one row per run
     r = runner.invoke(app, ["fit", *base, "--warmup", "0.5", "-t", "proc.rss", "--family", "cart",

@@ -826,7 +826,9 @@ def test_live_options_are_refused_by_the_simulator_and_a_bad_service_command_bef
                            (["--service", "memcached -p {port}", "--profiled-speed", "1.3", *live],
                             "--profiled-speed: the simulator's option"),
                            (["--simulate", "-p", "static", "--csv", "/nonexistent/dir/i.csv"],
-                            "--csv: no such directory '/nonexistent/dir'")):
+                            "--csv: no such directory '/nonexistent/dir'"),
+                           (["--service", "memcached -p {port}", "--protocol", "foo", *live],
+                            "--protocol: one perflearn-load drives")):
         result = cli.invoke(app, ["manage", *args])
         assert result.exit_code == 2 and fragment in result.output and len(result.output.strip().splitlines()) == 1, \
             (args, result.output)

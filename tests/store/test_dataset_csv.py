@@ -34,3 +34,15 @@ def test_an_unseen_category_names_a_few_known_ones(tmp_path):
         model.predict(pd.DataFrame({"c": ["new"]}))
     assert "not seen in training (known: v000, v001" in str(caught.value) and "(40 in all)" in str(caught.value)
     assert len(str(caught.value)) < 300
+
+
+def test_import_knobs_split_at_commas(tmp_path):
+    """`import -k a,b` looked for one column named 'a,b', where -f and -m split."""
+    from typer.testing import CliRunner
+
+    from perflearn.cli.app import app
+
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"a": [1, 2, 3], "b": [4, 5, 6], "c": [7, 8, 9], "t": [1.0, 2.0, 3.0]}).to_csv(path, index=False)
+    out = CliRunner().invoke(app, ["import", str(path), "-m", "t", "-k", "a,b", "--store", str(tmp_path / "s.duckdb")])
+    assert out.exit_code == 0 and "knobs a, b;" in out.output, out.output

@@ -305,6 +305,9 @@ def import_cmd(
     """Import a dataset measured elsewhere, so models can be trained on it too."""
     from perflearn.store import Dataset, open_store
 
+    # -k a,b as -f and -m take it (it was one column named 'a,b')
+    knob = [k.strip() for value in knob for k in value.split(",") if k.strip()] if knob else knob
+    context = [c.strip() for value in context for c in value.split(",") if c.strip()] if context else context
     dataset = Dataset.from_csv(csv, metrics=metric, knobs=knob, context=context,
                                name=None if name is None else _experiment_name(name))
     for note in dataset.notes:

@@ -303,10 +303,10 @@ def fit(
         terminal.info(f"auto did not try {', '.join(wide['candidates'])}: the model input is {wide['width']} columns "
                       f"wide (one per numeric feature and category), above {wide['max_width']}, where their cost "
                       "grows faster than the width; ask for one with --family")
-    _print_model(model, out)
+    _print_model(model, out, int(ds.frame["run_id"].nunique()) if per_sample else 0)
 
 
-def _print_model(model, out: Path) -> None:
+def _print_model(model, out: Path, per_sample_runs: int = 0) -> None:
     table = Table(title=f"model of {model.target}", title_justify="left", show_header=False)
     table.add_column("key")
     table.add_column("value")
@@ -321,7 +321,10 @@ def _print_model(model, out: Path) -> None:
         lo, hi = model.cv["bounds"]
         table.add_row("kept within", f"{_fmt(lo)} .. {_fmt(hi)} (the training range widened by its width, log scale)")
     table.add_row("features", ", ".join(model.features))
-    table.add_row("runs used", f"{model.n_train} ({model.n_excluded} left out)")
+    if per_sample_runs:  # a row is a sample: 46 "runs" were 6 runs' samples (session 46's review)
+        table.add_row("samples used", f"{model.n_train} of {per_sample_runs} runs ({model.n_excluded} left out)")
+    else:
+        table.add_row("runs used", f"{model.n_train} ({model.n_excluded} left out)")
     cv = model.cv
     by_run = f", folds by {cv['folds_by']} ({cv.get('runs')} {cv['folds_by']}s)" if cv.get("folds_by") else ""
     if model.quantile is not None:  # a quantile is judged by how often values fall under it

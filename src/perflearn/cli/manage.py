@@ -178,6 +178,10 @@ def manage(
                              "(--mu, --base-us) and fits its own models")
     if service:
         _check_service_command(service)
+        from perflearn.wire.load import PROTOCOLS as LOADABLE
+
+        if protocol not in LOADABLE:  # it failed only once the first pass had started
+            raise UsageError(f"--protocol: one perflearn-load drives ({', '.join(LOADABLE)}), got {protocol!r}")
     if from_csv is not None:
         if simulate or service:
             raise UsageError("--from-csv records a run that is over: give it without --simulate and --service")
