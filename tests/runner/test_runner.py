@@ -551,3 +551,20 @@ def test_an_experiment_name_that_cannot_name_files_is_refused(write_spec, store_
         result = CliRunner().invoke(app, [*argv, "--name", name, "--store", str(store_path)])
         assert result.exit_code == 2 and why in result.output and "Traceback" not in result.output, result.output
     assert not store_path.exists() or "evil" not in CliRunner().invoke(app, ["ls", "--store", str(store_path)]).output
+
+
+def test_kept_run_directories_are_named_in_the_runs_notes(write_spec, tmp_path, monkeypatch):
+    """--keep-run-dirs kept them and never said where."""
+    monkeypatch.setenv("PERFLEARN_RUN_DIR", str(tmp_path))
+    path = write_spec("""
+        [workload]
+        command = ["echo", "kept"]
+        [metrics.t]
+        source = "time"
+    """)
+    _, store = run(path, keep_run_dirs=True)
+    note = store.runs("spec")["notes"].iloc[0]
+    from pathlib import Path
+
+    kept = Path(note.removeprefix("run directory "))
+    assert note.startswith("run directory ") and kept.parent == tmp_path and (kept / "workload.stdout").read_text() == "kept\n"

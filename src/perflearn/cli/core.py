@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shlex
+import tempfile
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -167,6 +168,11 @@ def run(
                                      stop_after_failures=stop_after_failures, resume_command=shlex.join(again))
         finally:
             observer.close()
+        if keep_run_dirs and outcome.ran:
+            from perflearn.runner.execute import default_run_root
+
+            terminal.info(f"run directories kept under {default_run_root() or tempfile.gettempdir()} "
+                          "(each run's own: its notes, `store.runs(NAME)`)")
         statuses = ", ".join(f"{n} {s}" for s, n in sorted(outcome.by_status.items())) or "nothing to run"
         terminal.info(f"{outcome.experiment}: {statuses}; {outcome.already + outcome.ran}/{outcome.planned} runs stored in {store}")
         if not quiet and outcome.ran:

@@ -75,6 +75,8 @@ class RunExecutor:
                 record.samples = sampler.stop()  # kept whatever the run's outcome
             self._stop_companions(running, result)
             record.exit_code, record.signal, record.wall_s = result.exit_code, result.signal, result.wall_s
+            if self.keep_run_dirs:  # where its outputs are (--keep-run-dirs never said)
+                run.notes.append(f"run directory {run_dir}")
             record.notes = "; ".join(run.notes) or None
             record.status, record.error = result.status, result.error
             if result.status != "ok":
