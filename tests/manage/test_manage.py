@@ -810,6 +810,7 @@ def test_live_options_are_refused_by_the_simulator_and_a_bad_service_command_bef
     a mistyped {prot} was an internal error (KeyError), a command without {port} waited 10 s."""
     cli = CliRunner()
     live = ["--max-rps", "1000", "--target-ms", "1", "-p", "static"]
+    beyond = len(__import__("os").sched_getaffinity(0)) + 1
     for args, fragment in ((["--simulate", "--max-rps", "1000"], "--max-rps: a live service's option"),
                            (["--simulate", "--model", "/nonexistent"], "--model: a live service's option"),
                            (["--simulate", "--cost-model", "x"], "--cost-model: a live service's option"),
@@ -828,7 +829,9 @@ def test_live_options_are_refused_by_the_simulator_and_a_bad_service_command_bef
                            (["--simulate", "-p", "static", "--csv", "/nonexistent/dir/i.csv"],
                             "--csv: no such directory '/nonexistent/dir'"),
                            (["--service", "memcached -p {port}", "--protocol", "foo", *live],
-                            "--protocol: one perflearn-load drives")):
+                            "--protocol: one perflearn-load drives"),
+                           (["--service", "memcached -p {port}", "--cores", str(beyond), "--levels", "2", *live],
+                            f"--cores {beyond}: this process may use")):
         result = cli.invoke(app, ["manage", *args])
         assert result.exit_code == 2 and fragment in result.output and len(result.output.strip().splitlines()) == 1, \
             (args, result.output)

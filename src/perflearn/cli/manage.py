@@ -308,11 +308,15 @@ def _option(option: str, label: str | None) -> str:
 
 def _service_cpus(text: str | None, cores: int, simulate: bool) -> list[int] | None:
     """--service-cpus checked before anything starts: CPUs this process may use, at least --cores of them."""
+    import os
+
     if text is None:
+        usable = len(os.sched_getaffinity(0))
+        if not simulate and cores > usable:  # it failed once the first pass had started
+            raise UsageError(f"--cores {cores}: this process may use {usable} CPU(s); a live service gets at most those")
         return None
     if simulate:
         raise UsageError("--service-cpus places a live service; the simulator has no CPUs to place")
-    import os
 
     from perflearn.manage.live import check_service_cpus, parse_service_cpus
 
