@@ -201,7 +201,7 @@ def manage(
                            rows if seeds == 1 or not simulate else [f"{r}@{s}" for s in range(seed, seed + seeds) for r in rows],
                            f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels",
                            power_.label)
-    cpus = _service_cpus(service_cpus, cores, simulate)
+    cpus = _service_cpus(service_cpus, cores, simulate, live=bool(service) and not simulate)
     if simulate:
         _check_simulation_size(space, trace, step_seconds, interval, mu)
         with recording as record:
@@ -306,13 +306,13 @@ def _option(option: str, label: str | None) -> str:
     return option if label is None else f"{option} {label}=..."
 
 
-def _service_cpus(text: str | None, cores: int, simulate: bool) -> list[int] | None:
+def _service_cpus(text: str | None, cores: int, simulate: bool, live: bool = False) -> list[int] | None:
     """--service-cpus checked before anything starts: CPUs this process may use, at least --cores of them."""
     import os
 
     if text is None:
         usable = len(os.sched_getaffinity(0))
-        if not simulate and cores > usable:  # it failed once the first pass had started
+        if live and cores > usable:  # it failed once the first pass had started
             raise UsageError(f"--cores {cores}: this process may use {usable} CPU(s); a live service gets at most those")
         return None
     if simulate:
