@@ -405,3 +405,13 @@ def test_fit_says_when_raw_target_candidates_were_set_aside(tmp_path):
         assert r.exit_code == 0, r.output
         assert json.loads((out / "model.json").read_text())["cv"].get("raw_set_aside", False) is aside
         assert ("set aside" in r.output) is aside
+
+
+def test_a_constant_feature_is_named(tmp_path):
+    frame = pd.read_csv(STEP).assign(c=4)
+    frame.to_csv(tmp_path / "const.csv", index=False)
+    r = run("fit", "--csv", tmp_path / "const.csv", "-t", "T", "-m", "T,lat", "--family", "cart", "-o", tmp_path / "m")
+    assert r.exit_code == 0, r.output
+    assert "1 feature(s) with one value in every run used: c=4" in " ".join(r.output.split())
+    r = run("rules", "--csv", STEP, "-t", "T", "-m", "T,lat")
+    assert r.exit_code == 0 and "one value in every run" not in r.output

@@ -61,6 +61,15 @@ def _say_left_out(runs: int, target: str) -> None:
         terminal.warn(f"{runs} run(s) left out (failed, or NULL {target} or feature)")
 
 
+def _say_constant(schema) -> None:
+    """Features that never varied: nothing can be learnt of them (a constant column got no word)."""
+    const = schema.constant()
+    if const:
+        terminal.warn(f"{len(const)} feature(s) with one value in every run used: "
+                      + ", ".join(f"{f}={v}" for f, v in const.items())
+                      + "; the model cannot learn their effect (a prediction at another value is a guess)")
+
+
 def _families(value: str | None) -> list[str] | None:
     """--families as a list; given but empty is an error, not "all"."""
     families = _split(value)
@@ -298,6 +307,7 @@ def fit(
     model.save(out)
     if model.n_excluded:
         _say_left_out(model.n_excluded, target)
+    _say_constant(model.schema)
     wide = model.cv.get("left_out")
     if wide:  # see learn.models.AUTO_MAX_WIDTH
         terminal.info(f"auto did not try {', '.join(wide['candidates'])}: the model input is {wide['width']} columns "
@@ -416,6 +426,7 @@ def evaluate(
                                params=params, log_target=lt, random_state=seed, families=candidates)
     if data.excluded:
         _say_left_out(data.excluded, target)
+    _say_constant(data.schema)
     zeros = int((data.y == 0).sum())
     if zeros:  # MAPE divides by every target (it printed 1e17 %), MRE skips y = 0
         terminal.warn(f"{zeros} run(s) have {target} = 0: MAPE is undefined (n/a), MRE leaves them out")
@@ -581,6 +592,7 @@ def recommend(
     pred = ", ".join(f"{k}={_fmt(v)}" for k, v in r.predicted.items())
     for metric, m in models.items():
         _say_left_out(m.n_excluded, metric)
+    _say_constant(models[target].schema)
     terminal.out.print(f"recommended: {best}  (predicted {pred})")
     for note in r.notes:
         terminal.out.print(f"  searched only configurations where {note}", markup=False)
@@ -632,6 +644,7 @@ def rules(
     r = tree_rules(data, max_depth=depth, classes=thresholds, min_samples_leaf=min_leaf)
     kind = "accuracy" if thresholds is not None else "R²"
     _say_left_out(data.excluded, target)
+    _say_constant(data.schema)
     terminal.out.print(f"rules for {target} from a depth-{depth} tree over {len(data.y)} runs (in-sample {kind} {r.r2_or_accuracy:.3f}):")
     terminal.out.print(r.text(data.schema.unit))
     if png is not None:

@@ -34,6 +34,7 @@ from perflearn.errors import UsageError
 from .features import TrainingData
 from .metrics import METRICS, QUANTILE_METRICS, all_metrics
 from .models import FAMILIES, KNN_NEIGHBORS, AutoRegressor, check_families, check_params, make_pipeline, model_for
+from .uncertainty import band_calibration
 
 
 def _pipeline(data: TrainingData, family: str, params=None, log_target: bool | str = "auto", cv: int = 5,
@@ -287,8 +288,9 @@ def cross_validate_pipeline(data: TrainingData, family: str, *, params=None, log
     units = len(data.y) if groups is None else len(pd.unique(groups))
     res = evaluate(data, family, scheme="kfold", folds=max(2, min(folds, units)), params=params,
                    log_target=log_target, random_state=random_state, n_jobs=n_jobs)
-    out: dict[str, Any] = {"folds": int(res.splits.shape[0]),
-                           **all_metrics(res.y_true, res.y_pred, (params or {}).get("quantile"))}
+    quantile = (params or {}).get("quantile")
+    out: dict[str, Any] = {"folds": int(res.splits.shape[0]), **all_metrics(res.y_true, res.y_pred, quantile),
+                           "band": band_calibration(res.y_true, res.y_pred, quantile)}
     if res.grouped:
         out["folds_by"] = res.unit
         out["runs"] = res.n_runs

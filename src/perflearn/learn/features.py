@@ -49,6 +49,17 @@ class FeatureSchema:
     def categorical(self) -> list[str]:
         return [f for f in self.features if self.kinds[f] == "categorical"]
 
+    def constant(self) -> dict[str, str]:
+        """Features with one value in every training run, and that value: a model cannot
+        learn what they do, so a prediction at another value is a guess."""
+        out = {}
+        for f in self.features:
+            if self.kinds[f] == "numeric" and f in self.ranges and self.ranges[f][0] == self.ranges[f][1]:
+                out[f] = f"{self.ranges[f][0]:g}"
+            elif self.kinds[f] == "categorical" and len(self.categories.get(f, [])) == 1:
+                out[f] = self.categories[f][0]
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "target": self.target,

@@ -31,6 +31,7 @@ from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
 from .features import FeatureSchema, TrainingData, training_data
+from .uncertainty import band_calibration
 from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_MAX_WIDTH, AUTO_POINT, AUTO_SMALL_RATIO, AUTO_WEIGHTS,
                      POINTS, WEIGHTS, AutoRegressor, make_pipeline, model_for, quantile_leaf)
 
@@ -136,7 +137,9 @@ class Model:
         """Prediction with an uncertainty: columns ``pred, std, lo, hi`` (lo/hi ~ 90% band).
 
         Forests: spread across trees; Gaussian processes: posterior std; other
-        families: the relative error measured by cross-validation at fit time.
+        families: the relative error measured by cross-validation at fit time. lo/hi
+        span at least the fit's out-of-fold residuals (``cv["band"]``), so that they
+        cover about 90 % of new values where the family's own spread is too narrow.
         """
         from .uncertainty import predict_spread
 
@@ -144,7 +147,8 @@ class Model:
             points = pd.DataFrame([points])
         X = self.transform(points, where)
         with _quiet():
-            pred, std, lo, hi = predict_spread(self.estimator, X, rel_error=self.cv.get("mre"))
+            pred, std, lo, hi = predict_spread(self.estimator, X, rel_error=self.cv.get("mre"),
+                                            band=self.cv.get("band"))
         return pd.DataFrame({"pred": pred, "std": std, "lo": lo, "hi": hi}, index=points.index)
 
     def importance(self, X: pd.DataFrame | None = None, y: np.ndarray | None = None) -> dict[str, float]:
@@ -452,6 +456,7 @@ def fit_data(
         from .metrics import all_metrics
 
         cvinfo = {"folds": est.n_splits_, **all_metrics(y, est.oof_predictions_),
+                  "band": band_calibration(y, est.honest_oof_),
                   "selected_by": est.scoring_, "members": est.members_, "candidates": est.cv_results_,
                   "point": est.point_, "weights": est.weights_, "combine": est.combine_}
         if getattr(est, "bounds_", None) is not None:

@@ -623,24 +623,20 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         best = int(np.argmin(scores))
         if not np.isfinite(scores[best]):
             raise ValueError("every candidate model failed in cross-validation")
-        weights = np.zeros(len(cands))
-        weights[best] = 1.0
-        if inverse:
-            ok = np.isfinite(scores)
-            exact = ok & (scores <= 0)
-            weights[:] = 0.0
-            if exact.any():  # a perfect CV score: those candidates alone
-                weights[exact] = 1.0
-            else:
-                weights[ok] = 1.0 / scores[ok] ** 2
-            weights /= weights.sum()
-        elif float(self.blend) > 0:
-            close = np.flatnonzero(scores <= scores[best] * (1.0 + float(self.blend)))
-            close = close[np.argsort(scores[close], kind="stable")][: max(1, int(self.blend_max))]
-            weights[:] = 0.0
-            weights[close] = 1.0 / len(close)
-        elif int(self.ensemble) > 1:
-            weights = self._greedy_ensemble(np.array(oof_all), scores, y, int(self.ensemble))
+        oof_all = np.array(oof_all)
+        weights = self._weights(scores, oof_all, y, inverse)
+        # the out-of-fold prediction each run would get had the choice of members and weights not
+        # seen it (chosen again on the other folds): the ensemble's own oof is optimistic, the more so
+        # on small data (it chose the candidates that erred least there); the prediction band is
+        # calibrated on these (perflearn.learn.uncertainty.band_calibration)
+        self.honest_oof_ = np.full(n, np.nan)
+        for tr, te in splits:
+            sub = np.array([_score(self.scoring_, y[tr], o[tr]) if np.isfinite(sc) else np.inf
+                            for o, sc in zip(oof_all, scores)])
+            if np.isfinite(sub).any():
+                w = self._weights(sub, oof_all[:, tr], y[tr], inverse)
+                m = np.flatnonzero(w > 0)
+                self.honest_oof_[te] = average(oof_all[m][:, te], w[m], geometric=self._geometric(inverse))
         cand = cands[best]
         self.cv_results_ = results
         self.best_family_ = cand.family
@@ -648,10 +644,9 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         self.best_log_target_ = cand.log_target
         self.best_score_ = results[best]["score"]
         members = np.flatnonzero(weights > 0)
-        # near-ties of a relative error (MRE) are averaged geometrically: see ``combine``
-        geometric = (not inverse and float(self.blend) > 0 and self.scoring_ == "mre" and self.combine == "auto")
+        geometric = self._geometric(inverse)
         self.combine_ = "geometric" if geometric else "arithmetic"
-        self.oof_predictions_ = average(np.array(oof_all)[members], weights[members], geometric=geometric)
+        self.oof_predictions_ = average(oof_all[members], weights[members], geometric=geometric)
         self.ensemble_score_ = float(_score(self.scoring_, y, self.oof_predictions_))
         fitted = []
         for i in members:
@@ -668,6 +663,34 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         else:
             self.best_estimator_ = _Averaged(fitted, weights[members], geometric=geometric, bounds=self.bounds_)
         return self
+
+    def _geometric(self, inverse: bool) -> bool:
+        """Near-ties of a relative error (MRE) are averaged geometrically: see ``combine``."""
+        return not inverse and float(self.blend) > 0 and self.scoring_ == "mre" and self.combine == "auto"
+
+    def _weights(self, scores: np.ndarray, oof: np.ndarray, y: np.ndarray, inverse: bool) -> np.ndarray:
+        """Each candidate's weight in the prediction, from its CV ``scores`` (out-of-fold
+        predictions ``oof`` of ``y`` for the greedy ensemble)."""
+        best = int(np.argmin(scores))
+        weights = np.zeros(len(scores))
+        weights[best] = 1.0
+        if inverse:
+            ok = np.isfinite(scores)
+            exact = ok & (scores <= 0)
+            weights[:] = 0.0
+            if exact.any():  # a perfect CV score: those candidates alone
+                weights[exact] = 1.0
+            else:
+                weights[ok] = 1.0 / scores[ok] ** 2
+            weights /= weights.sum()
+        elif float(self.blend) > 0:
+            close = np.flatnonzero(scores <= scores[best] * (1.0 + float(self.blend)))
+            close = close[np.argsort(scores[close], kind="stable")][: max(1, int(self.blend_max))]
+            weights[:] = 0.0
+            weights[close] = 1.0 / len(close)
+        elif int(self.ensemble) > 1:
+            weights = self._greedy_ensemble(oof, scores, y, int(self.ensemble))
+        return weights
 
     def _raw_set_aside(self, scores: np.ndarray, oof: list, y: np.ndarray, cands: list) -> bool:
         """Whether the raw-target candidates are set aside: when candidates are scored by
