@@ -61,11 +61,27 @@ def _one_error_line(res) -> str:
     (["-d", "0"], "--duration: must be a positive number of seconds, got 0"),
     (["-r", "1e12", "-d", "0.5"], "--rate: 1000000000000 requests/s is more than 1 send thread(s) can issue"),
     (["-r", "1e7", "-d", "0.5"], "use at least 10 --threads and --connections"),
+    # --key-size fixed:0 and fixed:300 ran, clamped silently to 1 and 250 bytes.
+    (["--key-size", "fixed:0"], '--key-size: "fixed:0": a key is 1 to 250 bytes (memcached\'s limit), not 0'),
+    (["--key-size", "fixed:300"], '--key-size: "fixed:300": a key is 1 to 250 bytes (memcached\'s limit), not 300'),
+    (["--key-size", "uniform:8-251"], '--key-size: "uniform:8-251": a key is 1 to 250 bytes (memcached\'s limit), not 251'),
+    (["--key-size", "0"], '--key-size: "0": a key is 1 to 250 bytes'),
+    (["--value-size", "uniform:0-2000000000"], '--value-size: "uniform:0-2000000000": a value is 0 to 1073741824 bytes'),
+    (["--key-size", "fixed:3"], '--key-size: "fixed:3": the keys of --keys 10000 are named k0 ... k9999, up to 5 bytes'),
+    # the options `perflearn load` lacked, checked by the tool as they are given
+    (["--keys", "0"], "--keys: must be at least 1, got 0"),
+    (["--keys", "-1"], "invalid value '-1' for '--keys <KEYS>'"),
+    (["--seed", "-1"], "invalid value '-1' for '--seed <SEED>'"),
+    (["--path", "/a b"], '--path: "/a b": must start with / and hold no space or control character'),
+    (["--drain", "-1"], "--drain: must be a non-negative number of seconds, got -1"),
+    (["--interval", "0"], "--interval: must be at least 0.001 s, got 0"),
+    (["--step-pct", "0.5"], "--step-pct: must be between 1 and 100, got 0.5"),
 ])
 def test_load_bad_numbers_are_one_line_from_the_tool(wire_tools, args, message):
-    # Refused before connecting: nothing listens on port 1.
+    # Refused before connecting: nothing listens on port 1. A bad value is bad usage: exit 2
+    # (it was 1, as for a run that failed).
     res = CliRunner().invoke(app, ["load", "127.0.0.1:1", "-p", "memcache-binary", *args])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     line = _one_error_line(res)
     assert line.startswith("error: perflearn-load: ") and message in line, line
 
@@ -81,7 +97,7 @@ def test_load_bad_numbers_are_one_line_from_the_tool(wire_tools, args, message):
 ])
 def test_sniff_bad_numbers_are_one_line(wire_tools, args, message):
     res = CliRunner().invoke(app, ["sniff", str(WIRE_DATA / "golden.pcap"), *args])
-    assert res.exit_code != 0
+    assert res.exit_code == 2
     assert message in _one_error_line(res)
 
 
@@ -93,12 +109,12 @@ def test_sniff_live_duration_is_checked_before_capture(wire_tools, value):
     assert "--duration" in _one_error_line(res)
 
 
-def test_sniff_bad_file_exits_1(wire_tools, tmp_path):
+def test_sniff_a_file_that_is_no_capture_exits_2(wire_tools, tmp_path):
     bad = tmp_path / "x.pcap"
     bad.write_text("nope")
     res = CliRunner().invoke(app, ["sniff", str(bad)])
-    assert res.exit_code == 1
-    assert "not a pcap or pcapng capture" in res.output
+    assert res.exit_code == 2  # an input file that is wrong is bad usage (UsageError), as for a directory
+    assert "not a pcap or pcapng capture" in _one_error_line(res)
 
 
 @pytest.mark.slow
@@ -143,7 +159,10 @@ def test_sniff_live_ticks(wire_tools, memcached):
     ticks = [x for x in lines if x["type"] == "tick"]
     intervals = [x for x in lines if x["type"] == "interval"]
     assert len(ticks) >= 10 and intervals
-    assert all(abs(t["end"] - t["start"] - 0.1) < 1e-6 for t in ticks)
+    # the first tick began with the capture, its rate over that part of a tick
+    assert 0 < ticks[0]["end"] - ticks[0]["start"] <= 0.1 + 1e-6
+    assert all(abs(t["end"] - t["start"] - 0.1) < 1e-6 for t in ticks[1:])
+    assert all(t["rps"] == pytest.approx(t["requests"] / (t["end"] - t["start"]), rel=1e-4) for t in ticks)
     assert all(a["end"] == b["start"] for a, b in zip(ticks, ticks[1:]))
     for i, line in enumerate(lines):  # every tick that ended by an interval's end came before it
         if line["type"] == "interval":
@@ -208,7 +227,7 @@ def test_sniff_truncated_capture_warns_in_one_line(wire_tools, tmp_path):
 def test_sniff_a_missing_interface_is_named_as_one(wire_tools):
     # As root it said "cannot start capture (needs root or CAP_NET_RAW): ... No such device exists".
     res = CliRunner().invoke(app, ["sniff", "-i", "nosuchif0"])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     line = _one_error_line(res)
     assert line.startswith("error: perflearn-sniff: interface nosuchif0: no such interface (there are: ")
     assert "root" not in line
@@ -259,7 +278,7 @@ def test_load_a_cpu_it_cannot_use_is_refused_before_the_start(wire_tools, memcac
     cpu = max(os.sched_getaffinity(0)) + 1
     res = CliRunner().invoke(app, ["load", memcached.address, "-p", "memcache-binary", "-r", "100", "-d", "0.2",
                                    "--cpus", str(cpu)])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert res.stdout == ""
     assert res.stderr.strip().startswith(f"error: perflearn-load: --cpus: cannot pin to CPU {cpu}: not one this process may use")
 
@@ -344,3 +363,66 @@ def test_live_sniff_ended_by_sigterm_keeps_its_summary(wire_tools, can_capture):
     out, err = sniff.communicate(timeout=30)
     assert _lines(out)[-1]["type"] == "summary", (out, err)
     assert "Traceback" not in err
+
+
+def test_native_tools_exit_2_for_bad_usage_and_1_for_a_failure(wire_tools, tmp_path):
+    """perflearn's bad usage is exit 2 (UsageError): the native tools exited 1 for a bad
+    value, as for a run that failed, and so did `perflearn load` and `perflearn sniff`."""
+    from perflearn.errors import PerflearnError, UsageError
+    from perflearn.wire import run_load, sniff_file
+
+    sniff, load = (str(t) for t in wire_tools)
+    golden = str(WIRE_DATA / "golden.pcap")
+    for cmd, code in [
+        ([load, "-s", "127.0.0.1:1", "-p", "redis", "--key-size", "fixed:300"], 2),
+        ([load, "-s", "127.0.0.1:1", "-p", "redis", "--no-such-option"], 2),
+        ([load, "-s", "127.0.0.1:1", "-p", "redis", "-d", "0.2"], 1),  # nothing listens on port 1
+        ([sniff, "-r", golden, "--interval=-1"], 2),
+        ([sniff, "-r", str(tmp_path)], 2),
+        ([sniff, "-r", golden, "--records", "/dev/full"], 1),  # the records could not be written
+    ]:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        lines = res.stderr.splitlines()
+        assert res.returncode == code and len(lines) == 1, (cmd, res.returncode, res.stderr)
+    # the Python faces keep the code and the tool's line
+    with pytest.raises(UsageError, match=r"^perflearn-load: --value-size: \"fixed:2000000000\": a value is") as exc:
+        run_load("127.0.0.1:1", "redis", rate=10, duration=0.1, extra=["--value-size", "fixed:2000000000"])
+    assert exc.value.exit_code == 2
+    with pytest.raises(PerflearnError, match="^perflearn-sniff: output: ") as exc:
+        sniff_file(golden, extra=["--records", "/dev/full"])
+    assert exc.value.exit_code == 1 and not isinstance(exc.value, UsageError)
+    res = CliRunner().invoke(app, ["load", "127.0.0.1:1", "-p", "redis", "-d", "0.2"])
+    assert res.exit_code == 1 and _one_error_line(res).startswith("error: perflearn-load: 127.0.0.1:1: cannot connect")
+
+
+def _memcached_items(port: int) -> int:
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"stats\r\n")
+        data = b""
+        while not data.endswith(b"END\r\n"):
+            data += s.recv(65536)
+    return int(next(x.split()[2] for x in data.decode().splitlines() if x.startswith("STAT curr_items ")))
+
+
+def test_load_passes_keys_interval_and_drain_on(wire_tools, memcached):
+    """perflearn-load's --keys, --path, --drain, --seed, --interval and --step-pct were not
+    options of `perflearn load` ("No such option")."""
+    res = CliRunner().invoke(app, ["load", memcached.address, "-p", "memcache-ascii", "-r", "400", "-d", "0.5",
+                                   "--keys", "3", "--key-size", "fixed:4", "--preload", "--set-ratio", "0",
+                                   "--interval", "0.1", "--drain", "0.5", "--seed", "7", "--step-pct", "50"])
+    assert res.exit_code == 0, res.output
+    lines = _lines(res.stdout)
+    assert lines[-1]["completed"] == lines[-1]["sent"] > 0
+    assert len([x for x in lines if x["type"] == "interval"]) >= 4  # 0.1 s intervals over 0.5 s
+    assert _memcached_items(memcached.port) == 3  # the preload set --keys 3, not 10 000
+
+
+def test_load_passes_the_http_path_on(wire_tools, can_capture, http_server):
+    from perflearn.wire import LiveSniffer
+
+    with LiveSniffer("lo", bpf=f"tcp port {http_server.port}", ports=[http_server.port], records=True) as sniffer:
+        res = CliRunner().invoke(app, ["load", http_server.address, "-p", "http", "-r", "100", "-d", "0.3", "-c", "1",
+                                       "--path", "/big"])
+    assert res.exit_code == 0, res.output
+    records = sniffer.result.records
+    assert records and all(r["resp_bytes"] > 80_000 for r in records)  # /big, not / ("hello world")

@@ -184,10 +184,12 @@ def test_ticks_count_every_request_once_before_their_interval(wire_tools):
     lines = [json.loads(line) for line in out.splitlines()]
     ticks = [line for line in lines if line["type"] == "tick"]
     assert len(ticks) >= 4
-    assert all(t["end"] - t["start"] == pytest.approx(0.05, abs=1e-6) for t in ticks)  # epoch seconds in f64
-    assert all(a["end"] == b["start"] for a, b in zip(ticks, ticks[1:]))
-    assert all(t["rps"] == pytest.approx(t["requests"] / 0.05, rel=1e-6) for t in ticks)
     summary = lines[-1]
+    # the first tick begins at the first frame, the others lie on the grid of 0.05 s
+    assert ticks[0]["start"] == summary["start"] and 0 < ticks[0]["end"] - ticks[0]["start"] <= 0.05 + 1e-6
+    assert all(t["end"] - t["start"] == pytest.approx(0.05, abs=1e-6) for t in ticks[1:])  # epoch seconds in f64
+    assert all(a["end"] == b["start"] for a, b in zip(ticks, ticks[1:]))
+    assert all(t["rps"] == pytest.approx(t["requests"] / (t["end"] - t["start"]), rel=1e-4) for t in ticks)
     in_ticks = sum(t["requests"] for t in ticks)
     assert 0 < in_ticks <= summary["counters"]["requests"]  # the last, partial tick is not written
     for i, line in enumerate(lines):
@@ -196,4 +198,28 @@ def test_ticks_count_every_request_once_before_their_interval(wire_tools):
             assert all(lines.index(t) < i for t in ended)
     bad = subprocess.run([str(sniff), "-r", str(WIRE_DATA / "golden.pcap"), "--tick=-1"],
                          capture_output=True, text=True)
-    assert bad.returncode == 1 and "--tick" in bad.stderr and "positive" in bad.stderr
+    assert bad.returncode == 2 and "--tick" in bad.stderr and "positive" in bad.stderr
+
+
+def test_intervals_and_summary_rates_are_over_the_time_they_cover(wire_tools):
+    """The first interval began at the first frame but its rate divided by a whole
+    interval; the summary's rate is over the answered requests' own span."""
+    r = sniff_file(WIRE_DATA / "golden.pcap", records=True, interval=0.1)
+    s, intervals = r.summary, r.intervals
+    assert intervals[0]["start"] == s["start"]  # the first frame, not a whole 0.1 s
+    for i in intervals:
+        assert i["rps"] == pytest.approx(i["requests"] / (i["end"] - i["start"]), rel=1e-4), i
+    span = max(x["t_resp"] for x in r.records) - min(x["t"] for x in r.records)
+    assert s["rps"] == pytest.approx(s["requests"] / span, rel=1e-4)  # epoch seconds in f64
+
+
+def test_redis_records_say_a_miss_and_an_error_in_status(wire_tools):
+    """Redis records said "status": 0 whatever the reply; memcached binary's say 1 for a
+    miss (key not found) and more for an error. The capture's GET nokey got a RESP3 null,
+    NOSUCHCOMMAND an error reply."""
+    recs = [x for x in sniff_file(WIRE_DATA / "golden.pcap", records=True).records if x["proto"] == "redis"]
+    status = {(x["op"], x["status"], x["error"]) for x in recs if x["status"]}
+    assert status == {("get", 1, False), ("nosuchcommand", 2, True)}
+    miss = next(x for x in recs if x["status"] == 1)
+    assert miss["resp_bytes"] == 3  # "_\r\n"
+    assert sum(x["status"] == 0 and not x["error"] for x in recs) == len(recs) - 2

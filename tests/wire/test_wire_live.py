@@ -130,3 +130,45 @@ def test_ipv6_loopback(wire_tools, can_capture):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_redis_status_live(wire_tools, can_capture, redis):
+    """Redis records said "status": 0 for every reply: an error reply and GET's nil (a
+    miss, memcached binary's status 1) among them."""
+    with LiveSniffer("lo", bpf=f"tcp port {redis.port}", ports=[redis.port], records=True) as sniffer:
+        with socket.create_connection(("127.0.0.1", redis.port)) as s:
+            for command, reply in [(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n", b"+OK\r\n"),
+                                   (b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", b"$1\r\nv\r\n"),
+                                   (b"*2\r\n$3\r\nGET\r\n$7\r\nmissing\r\n", b"$-1\r\n"),
+                                   (b"*1\r\n$9\r\nNOSUCHCMD\r\n", b"-ERR")]:
+                s.sendall(command)
+                got = b""
+                while not got.endswith(b"\r\n"):
+                    got += s.recv(4096)
+                assert got.startswith(reply), got
+        time.sleep(0.2)
+    got = [(r["op"], r["status"], r["error"]) for r in sniffer.result.records]
+    assert got == [("set", 0, False), ("get", 0, False), ("get", 1, False), ("nosuchcmd", 2, True)]
+
+
+def test_live_rates_are_over_the_time_covered(wire_tools, can_capture, memcached):
+    """Live, the first interval began at start-up but its rate divided by a whole second,
+    and the summary's rate spanned the idle capture before and after the load (1.5 s of
+    2000/s in 3 s of capture read about 1000/s)."""
+    while not 0.05 <= time.time() % 1 < 0.3:  # start-up early in a second: the load falls in the first interval
+        time.sleep(0.01)
+    with LiveSniffer("lo", bpf=f"tcp port {memcached.port}", ports=[memcached.port], records=True) as sniffer:
+        load = run_load(memcached.address, "memcache-binary", rate=2000, duration=1.5, connections=4,
+                        extra=["--arrivals", "uniform"])
+        time.sleep(1.5)  # idle
+    wire = sniffer.result
+    first = wire.intervals[0]
+    assert first["start"] % 1 > 0.01 and first["requests"] > 500, first  # began at start-up, not on the second
+    for i in wire.intervals:
+        assert i["rps"] == pytest.approx(i["requests"] / (i["end"] - i["start"]), rel=1e-4), i
+    assert first["rps"] == pytest.approx(2000, rel=0.25)
+    s = wire.summary
+    assert s["requests"] == load.summary["completed"] and s["end"] - s["start"] > 2.5
+    span = max(r["t_resp"] for r in wire.records) - min(r["t"] for r in wire.records)
+    assert s["rps"] == pytest.approx(s["requests"] / span, rel=1e-4)  # epoch seconds in f64
+    assert s["rps"] == pytest.approx(load.summary["rps"], rel=0.1)

@@ -183,19 +183,27 @@ def load(
     profile: Annotated[str, typer.Option(help="constant, steps, trace.")] = "constant",
     trace: Annotated[Optional[Path], typer.Option(help="Trace profile: 'seconds rate' lines.")] = None,
     step_seconds: Annotated[float, typer.Option(help="Steps profile: seconds per step.")] = 10.0,
+    step_pct: Annotated[float, typer.Option(help="Steps profile: step size in percent of --rate (0 -> 100 -> 0).")] = 20.0,
     arrivals: Annotated[str, typer.Option(help="poisson or uniform.")] = "poisson",
-    key_size: Annotated[str, typer.Option(help="fixed:N, uniform:A-B, etc.")] = "fixed:16",
-    value_size: Annotated[str, typer.Option(help="fixed:N, uniform:A-B, etc.")] = "fixed:32",
+    keys: Annotated[int, typer.Option(help="Distinct keys.")] = 10_000,
+    key_size: Annotated[str, typer.Option(help="fixed:N, uniform:A-B, etc (a key is 1-250 bytes).")] = "fixed:16",
+    value_size: Annotated[str, typer.Option(help="fixed:N, uniform:A-B, etc (a value is 0-1073741824 bytes).")] = "fixed:32",
     set_ratio: Annotated[float, typer.Option(help="Fraction of sets.")] = 0.1,
+    path: Annotated[str, typer.Option(help="HTTP path.")] = "/",
     preload: Annotated[bool, typer.Option(help="Set every key before the run.")] = False,
+    interval: Annotated[float, typer.Option(help="Seconds per interval line.")] = 1.0,
+    drain: Annotated[float, typer.Option(help="Seconds to wait for replies after the last request.")] = 2.0,
+    seed: Annotated[int, typer.Option(help="Random seed of the arrivals, keys, operations and sizes.")] = 1,
     cpus: Annotated[Optional[str], typer.Option(help="Pin the send threads to these CPUs, e.g. 1 or 0,2-3.")] = None,
     realtime: Annotated[Optional[int], typer.Option(metavar="[PRIO]", help=f"Run the send threads SCHED_FIFO at this priority (1-99; {REALTIME_DEFAULT} when omitted; root).")] = None,
     spin_us: Annotated[Optional[float], typer.Option(help="Microseconds before a send that a thread stops sleeping.")] = None,
     pm_qos: Annotated[bool, typer.Option("--pm-qos", help="Hold CPU wake-up latency at 0 for the run (idle CPUs poll; root).")] = False,
 ) -> None:
     """Open-loop load (latency from the intended send time): JSON Lines on stdout."""
+    # perflearn-load checks every value (bad ones: exit 2, one line, passed on as they are)
     extra = ["--arrivals", arrivals, "--key-size", key_size, "--value-size", value_size,
-             f"--set-ratio={set_ratio}", f"--step-seconds={step_seconds}"]
+             f"--set-ratio={set_ratio}", f"--step-seconds={step_seconds}", f"--step-pct={step_pct}", f"--keys={keys}",
+             f"--path={path}", f"--interval={interval}", f"--drain={drain}", f"--seed={seed}"]
     if trace is not None:
         extra += ["--trace", str(trace)]
     if preload:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 
-from perflearn.errors import PerflearnError
+from perflearn.errors import PerflearnError, UsageError
+
+USAGE_EXIT = 2  # the native tools' exit status for a bad argument or value
 
 
 def parse_line(line: str, where: str) -> dict:
@@ -26,8 +28,10 @@ def objects(lines: Iterable[str], where: str) -> Iterator[dict]:
 
 
 def tool_error(tool: str, returncode: int, stderr: str) -> PerflearnError:
-    """The tool's own one-line message, else its exit status."""
+    """The tool's own one-line message, else its exit status. The tools exit 2 for a bad
+    argument or value (a ``UsageError``, exit 2 here too) and 1 for a failure."""
     lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
     msg = lines[-1] if lines else f"exited with status {returncode}"
     prefix = f"{tool}: "
-    return PerflearnError(msg[len(prefix):] if msg.startswith(prefix) else msg, where=tool)
+    kind = UsageError if returncode == USAGE_EXIT else PerflearnError
+    return kind(msg[len(prefix):] if msg.startswith(prefix) else msg, where=tool)

@@ -53,10 +53,10 @@ struct Args {
     /// Distinct keys.
     #[arg(long, default_value_t = 10_000)]
     keys: u64,
-    /// Key sizes: fixed:N, uniform:A-B, etc.
+    /// Key sizes: fixed:N, uniform:A-B, etc (a key is 1-250 bytes).
     #[arg(long, default_value = "fixed:16")]
     key_size: String,
-    /// Value sizes: fixed:N, uniform:A-B, etc.
+    /// Value sizes: fixed:N, uniform:A-B, etc (a value is 0-1073741824 bytes).
     #[arg(long, default_value = "fixed:32")]
     value_size: String,
     /// Fraction of sets (the rest are gets).
@@ -74,6 +74,7 @@ struct Args {
     /// Seconds to wait for replies after the last request.
     #[arg(long, default_value_t = 2.0)]
     drain: f64,
+    /// Random seed of the arrivals, keys, operations and sizes (the same seed, the same requests).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Pin the send threads to these CPUs (thread i on the i-th, cycling): "1", "0,2-3".
@@ -97,57 +98,71 @@ const MAX_RATE_PER_THREAD: f64 = 1e6;
 
 fn resolve(s: &str) -> Result<SocketAddr, WireError> {
     s.to_socket_addrs()
-        .map_err(|e| WireError::new("--server", format!("{s:?}: {e}")))?
+        .map_err(|e| {
+            // Not host:port is a bad value; a failed name lookup may be the resolver's.
+            let what = if e.kind() == io::ErrorKind::InvalidInput { WireError::usage } else { WireError::new };
+            what("--server", format!("{s:?}: {e}"))
+        })?
         .next()
-        .ok_or_else(|| WireError::new("--server", format!("{s:?} resolves to no address")))
+        .ok_or_else(|| WireError::usage("--server", format!("{s:?} resolves to no address")))
 }
 
 fn run_main(a: Args) -> Result<(), WireError> {
-    let proto = LoadProto::parse(&a.protocol).map_err(|e| WireError::new("--protocol", e))?;
+    let proto = LoadProto::parse(&a.protocol).map_err(|e| WireError::usage("--protocol", e))?;
     if !(a.rate.is_finite() && a.rate > 0.0) {
-        return Err(WireError::new("--rate", format!("must be a positive number, got {}", a.rate)));
+        return Err(WireError::usage("--rate", format!("must be a positive number, got {}", a.rate)));
     }
     // Checked whatever the profile: a bad value is a mistake even where it is unused.
     positive_secs(a.duration, "--duration")?;
     positive_secs(a.step_seconds, "--step-seconds")?;
     if !(a.interval.is_finite() && a.interval >= 0.001) {  // one line per interval: 1e-9 floods the output
-        return Err(WireError::new("--interval", format!("must be at least 0.001 s, got {}", a.interval)));
+        return Err(WireError::usage("--interval", format!("must be at least 0.001 s, got {}", a.interval)));
     }
-    if !(a.step_pct > 0.0 && a.step_pct <= 100.0) {
-        return Err(WireError::new("--step-pct", format!("must be in (0, 100], got {}", a.step_pct)));
+    if !(a.step_pct >= 1.0 && a.step_pct <= 100.0) {  // below 1 the steps profile used 1, silently
+        return Err(WireError::usage("--step-pct", format!("must be between 1 and 100, got {}", a.step_pct)));
     }
     if !(0.0..=1.0).contains(&a.set_ratio) {
-        return Err(WireError::new("--set-ratio", format!("must be between 0 and 1, got {}", a.set_ratio)));
+        return Err(WireError::usage("--set-ratio", format!("must be between 0 and 1, got {}", a.set_ratio)));
     }
     if !(a.drain.is_finite() && a.drain >= 0.0) {
-        return Err(WireError::new("--drain", format!("must be a non-negative number of seconds, got {}", a.drain)));
+        return Err(WireError::usage("--drain", format!("must be a non-negative number of seconds, got {}", a.drain)));
     }
     let profile = match a.profile.as_str() {
         "constant" => Profile::Constant { rate: a.rate, duration: a.duration },
         "steps" => Profile::steps(a.rate, a.step_pct, a.step_seconds),
-        "trace" => Profile::trace(a.trace.as_deref().ok_or_else(|| WireError::new("--trace", "the trace profile needs --trace FILE"))?)?,
-        p => return Err(WireError::new("--profile", format!("{p:?}: use constant, steps or trace"))),
+        "trace" => Profile::trace(a.trace.as_deref().ok_or_else(|| WireError::usage("--trace", "the trace profile needs --trace FILE"))?)?,
+        p => return Err(WireError::usage("--profile", format!("{p:?}: use constant, steps or trace"))),
     };
     check_thread_rate(&profile, a.connections, a.threads)?;
+    if a.keys == 0 {  // was made 1, silently
+        return Err(WireError::usage("--keys", "must be at least 1, got 0"));
+    }
+    let key_sizes = Sizes::parse(&a.key_size, false).map_err(|e| WireError::usage("--key-size", e))?;
+    check_key_names(&key_sizes, &a.key_size, a.keys)?;
+    // A space or a line break would end the request line early (or add header lines).
+    if !a.path.starts_with('/') || a.path.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+        return Err(WireError::usage("--path", format!("{:?}: must start with / and hold no space or control character", a.path)));
+    }
     let workload = Workload {
         proto,
-        keys: a.keys.max(1),
-        key_sizes: Sizes::parse(&a.key_size, false).map_err(|e| WireError::new("--key-size", e))?,
-        value_sizes: Sizes::parse(&a.value_size, true).map_err(|e| WireError::new("--value-size", e))?,
+        keys: a.keys,
+        key_sizes,
+        value_sizes: Sizes::parse(&a.value_size, true).map_err(|e| WireError::usage("--value-size", e))?,
         set_ratio: a.set_ratio,
         path: a.path.clone(),
         host: a.server.clone(),
     };
+    let arrivals = Arrivals::parse(&a.arrivals).map_err(|e| WireError::usage("--arrivals", e))?;
     if a.realtime.is_some_and(|p| !(1..=99).contains(&p)) {
-        return Err(WireError::new("--realtime", "priority must be 1-99"));
+        return Err(WireError::usage("--realtime", "priority must be 1-99"));
     }
     if !(a.spin_us.is_finite() && (0.0..=1e6).contains(&a.spin_us)) {
-        return Err(WireError::new("--spin-us", "must be between 0 and 1000000"));
+        return Err(WireError::usage("--spin-us", "must be between 0 and 1000000"));
     }
     let cpus = match a.cpus.as_deref() {
         Some(c) => {
-            let cpus = parse_cpus(c).map_err(|e| WireError::new("--cpus", e))?;
-            check_cpus(&cpus).map_err(|e| WireError::new("--cpus", e))?;
+            let cpus = parse_cpus(c).map_err(|e| WireError::usage("--cpus", e))?;
+            check_cpus(&cpus).map_err(|e| WireError::usage("--cpus", e))?;
             cpus
         }
         None => Vec::new(),
@@ -158,7 +173,7 @@ fn run_main(a: Args) -> Result<(), WireError> {
         addr,
         workload,
         profile,
-        arrivals: Arrivals::parse(&a.arrivals).map_err(|e| WireError::new("--arrivals", e))?,
+        arrivals,
         connections: a.connections,
         threads: a.threads,
         interval: a.interval,
@@ -192,8 +207,23 @@ fn positive_secs(s: f64, what: &str) -> Result<(), WireError> {
     if s.is_finite() && s > 0.0 {
         Ok(())
     } else {
-        Err(WireError::new(what, format!("must be a positive number of seconds, got {s}")))
+        Err(WireError::usage(what, format!("must be a positive number of seconds, got {s}")))
     }
+}
+
+/// Keys are named k0, k1, ... and padded to their size: a size shorter than the longest
+/// name (k9999 for --keys 10000) would give longer keys than asked for.
+fn check_key_names(sizes: &Sizes, spec: &str, keys: u64) -> Result<(), WireError> {
+    let longest = format!("k{}", keys - 1);
+    let (smallest, _) = sizes.bounds();
+    if matches!(sizes, Sizes::Fixed(_) | Sizes::Uniform(..)) && (smallest as usize) < longest.len() {
+        return Err(WireError::usage(
+            "--key-size",
+            format!("{spec:?}: the keys of --keys {keys} are named k0 ... {longest}, up to {} bytes; give sizes of at least {} or fewer --keys",
+                    longest.len(), longest.len()),
+        ));
+    }
+    Ok(())
 }
 
 /// Refuse a peak rate no send thread could issue (see MAX_RATE_PER_THREAD): the run
@@ -212,7 +242,7 @@ fn check_thread_rate(profile: &Profile, connections: usize, threads: usize) -> R
     let share = connections.div_ceil(threads) as f64 / connections as f64;
     if peak * share > MAX_RATE_PER_THREAD {
         let need = (peak / MAX_RATE_PER_THREAD).ceil();
-        return Err(WireError::new(
+        return Err(WireError::usage(
             "--rate",
             format!("{peak} requests/s is more than {threads} send thread(s) can issue ({MAX_RATE_PER_THREAD} per thread, one write(2) per request); use at least {need} --threads and --connections"),
         ));
@@ -238,7 +268,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("perflearn-load: {e}");
-            ExitCode::from(1)
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -280,6 +310,39 @@ mod tests {
         assert!(refused(&["--profile", "steps", "--step-seconds", "0"]).starts_with("--step-seconds:"));
         assert!(refused(&["--step-pct", "0"]).starts_with("--step-pct:"));
         assert!(refused(&["--drain", "nan"]).starts_with("--drain:"));
+    }
+
+    #[test]
+    fn key_and_value_sizes_out_of_range_are_refused_not_clamped() {
+        // fixed:0 and fixed:300 ran, clamped silently to 1 and 250 bytes.
+        assert_eq!(refused(&["--key-size", "fixed:0"]), "--key-size: \"fixed:0\": a key is 1 to 250 bytes (memcached's limit), not 0");
+        assert_eq!(refused(&["--key-size", "fixed:300"]), "--key-size: \"fixed:300\": a key is 1 to 250 bytes (memcached's limit), not 300");
+        assert!(refused(&["--key-size", "uniform:10-251"]).starts_with("--key-size: \"uniform:10-251\": a key is 1 to 250 bytes"));
+        assert!(refused(&["--value-size", "fixed:2000000000"]).starts_with("--value-size: \"fixed:2000000000\": a value is 0 to 1073741824 bytes"));
+        // k9999 is 5 bytes: fixed:3 gave keys of 2 to 5 bytes
+        assert_eq!(refused(&["--key-size", "fixed:3"]),
+                   "--key-size: \"fixed:3\": the keys of --keys 10000 are named k0 ... k9999, up to 5 bytes; give sizes of at least 5 or fewer --keys");
+        assert!(!refused(&["--key-size", "fixed:3", "--keys", "100", "-d", "0.1"]).starts_with("--key-size"), "k99 fits in 3 bytes");
+        assert_eq!(refused(&["--keys", "0"]), "--keys: must be at least 1, got 0");
+        assert!(refused(&["--path", "/a b"]).starts_with("--path: \"/a b\": must start with /"));
+        assert!(refused(&["--path", "x"]).starts_with("--path:"));
+        assert!(refused(&["--step-pct", "0.5"]).starts_with("--step-pct: must be between 1 and 100"));
+    }
+
+    #[test]
+    fn bad_values_exit_2_failures_exit_1() {
+        let bad = |args: &[&str]| {
+            let base = ["perflearn-load", "-s", "127.0.0.1:1", "-p", "memcache-binary"];
+            run_main(Args::try_parse_from(base.iter().chain(args)).unwrap()).unwrap_err()
+        };
+        for args in [&["--key-size", "fixed:0"][..], &["-r", "-5"], &["--keys", "0"], &["--profile", "x"], &["--trace", "/nonexistent", "--profile", "trace"]] {
+            assert_eq!(bad(args).exit_code(), 2, "{args:?}");
+        }
+        let e = run_main(Args::try_parse_from(["perflearn-load", "-s", "localhost", "-p", "redis"]).unwrap()).unwrap_err();
+        assert_eq!((e.exit_code(), e.where_.as_str()), (2, "--server"), "no port: {e}");
+        // nothing listens on port 1: a failure of the run, not of its arguments
+        let e = bad(&["-d", "0.1"]);
+        assert_eq!(e.exit_code(), 1, "{e}");
     }
 
     #[test]

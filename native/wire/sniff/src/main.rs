@@ -102,14 +102,14 @@ fn open_out(path: &str) -> Result<Box<dyn Write>, WireError> {
     if path == "-" {
         Ok(Box::new(stdout()))
     } else {
-        let f = File::create(path).map_err(|e| WireError::new(path, format!("cannot create: {e}")))?;
+        let f = File::create(path).map_err(|e| WireError::usage(path, format!("cannot create: {e}")))?;
         Ok(Box::new(BufWriter::with_capacity(1 << 16, f)))
     }
 }
 
 fn secs_ns(s: f64, what: &str) -> Result<u64, WireError> {
     if !(s.is_finite() && s > 0.0) {
-        return Err(WireError::new(what, format!("must be a positive number of seconds, got {s}")));
+        return Err(WireError::usage(what, format!("must be a positive number of seconds, got {s}")));
     }
     Ok((s * 1e9) as u64)
 }
@@ -120,7 +120,7 @@ const MIN_REPORT_S: f64 = 0.001;
 
 fn report_ns(s: f64, what: &str) -> Result<u64, WireError> {
     if s.is_finite() && s > 0.0 && s < MIN_REPORT_S {
-        return Err(WireError::new(what, format!("must be at least {MIN_REPORT_S} s, got {s}")));
+        return Err(WireError::usage(what, format!("must be at least {MIN_REPORT_S} s, got {s}")));
     }
     secs_ns(s, what)
 }
@@ -132,16 +132,16 @@ fn now_ns() -> u64 {
 fn run(args: Args) -> Result<(), WireError> {
     let interval_ns = report_ns(args.interval, "--interval")?;
     if args.snaplen <= 0 {
-        return Err(WireError::new("--snaplen", format!("must be a positive number of bytes, got {}", args.snaplen)));
+        return Err(WireError::usage("--snaplen", format!("must be a positive number of bytes, got {}", args.snaplen)));
     }
     if args.buffer_mb <= 0 {
-        return Err(WireError::new("--buffer-mb", format!("must be a positive number of MiB, got {}", args.buffer_mb)));
+        return Err(WireError::usage("--buffer-mb", format!("must be a positive number of MiB, got {}", args.buffer_mb)));
     }
     // Checked before capture starts; Duration would panic on NaN, infinity or overflow.
     let deadline = match args.duration {
         Some(d) => {
             secs_ns(d, "--duration")?;
-            Some(Duration::try_from_secs_f64(d).map_err(|_| WireError::new("--duration", format!("{d:e} seconds is too long")))?)
+            Some(Duration::try_from_secs_f64(d).map_err(|_| WireError::usage("--duration", format!("{d:e} seconds is too long")))?)
         }
         None => None,
     };
@@ -176,7 +176,7 @@ fn run(args: Args) -> Result<(), WireError> {
 
     if let Some(path) = &args.read {
         if path.is_dir() {
-            return Err(WireError::new(path.display().to_string(), "is a directory, not a capture file"));
+            return Err(WireError::usage(path.display().to_string(), "is a directory, not a capture file"));
         }
         let mut last = 0u64;
         let stats = read_file(path, |frame| {
@@ -207,7 +207,7 @@ fn run(args: Args) -> Result<(), WireError> {
     }
 
     let Some(interface) = args.interface.clone() else {
-        return Err(WireError::new("arguments", "give --read FILE or --interface NAME"));
+        return Err(WireError::usage("arguments", "give --read FILE or --interface NAME"));
     };
     let opts = LiveOptions {
         interface: interface.clone(),
@@ -379,7 +379,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("perflearn-sniff: {e}");
-            ExitCode::from(1)
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -418,6 +418,21 @@ mod tests {
             assert!(refused(&["--duration", d]).starts_with("--duration: must be a positive number of seconds"), "{d}");
         }
         assert_eq!(refused(&["--duration", "1e300"]), "--duration: 1e300 seconds is too long");
+    }
+
+    #[test]
+    fn bad_values_exit_2() {
+        // They exited 1, as a run that failed does; perflearn's bad usage is exit 2.
+        let base = ["perflearn-sniff", "-r", "capture.pcap"];
+        for args in [&["--interval", "-1"][..], &["--tick", "0.0001"], &["--timeout", "0"], &["--snaplen", "-5"],
+                     &["--duration", "nan"], &["--records", "/nonexistent/dir/r.csv"]] {
+            let e = run(Args::try_parse_from(base.iter().chain(args)).unwrap()).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}: {e}");
+        }
+        let e = run(Args::try_parse_from(["perflearn-sniff", "-r", "/nonexistent.pcap"]).unwrap()).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        let e = run(Args::try_parse_from(["perflearn-sniff"]).unwrap()).unwrap_err();
+        assert_eq!((e.exit_code(), e.to_string().as_str()), (2, "arguments: give --read FILE or --interface NAME"));
     }
 
     #[test]

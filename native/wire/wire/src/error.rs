@@ -7,11 +7,28 @@ pub struct WireError {
     /// What the user should look at: a file, an interface, an option.
     pub where_: String,
     pub message: String,
+    /// What the user gave is wrong (an option, its value, a file or name it gives), as
+    /// opposed to a failure while running: the tools exit 2 for these, 1 otherwise.
+    pub usage: bool,
 }
 
 impl WireError {
     pub fn new(where_: impl Into<String>, message: impl Into<String>) -> Self {
-        WireError { where_: where_.into(), message: message.into() }
+        WireError { where_: where_.into(), message: message.into(), usage: false }
+    }
+
+    /// A bad argument or value (exit status 2).
+    pub fn usage(where_: impl Into<String>, message: impl Into<String>) -> Self {
+        WireError { usage: true, ..WireError::new(where_, message) }
+    }
+
+    /// The exit status this error ends a tool with: 2 for bad usage, 1 for a failure.
+    pub fn exit_code(&self) -> u8 {
+        if self.usage {
+            2
+        } else {
+            1
+        }
     }
 }
 

@@ -89,7 +89,9 @@ struct SummaryLine<'a> {
     /// None (null) when no frame was read: a capture with no packet has no time span.
     start: Option<f64>,
     end: Option<f64>,
-    /// None when the capture spans no time (no frame, or one instant).
+    /// Answered requests per second over their own span, from the first request to the
+    /// last response; 0 with frames but no request answered; None with no frame (or when
+    /// the requests span no time).
     rps: Option<f64>,
     #[serde(flatten)]
     all: Summary,
@@ -124,8 +126,12 @@ pub struct Reporter {
     intervals: Option<Box<dyn Write>>,
     summary: Option<Box<dyn Write>>,
     interval_ns: u64,
+    /// When the reporting began: the first frame (or the mark, or a live capture's start).
     first: Option<Ts>,
     start: Option<Ts>,
+    /// The span of the answered requests the summary counts: the first one's request
+    /// (its last byte) and the last response; the summary's rate is over it.
+    answered: Option<(Ts, Ts)>,
     /// Ticks: (length, start of the open tick, request counter at its start).
     tick: Option<(u64, Option<Ts>, u64)>,
     last: Ts,
@@ -148,6 +154,7 @@ impl Reporter {
             interval_ns: interval_ns.max(1),
             first: None,
             start: None,
+            answered: None,
             tick: None,
             last: 0,
             window: Window::default(),
@@ -243,6 +250,7 @@ impl Reporter {
         }
         self.window.reset();
         self.totals.reset();
+        self.answered = None;
         self.first = Some(now);
         self.start = Some(now);
         // ticks start over there too, so that each lies inside one interval (the open
@@ -260,9 +268,11 @@ impl Reporter {
         while now >= start + len {
             let requests = c.requests.saturating_sub(at);
             at = c.requests;
+            // The first tick began with the capture, not on the grid: its rate is over that.
+            let from = self.covered_from(start);
             if let Some(w) = self.intervals.as_mut() {
-                let line = TickLine { kind: "tick", start: secs(start), end: secs(start + len), requests,
-                                      rps: requests as f64 / secs(len) };
+                let line = TickLine { kind: "tick", start: secs(from), end: secs(start + len), requests,
+                                      rps: requests as f64 / secs((start + len - from).max(1)) };
                 let r = serde_json::to_writer(&mut *w, &line).map_err(io::Error::from).and_then(|_| {
                     w.write_all(b"\n")?;
                     w.flush()
@@ -274,6 +284,12 @@ impl Reporter {
         self.tick = Some((len, Some(start), at));
     }
 
+    /// Where an interval (or tick) on the grid from `start` really begins: the first one
+    /// began when the capture did (its first frame, or start-up), not on the grid.
+    fn covered_from(&self, start: Ts) -> Ts {
+        self.first.map_or(start, |first| first.max(start))
+    }
+
     fn write_interval(&mut self, start: Ts, end: Ts, c: &Counters, g: Gauges, kernel: Option<&KernelStats>) {
         if self.intervals.is_none() {
             // Nobody reads interval lines: skip their percentiles (~3 % of a file's time).
@@ -282,11 +298,14 @@ impl Reporter {
             return;
         }
         let all = self.window.all().summary();
+        // A rate over the time the interval covered: the first one's began at 0.4 s of a
+        // second read 60 % low, its requests divided by the whole second.
+        let from = self.covered_from(start);
         let line = IntervalLine {
             kind: "interval",
-            start: secs(start),
+            start: secs(from),
             end: secs(end),
-            rps: all.requests as f64 / secs(end - start),
+            rps: all.requests as f64 / secs(end.saturating_sub(from).max(1)),
             all,
             ops: self.window.ops_summary(),
             outstanding: g.outstanding,
@@ -319,11 +338,17 @@ impl Reporter {
         let all = self.totals.all().summary();
         let requests = all.requests;
         let span = self.first.map(|first| (first, self.last.max(first)));
+        // Over the answered requests' own span, file or live alike: a live capture's span
+        // (start-up to stop) took idle time before and after the load into the rate.
+        let rps = match self.answered {
+            Some((from, to)) if requests > 0 => (to > from).then(|| requests as f64 / secs(to - from)),
+            _ => span.map(|_| 0.0),
+        };
         let line = SummaryLine {
             kind: "summary",
             start: span.map(|(first, _)| secs(first)),
             end: span.map(|(_, last)| secs(last)),
-            rps: span.filter(|(first, last)| last > first).map(|(first, last)| requests as f64 / secs(last - first)),
+            rps,
             all,
             ops: self.totals.ops_summary(),
             counters: c,
@@ -396,6 +421,10 @@ impl Sink for Reporter {
     }
     fn exchange(&mut self, flow: Option<&str>, ex: &Exchange) {
         self.window.record(ex.op, ex.latency_ns());
+        self.answered = Some(match self.answered {
+            Some((from, to)) => (from.min(ex.t_req), to.max(ex.t_resp)),
+            None => (ex.t_req, ex.t_resp),
+        });
         if self.records.is_some() {
             self.write_record(flow.unwrap_or(""), ex.proto, ex);
         }
@@ -485,6 +514,62 @@ mod tests {
         }
         let interval = after.iter().find(|l| l["type"] == "interval").unwrap();
         assert_eq!(interval["start"].as_f64(), Some(10.345));
+    }
+
+    fn lines_of(text: &[u8]) -> Vec<serde_json::Value> {
+        String::from_utf8(text.to_vec()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    #[test]
+    fn the_first_interval_and_tick_rates_are_over_the_time_they_covered() {
+        // The capture began 0.4 s into a second: its 60 requests in 0.6 s read 60/s, not 100/s.
+        let (lines, summary) = (Shared::default(), Shared::default());
+        let mut r = Reporter::new(None, Some(Box::new(lines.clone())), Some(Box::new(summary.clone())), 1_000_000_000)
+            .unwrap()
+            .with_ticks(500_000_000);
+        let mut c = Counters::default();
+        let s = 10_400_000_000;
+        for i in 0..120 {
+            let at = s + i * 10_000_000;
+            c.requests += 1;
+            r.clock(at, &c, Gauges::default(), None);
+            r.exchange(None, &exchange(at, 1_000));
+        }
+        r.finish(&c, Gauges::default(), None, None);
+        let all = lines_of(&lines.0.borrow());
+        let first = all.iter().find(|l| l["type"] == "interval").unwrap();
+        assert_eq!((first["start"].as_f64(), first["end"].as_f64(), first["requests"].as_u64()), (Some(10.4), Some(11.0), Some(60)));
+        assert!((first["rps"].as_f64().unwrap() - 100.0).abs() < 1e-6, "{first}");
+        let tick = all.iter().find(|l| l["type"] == "tick").unwrap();
+        assert_eq!((tick["start"].as_f64(), tick["end"].as_f64()), (Some(10.4), Some(10.5)));
+        assert!((tick["rps"].as_f64().unwrap() - 100.0).abs() < 1e-6, "{tick}");
+        for l in &all {  // every line's rate is its requests over its own span
+            let span = l["end"].as_f64().unwrap() - l["start"].as_f64().unwrap();
+            assert!((l["rps"].as_f64().unwrap() * span - l["requests"].as_f64().unwrap()).abs() < 1e-6, "{l}");
+        }
+        let later: Vec<f64> = all.iter().filter(|l| l["type"] == "tick").skip(1).map(|l| l["start"].as_f64().unwrap()).collect();
+        assert_eq!(later, vec![10.5, 11.0], "the grid is kept after the first");
+    }
+
+    #[test]
+    fn the_summary_rate_is_over_the_answered_requests_span() {
+        // Live, the summary divided by start-up to stop: 10 s of capture around 1 s of
+        // load at 100/s read 10/s.
+        let summary = Shared::default();
+        let mut r = Reporter::new(None, None, Some(Box::new(summary.clone())), 1_000_000_000).unwrap();
+        let c = Counters::default();
+        r.clock(10_000_000_000, &c, Gauges::default(), None); // start-up
+        for i in 0..100 {
+            let at = 14_000_000_000 + i * 10_000_000;
+            r.clock(at, &c, Gauges::default(), None);
+            r.exchange(None, &exchange(at, 10_000_000));
+        }
+        r.clock(20_000_000_000, &c, Gauges::default(), None); // stop
+        r.finish(&c, Gauges::default(), None, None);
+        let s: serde_json::Value = serde_json::from_slice(&summary.0.borrow()).unwrap();
+        assert_eq!((s["start"].as_f64(), s["end"].as_f64(), s["requests"].as_u64()), (Some(10.0), Some(20.0), Some(100)));
+        // first request 14.0, last response 14.99 + 0.01 = 15.0
+        assert!((s["rps"].as_f64().unwrap() - 100.0).abs() < 1e-6, "{s}");
     }
 
     fn summary_of(frames: &[Ts]) -> serde_json::Value {

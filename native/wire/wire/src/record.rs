@@ -24,9 +24,11 @@ pub struct Exchange {
     pub t_resp_start: Ts,
     /// Last byte of the response.
     pub t_resp: Ts,
-    /// The response was an error (memcached status != 0, Redis error, HTTP >= 500).
+    /// The response was an error (memcached binary status > 1, memcached text ERROR,
+    /// Redis error reply, HTTP >= 500).
     pub error: bool,
-    /// HTTP status, memcached binary status; 0 when none.
+    /// HTTP status; memcached binary status (1: key not found); Redis 1 for a null reply
+    /// (GET's miss) and 2 for an error reply (proto::resp); 0 when none.
     pub status: u16,
 }
 

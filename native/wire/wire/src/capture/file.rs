@@ -114,7 +114,9 @@ impl Blocks {
 /// buffer: a third of the time per packet went there); anything else is streamed.
 pub fn read_file(path: &Path, on_frame: impl FnMut(Frame<'_>)) -> Result<FileStats> {
     let where_ = path.display().to_string();
-    let file = File::open(path).map_err(|e| WireError::new(&where_, format!("cannot open: {e}")))?;
+    // A file that cannot be opened, or is no capture, is a bad argument (exit 2);
+    // one that breaks off after some frames is a failure of the run.
+    let file = File::open(path).map_err(|e| WireError::usage(&where_, format!("cannot open: {e}")))?;
     match map(&file) {
         Some(bytes) => read_bytes(&bytes, &where_, on_frame),
         None => read_capture(file, &where_, on_frame),
@@ -141,11 +143,12 @@ fn map(file: &File) -> Option<memmap2::Mmap> {
 pub fn read_bytes(data: &[u8], where_: &str, mut on_frame: impl FnMut(Frame<'_>)) -> Result<FileStats> {
     let mut blocks = Blocks { legacy_linktype: 1, ..Blocks::default() };
     let bad = |what: String| WireError::new(where_, what);
+    let not_capture = |what: String| WireError::usage(where_, what);
     if data.is_empty() {
-        return Err(bad("empty file, not a pcap or pcapng capture".into()));
+        return Err(not_capture("empty file, not a pcap or pcapng capture".into()));
     }
     if data.len() >= 4 && data[..4] == [0x0a, 0x0d, 0x0d, 0x0a] {
-        let ng = PcapNGSlice::from_slice(data).map_err(|e| bad(format!("not a pcap or pcapng capture ({e:?})")))?;
+        let ng = PcapNGSlice::from_slice(data).map_err(|e| not_capture(format!("not a pcap or pcapng capture ({e:?})")))?;
         for block in ng {
             match block {
                 Ok(b) => blocks.block(&b, &mut on_frame),
@@ -160,7 +163,7 @@ pub fn read_bytes(data: &[u8], where_: &str, mut on_frame: impl FnMut(Frame<'_>)
         }
         return Ok(blocks.stats);
     }
-    let (mut rest, header) = parse_pcap_header(data).map_err(|e| bad(format!("not a pcap or pcapng capture ({e:?})")))?;
+    let (mut rest, header) = parse_pcap_header(data).map_err(|e| not_capture(format!("not a pcap or pcapng capture ({e:?})")))?;
     let parse = if header.is_modified_format() {
         parse_pcap_frame_modified
     } else if header.is_bigendian() {
@@ -195,8 +198,8 @@ pub fn read_capture<R: Read + Send>(input: R, where_: &str, mut on_frame: impl F
     let where_ = where_.to_string();
     let mut reader = match create_reader(INITIAL_BUFFER, input) {
         Ok(r) => r,
-        Err(PcapError::Eof) => return Err(WireError::new(&where_, "empty file, not a pcap or pcapng capture")),
-        Err(e) => return Err(WireError::new(&where_, format!("not a pcap or pcapng capture ({e:?})"))),
+        Err(PcapError::Eof) => return Err(WireError::usage(&where_, "empty file, not a pcap or pcapng capture")),
+        Err(e) => return Err(WireError::usage(&where_, format!("not a pcap or pcapng capture ({e:?})"))),
     };
     let mut blocks = Blocks { legacy_linktype: 1, ..Blocks::default() };
     let mut buffer_size = INITIAL_BUFFER;

@@ -35,22 +35,22 @@ pub struct LiveCapture {
 
 /// Why a capture did not start, in the user's terms: a name that is no interface (libpcap
 /// says "No such device exists", which read as a permissions problem under the old
-/// "needs root" prefix), missing rights, or libpcap's own words.
-fn why_not_open(interface: &str, e: pcap::Error) -> String {
+/// "needs root" prefix; a bad argument, exit 2), missing rights, or libpcap's own words.
+fn why_not_open(where_: &str, interface: &str, e: pcap::Error) -> WireError {
     if let Ok(devices) = pcap::Device::list() {
         if !devices.iter().any(|d| d.name == interface) {
             let mut names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).take(8).collect();
             if devices.len() > names.len() {
                 names.push("...");
             }
-            return format!("no such interface (there are: {})", names.join(", "));
+            return WireError::usage(where_, format!("no such interface (there are: {})", names.join(", ")));
         }
     }
     let text = e.to_string();
     if text.contains("ermission") || text.contains("not permitted") {
-        format!("cannot start capture (needs root or CAP_NET_RAW): {text}")
+        WireError::new(where_, format!("cannot start capture (needs root or CAP_NET_RAW): {text}"))
     } else {
-        format!("cannot start capture: {text}")
+        WireError::new(where_, format!("cannot start capture: {text}"))
     }
 }
 
@@ -70,14 +70,14 @@ impl LiveCapture {
             .precision(pcap::Precision::Nano)
             .promisc(false)
             .open()
-            .map_err(|e| WireError::new(&where_, why_not_open(&opts.interface, e)))?;
+            .map_err(|e| why_not_open(&where_, &opts.interface, e))?;
         let mut cap = cap.setnonblock().map_err(|e| err("cannot make the capture non-blocking", e))?;
         if let Some(f) = &opts.filter {
-            cap.filter(f, true).map_err(|e| WireError::new(format!("filter {f:?}"), e.to_string()))?;
+            cap.filter(f, true).map_err(|e| WireError::usage(format!("filter {f:?}"), e.to_string()))?;
         }
         let linktype = cap.get_datalink().0 as u32;
         if !super::link::is_supported(linktype) {
-            return Err(WireError::new(&where_, format!("unsupported link type {linktype}")));
+            return Err(WireError::usage(&where_, format!("unsupported link type {linktype}")));
         }
         let poll = mio::Poll::new().map_err(|e| WireError::new(&where_, format!("epoll: {e}")))?;
         let fd = std::os::fd::AsRawFd::as_raw_fd(&cap);
@@ -131,7 +131,9 @@ mod tests {
     fn a_missing_interface_is_named_as_one() {
         // As root, "nosuchif0" said "cannot start capture (needs root or CAP_NET_RAW): ... No such device exists".
         let opts = LiveOptions { interface: "nosuchif0".into(), filter: None, snaplen: 100, buffer_bytes: 1 << 20, timeout_ms: 10 };
-        let e = LiveCapture::open(&opts).err().expect("nosuchif0 opened").to_string();
+        let e = LiveCapture::open(&opts).err().expect("nosuchif0 opened");
+        assert_eq!(e.exit_code(), 2, "a bad argument: {e}");
+        let e = e.to_string();
         assert!(e.starts_with("interface nosuchif0: no such interface (there are: "), "{e}");
         assert!(!e.contains("root"), "{e}");
     }

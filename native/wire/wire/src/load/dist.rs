@@ -14,28 +14,51 @@ pub enum Sizes {
     EtcValue,
 }
 
+/// A memcached key is 1-250 bytes; perflearn-load's keys are memcached keys whatever the
+/// protocol (a key size outside was clamped silently: fixed:0 and fixed:300 ran).
+pub const KEY_SIZES: (u32, u32) = (1, 250);
+/// A value is at most memcached's largest item (`-I 1024m`); a larger one no server stores.
+pub const VALUE_SIZES: (u32, u32) = (0, 1 << 30);
+/// ETC values are cut at 500 000 bytes (the distribution's tail is unbounded).
+const ETC_VALUE_MAX: u32 = 500_000;
+
 impl Sizes {
-    /// "fixed:N", "uniform:A-B", or "etc" (keys or values, by `value`).
+    /// "fixed:N", "uniform:A-B", or "etc" (keys or values, by `value`); sizes outside
+    /// KEY_SIZES or VALUE_SIZES are refused.
     pub fn parse(s: &str, value: bool) -> Result<Sizes, String> {
         let bad = || format!("size distribution {s:?}: use fixed:N, uniform:A-B or etc");
         if s == "etc" {
             return Ok(if value { Sizes::EtcValue } else { Sizes::EtcKey });
         }
-        if let Some(n) = s.strip_prefix("fixed:") {
-            return n.parse().map(Sizes::Fixed).map_err(|_| bad());
-        }
-        if let Some(r) = s.strip_prefix("uniform:") {
+        let sizes = if let Some(n) = s.strip_prefix("fixed:") {
+            n.parse().map(Sizes::Fixed).map_err(|_| bad())?
+        } else if let Some(r) = s.strip_prefix("uniform:") {
             let (a, b) = r.split_once('-').ok_or_else(bad)?;
             let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
             if a > b {
                 return Err(bad());
             }
-            return Ok(Sizes::Uniform(a, b));
+            Sizes::Uniform(a, b)
+        } else {
+            s.parse().map(Sizes::Fixed).map_err(|_| bad())?
+        };
+        let ((lo, hi), what) = if value { (VALUE_SIZES, "a value") } else { (KEY_SIZES, "a key") };
+        let (a, b) = sizes.bounds();
+        if let Some(n) = [a, b].into_iter().find(|n| !(lo..=hi).contains(n)) {
+            let why = if value { "memcached's largest item" } else { "memcached's limit" };
+            return Err(format!("{s:?}: {what} is {lo} to {hi} bytes ({why}), not {n}"));
         }
-        if let Ok(n) = s.parse() {
-            return Ok(Sizes::Fixed(n));
+        Ok(sizes)
+    }
+
+    /// The smallest and largest size drawn.
+    pub fn bounds(&self) -> (u32, u32) {
+        match *self {
+            Sizes::Fixed(n) => (n, n),
+            Sizes::Uniform(a, b) => (a, b),
+            Sizes::EtcKey => KEY_SIZES,
+            Sizes::EtcValue => (1, ETC_VALUE_MAX),
         }
-        Err(bad())
     }
 
     pub fn sample(&self, rng: &mut impl Rng) -> u32 {
@@ -46,13 +69,13 @@ impl Sizes {
                 let (mu, sigma, xi) = (30.7984f64, 8.20449f64, 0.078688f64);
                 let u: f64 = rng.gen_range(1e-12..1.0);
                 let x = mu + sigma * ((-u.ln()).powf(-xi) - 1.0) / xi;
-                x.round().clamp(1.0, 250.0) as u32
+                x.round().clamp(KEY_SIZES.0 as f64, KEY_SIZES.1 as f64) as u32
             }
             Sizes::EtcValue => {
                 let (sigma, xi) = (214.476f64, 0.348238f64);
                 let u: f64 = rng.gen_range(1e-12..1.0);
                 let x = sigma * (u.powf(-xi) - 1.0) / xi;
-                x.round().clamp(1.0, 500_000.0) as u32
+                x.round().clamp(1.0, ETC_VALUE_MAX as f64) as u32
             }
         }
     }
@@ -101,6 +124,8 @@ mod tests {
         assert_eq!(Sizes::parse("uniform:5-9", true), Ok(Sizes::Uniform(5, 9)));
         assert!(Sizes::parse("uniform:9-5", true).is_err());
         assert!(Sizes::parse("zipf", true).is_err());
+        assert_eq!(Sizes::parse("uniform:0-0", true), Ok(Sizes::Uniform(0, 0)));
+        assert_eq!(Sizes::parse("250", false), Ok(Sizes::Fixed(250)));
         let keys: Vec<u32> = (0..10000).map(|_| Sizes::EtcKey.sample(&mut rng)).collect();
         let mean = keys.iter().map(|&k| k as f64).sum::<f64>() / keys.len() as f64;
         assert!((30.0..40.0).contains(&mean), "ETC key mean {mean}");
@@ -108,6 +133,20 @@ mod tests {
         vals.sort();
         let median = vals[5000];
         assert!((50..200).contains(&median), "ETC value median {median}");
+    }
+
+    #[test]
+    fn sizes_no_server_takes_are_refused_not_clamped() {
+        // --key-size fixed:0 and fixed:300 ran, clamped silently to 1 and 250 bytes.
+        assert_eq!(Sizes::parse("fixed:0", false).unwrap_err(), "\"fixed:0\": a key is 1 to 250 bytes (memcached's limit), not 0");
+        assert_eq!(Sizes::parse("fixed:300", false).unwrap_err(), "\"fixed:300\": a key is 1 to 250 bytes (memcached's limit), not 300");
+        assert!(Sizes::parse("uniform:0-16", false).unwrap_err().ends_with("not 0"));
+        assert!(Sizes::parse("uniform:16-251", false).unwrap_err().ends_with("not 251"));
+        assert!(Sizes::parse("300", false).is_err());
+        assert_eq!(Sizes::parse("fixed:2000000000", true).unwrap_err(),
+                   "\"fixed:2000000000\": a value is 0 to 1073741824 bytes (memcached's largest item), not 2000000000");
+        assert!(Sizes::parse("uniform:10-4000000000", true).is_err());
+        assert_eq!(Sizes::parse("fixed:1073741824", true), Ok(Sizes::Fixed(1 << 30)));
     }
 
     #[test]

@@ -609,10 +609,10 @@ fn unix_now() -> f64 {
 /// Run the load; each finished interval goes to `on_line` as one JSON line.
 pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
     if opts.threads == 0 || opts.connections == 0 {
-        return Err(WireError::new("load", "--threads and --connections must be at least 1"));
+        return Err(WireError::usage("load", "--threads and --connections must be at least 1"));
     }
     if opts.interval.is_nan() || opts.interval <= 0.0 {
-        return Err(WireError::new("--interval", "must be positive"));
+        return Err(WireError::usage("--interval", "must be positive"));
     }
     // Held (the file kept open) until the report is made.
     let pm_qos = if opts.sched.pm_qos { Some(sched::hold_pm_qos().map_err(|e| WireError::new("--pm-qos", e))?) } else { None };

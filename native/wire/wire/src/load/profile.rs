@@ -26,8 +26,9 @@ impl Profile {
     }
 
     /// Read "seconds rate" lines ('#' comments allowed). The last line's second ends it.
+    /// A trace that cannot be read or is malformed is a bad argument (WireError::usage).
     pub fn trace(path: &str) -> Result<Profile> {
-        let text = std::fs::read_to_string(path).map_err(|e| WireError::new(path, format!("cannot read trace: {e}")))?;
+        let text = std::fs::read_to_string(path).map_err(|e| WireError::usage(path, format!("cannot read trace: {e}")))?;
         let mut points = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or("").trim();
@@ -37,18 +38,18 @@ impl Profile {
             let mut it = line.split(|c: char| c.is_whitespace() || c == ',').filter(|s| !s.is_empty());
             let parse = |s: Option<&str>| s.and_then(|s| s.parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0);
             let (Some(t), Some(r)) = (parse(it.next()), parse(it.next())) else {
-                return Err(WireError::new(format!("{path}:{}", i + 1), "expected \"seconds rate\" (two non-negative numbers)"));
+                return Err(WireError::usage(format!("{path}:{}", i + 1), "expected \"seconds rate\" (two non-negative numbers)"));
             };
             if points.last().is_some_and(|&(t0, _)| t <= t0) {
-                return Err(WireError::new(format!("{path}:{}", i + 1), "seconds must increase"));
+                return Err(WireError::usage(format!("{path}:{}", i + 1), "seconds must increase"));
             }
             points.push((t, r));
         }
         let Some(&(end, _)) = points.last() else {
-            return Err(WireError::new(path, "empty trace"));
+            return Err(WireError::usage(path, "empty trace"));
         };
         if points.len() < 2 {
-            return Err(WireError::new(path, "a trace needs at least two lines (the last one marks its end)"));
+            return Err(WireError::usage(path, "a trace needs at least two lines (the last one marks its end)"));
         }
         Ok(Profile::Trace { points, end })
     }

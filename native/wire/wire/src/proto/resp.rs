@@ -197,6 +197,8 @@ pub struct ResponseFramer {
     stack: Vec<u64>,
     push: bool,
     error: bool,
+    /// The reply is a null (RESP2 `$-1`, `*-1`; RESP3 `_`): GET's miss.
+    null: bool,
     /// The reply began with an attribute map; its last element is the real value.
     attr_top: bool,
 }
@@ -221,9 +223,10 @@ impl ResponseFramer {
 
     fn done(&mut self, consumed: usize, skip: u64) -> Step<RespMsg> {
         if self.complete_one() {
-            let m = RespMsg { push: self.push, error: self.error, ..RespMsg::default() };
+            let m = RespMsg { push: self.push, error: self.error, status: status(self.error, self.null), ..RespMsg::default() };
             self.push = false;
             self.error = false;
+            self.null = false;
             self.attr_top = false;
             Step::Go { consumed, skip, msg: Some(m) }
         } else {
@@ -241,15 +244,21 @@ impl Framer for ResponseFramer {
             Some(Ok(x)) => x,
         };
         let Some(&t) = line.first() else { return Step::Bad };
-        if self.stack.is_empty() || (self.attr_top && self.stack == [1]) {
+        // The reply itself, not an element inside it (nor an attribute before it).
+        let top = self.stack.is_empty() || (self.attr_top && self.stack == [1]);
+        if top {
             self.attr_top = self.stack.is_empty() && t == b'|';
             self.push = t == b'>';
             self.error = t == b'-' || t == b'!';
+            self.null = t == b'_';
         }
         match t {
             b'+' | b'-' | b':' | b',' | b'#' | b'_' | b'(' => self.done(consumed, 0),
             b'$' | b'!' | b'=' => match parse_i64(&line[1..]) {
-                Some(n) if n < 0 => self.done(consumed, 0),
+                Some(n) if n < 0 => {
+                    self.null |= top;
+                    self.done(consumed, 0)
+                }
                 Some(n) if n <= MAX_BULK => self.done(consumed, n as u64 + 2),
                 _ => Step::Bad,
             },
@@ -259,6 +268,7 @@ impl Framer for ResponseFramer {
                     return Step::Bad;
                 }
                 if n < 0 {
+                    self.null |= top;
                     return self.done(consumed, 0);
                 }
                 let n = n as u64;
@@ -284,7 +294,24 @@ impl Framer for ResponseFramer {
         self.stack.clear();
         self.push = false;
         self.error = false;
+        self.null = false;
         self.attr_top = false;
+    }
+}
+
+/// A reply's `status` in the records, after memcached binary's (0 no error, 1 key not
+/// found: a miss, above 1 an error): 0 a reply, 1 a null reply (GET's miss), 2 an error
+/// reply (`-ERR ...`, RESP3 `!`).
+pub const STATUS_NULL: u16 = 1;
+pub const STATUS_ERROR: u16 = 2;
+
+fn status(error: bool, null: bool) -> u16 {
+    if error {
+        STATUS_ERROR
+    } else if null {
+        STATUS_NULL
+    } else {
+        0
     }
 }
 
@@ -342,6 +369,16 @@ mod tests {
         assert_eq!(got.len(), 4);
         assert!(got[1].push);
         assert!(got[2].error && !got[3].error);
+    }
+
+    #[test]
+    fn status_says_error_and_miss_as_memcached_binary_does() {
+        // Every Redis record said "status": 0, an error reply and GET's miss included.
+        let got = replies(b"+OK\r\n$1\r\nx\r\n$-1\r\n*-1\r\n_\r\n-ERR unknown command 'X'\r\n!5\r\nERR x\r\n:0\r\n*2\r\n$-1\r\n_\r\n|1\r\n+k\r\n+v\r\n_\r\n|1\r\n+k\r\n_\r\n:1\r\n");
+        let status: Vec<u16> = got.iter().map(|m| m.status).collect();
+        // nulls inside an array, or inside an attribute, are elements, not the reply
+        assert_eq!(status, vec![0, 0, 1, 1, 1, 2, 2, 0, 0, 1, 0]);
+        assert!(got.iter().all(|m| m.error == (m.status == STATUS_ERROR)));
     }
 
     #[test]
