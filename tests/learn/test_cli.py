@@ -105,6 +105,19 @@ def test_evaluate_with_curve_and_figures(tmp_path):
     assert written >= {"pred_vs_actual.png", "residuals.png", "learning_curve.png", "evaluate.html", "predictions.csv"}
     listed = r.output.split("figures written to", 1)[1]
     assert all(name in listed for name in written)  # the line names every file it wrote
+    pred = pd.read_csv(figs / "predictions.csv")
+    assert list(pred.columns) == ["split", "row", "actual", "predicted"]
+    assert sorted(pred["row"]) == list(range(58)) and set(pred["split"]) == {0, 1, 2, 3}
+
+
+def test_evaluate_random_splits_say_which_split_predicted_each_value(tmp_path):
+    r = run("evaluate", "--csv", STEP, "-t", "T", "--family", "cart", "--scheme", "random", "--repeats", "3",
+            "--test-size", "0.25", "--figures", tmp_path / "figs")
+    assert r.exit_code == 0, r.output
+    pred = pd.read_csv(tmp_path / "figs" / "predictions.csv")
+    assert pred.groupby("split").size().tolist() == [15, 15, 15]  # ceil(0.25 x 58) test runs per split
+    data = pd.read_csv(STEP).dropna(subset=["T"]).reset_index(drop=True)
+    assert (data["T"].to_numpy()[pred["row"]] == pred["actual"].to_numpy()).all()
 
 
 def test_recommend_with_constraint_and_table():
@@ -415,3 +428,15 @@ def test_a_constant_feature_is_named(tmp_path):
     assert "1 feature(s) with one value in every run used: c=4" in " ".join(r.output.split())
     r = run("rules", "--csv", STEP, "-t", "T", "-m", "T,lat")
     assert r.exit_code == 0 and "one value in every run" not in r.output
+
+
+def test_fit_and_predict_say_the_band_and_how_much_it_rests_on(tmp_path):
+    r = run("fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "--where", "a < 3", "--family", "cart", "--cv", "3",
+            "-o", tmp_path / "m")
+    assert r.exit_code == 0, r.output
+    n = json.loads((tmp_path / "m" / "model.json").read_text())["cv"]["band"]["n"]
+    assert n < 19 and f"from {n} out-of-fold errors" in r.output
+    r = run("predict", tmp_path / "m", "--set", "a=1,b=y,c=2")
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert f"the band rests on {n} out-of-fold errors" in text and "at least the spread of its" in text

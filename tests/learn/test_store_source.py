@@ -69,10 +69,14 @@ def test_fit_evaluate_recommend_over_an_experiment_the_runner_measured(write_spe
     r = runner.invoke(app, ["fit", *base, "--family", "rf", "-o", str(tmp_path / "m")])
     assert r.exit_code == 0, r.output
     assert "18 (0 left out)" in r.output
+    assert "RMSE" in r.output and " (s)" in r.output.split("RMSE", 1)[1].splitlines()[0]  # the metric's unit
     imp = json.loads((tmp_path / "m" / "model.json").read_text())["cv"]["importance"]
     assert imp["ms"] > 0.6 > imp["mode"]  # the sleep drives the runtime, not the mode
     r = runner.invoke(app, ["evaluate", *base, "--family", "linear", "-k", "3"])
     assert r.exit_code == 0, r.output
+    assert "RMSE (s)" in r.output
+    r = runner.invoke(app, ["predict", str(tmp_path / "m"), "--set", "ms=150,mode=a"])
+    assert r.exit_code == 0 and "runtime (s) predicted by rf" in r.output, r.output
     r = runner.invoke(app, ["recommend", *base, "--minimize", "--family", "cart"])
     assert r.exit_code == 0, r.output
     assert "recommended: ms=20" in r.output

@@ -61,6 +61,14 @@ def _say_left_out(runs: int, target: str) -> None:
         terminal.warn(f"{runs} run(s) left out (failed, or NULL {target} or feature)")
 
 
+def _in(unit: str) -> str:
+    """" (ms)" after a value in the target's unit, when the data gave one."""
+    return f" ({unit})" if unit else ""
+
+
+FEW_RESIDUALS = 19  # from 19 out-of-fold errors a 90 % band need not span the largest
+
+
 def _say_constant(schema) -> None:
     """Features that never varied: nothing can be learnt of them (a constant column got no word)."""
     const = schema.constant()
@@ -343,9 +351,17 @@ def _print_model(model, out: Path, per_sample_runs: int = 0) -> None:
                       f"coverage {_fmt(cv.get('coverage'))} (goal {model.quantile:g})  pinball {_fmt(cv.get('pinball'))}")
     else:
         table.add_row(f"{cv.get('folds', '?')}-fold CV{by_run}",
-                      f"MRE {_fmt(cv.get('mre'))}%  R² {_fmt(cv.get('r2'))}  RMSE {_fmt(cv.get('rmse'))}")
+                      f"MRE {_fmt(cv.get('mre'))}%  R² {_fmt(cv.get('r2'))}  RMSE {_fmt(cv.get('rmse'))}"
+                      + _in(model.schema.unit))
     if model.cv.get("candidates"):  # auto: its choice was scored on these very folds (9 runs: 2.4 % here, 15 % on the rest)
         table.add_row("", "optimistic: auto chose on these folds; `perflearn evaluate` refits the choice in each split")
+    band = cv.get("band")
+    if band:  # what predict's lo/hi span at least (learn.uncertainty.band_calibration)
+        if band["scale"] == "log":
+            width = f"x{math.exp(band['lo']):.3g} .. x{math.exp(band['hi']):.3g} of the prediction"
+        else:
+            width = f"{_fmt(band['lo'])} .. +{_fmt(band['hi'])} around the prediction"
+        table.add_row("90 % band", f"at least {width} (from {band['n']} out-of-fold errors)")
     if "oob" in cv:
         table.add_row("out-of-bag", f"R² {_fmt(cv['oob']['r2'])}  MRE {_fmt(cv['oob']['mre'])}%")
     imp = cv.get("importance") or {}
@@ -438,7 +454,7 @@ def evaluate(
     t = Table(title=title, title_justify="left")
     for c in ("metric", "mean", "std"):
         t.add_column(c, justify="right" if c != "metric" else "left")
-    for m, label in (("mre", "MRE % (PAAE)"), ("mape", "MAPE %"), ("rmse", "RMSE"), ("r2", "R²")):
+    for m, label in (("mre", "MRE % (PAAE)"), ("mape", "MAPE %"), ("rmse", "RMSE" + _in(data.schema.unit)), ("r2", "R²")):
         na = m == "mape" and not math.isfinite(summ[m]["mean"])
         t.add_row(label, "n/a" if na else _fmt(summ[m]["mean"]), "n/a" if na else _fmt(summ[m]["std"]))
     if quantile is not None:
@@ -464,7 +480,9 @@ def evaluate(
             images.append(ev.plot_learning_curve(lc, figures / "learning_curve.png", f"{target}: learning curve ({curve})"))
         summary_html = pd.DataFrame(summ).T.to_html(float_format=lambda v: f"{v:.4g}")
         ev.html_page(f"evaluation of {family} for {target}", images, [summary_html], figures / "evaluate.html")
-        pd.DataFrame({"actual": res.y_true, "predicted": res.y_pred}).to_csv(figures / "predictions.csv", index=False)
+        # which split predicted each value, and which run it is (random splits test a run more than once)
+        pd.DataFrame({"split": res.split_of, "row": res.row_of, "actual": res.y_true,
+                      "predicted": res.y_pred}).to_csv(figures / "predictions.csv", index=False)
         written = [Path(i).name for i in images] + ["evaluate.html", "predictions.csv"]
         terminal.info(f"figures written to {figures}/ ({', '.join(written)})")
 
@@ -517,7 +535,17 @@ def predict(
         terminal.info(f"{len(result)} prediction(s) written to {out}")
     else:
         what = f"the {model.quantile:g} quantile of {model.target}" if model.quantile is not None else model.target
-        band = "5 % and 95 % of the values" if model.quantile is not None and model.family == "rf" else "~90% band"
+        what += _in(model.schema.unit)
+        band = "5 % and 95 % of the values" if model.quantile is not None and model.family == "rf" else "90 % band"
+        calibration = model.cv.get("band")
+        if calibration:
+            band += f", at least the spread of its {calibration['n']} out-of-fold errors"
+            if calibration["n"] < FEW_RESIDUALS:
+                terminal.warn(f"the band rests on {calibration['n']} out-of-fold errors: with fewer than "
+                              f"{FEW_RESIDUALS} it spans the largest, and can still hold far fewer than 90 % of new "
+                              "values (docs/learn.md, predict)")
+        else:
+            band += " (the family's own spread: a model saved before bands were calibrated; refit it)"
         members = model.cv.get("members") or []
         by = f"an ensemble of {len(members)}" if len(members) > 1 else model.family
         terminal.out.print(_frame_table(result.head(SHOWN), title=f"{what} predicted by {by} (lo/hi: {band})"))

@@ -151,8 +151,10 @@ class EvalResult:
     family: str
     scheme: str
     splits: pd.DataFrame  # one row per split: split, n_train, n_test, mre, mape, rmse, r2 (and coverage, pinball)
-    y_true: np.ndarray  # pooled test targets (first repeat of k-fold: every run once)
+    y_true: np.ndarray  # pooled test targets (first repeat of k-fold: every run once; every random split)
     y_pred: np.ndarray
+    split_of: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=int))  # the split of each pooled value
+    row_of: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=int))  # its row of the training data
     oob: dict[str, float] = field(default_factory=dict)
     chosen: list[str] = field(default_factory=list)  # auto: family chosen in each split
     n_runs: int = 0  # the groups the splits keep together (runs or configurations; 0: every row its own)
@@ -224,7 +226,7 @@ def evaluate(
     else:
         raise UsageError(f"unknown scheme {scheme!r} (kfold, random)", where="--scheme")
     rows = []
-    pooled_true, pooled_pred = [], []
+    pooled_true, pooled_pred, pooled_split, pooled_row = [], [], [], []
     chosen = []
     split_no = 0
     total = sum(s.get_n_splits(X, groups=groups) for s in splitters)
@@ -239,6 +241,9 @@ def evaluate(
                 chosen.append(model.best_family_ + (" log" if model.best_log_target_ else ""))
             scores = all_metrics(y[te], pred, quantile)
             rows.append({"split": split_no, "repeat": r, "n_train": len(tr), "n_test": len(te), **scores})
+            if r == 0:
+                pooled_split.append(np.full(len(te), split_no))
+                pooled_row.append(np.asarray(te))
             split_no += 1
             if progress is not None:
                 progress(split_no, total, chosen[-1] if isinstance(model, AutoRegressor) else family)
@@ -256,6 +261,8 @@ def evaluate(
         splits=pd.DataFrame(rows),
         y_true=np.concatenate(pooled_true),
         y_pred=np.concatenate(pooled_pred),
+        split_of=np.concatenate(pooled_split),
+        row_of=np.concatenate(pooled_row),
         oob=oob,
         chosen=chosen,
         n_runs=0 if groups is None else units,
