@@ -440,3 +440,12 @@ def test_fit_and_predict_say_the_band_and_how_much_it_rests_on(tmp_path):
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
     assert f"the band rests on {n} out-of-fold errors" in text and "at least the spread of its" in text
+
+
+def test_an_ensemble_has_no_single_parameters_row(tmp_path):
+    """Small data: auto averages its candidates; the best member's parameters alone read as the ensemble's."""
+    frame = pd.read_csv(STEP).dropna(subset=["T"]).head(9)
+    frame.to_csv(tmp_path / "small.csv", index=False)
+    r = run("fit", "--csv", tmp_path / "small.csv", "-t", "T", "-m", "T,lat", "-o", tmp_path / "m")
+    assert r.exit_code == 0, r.output
+    assert "ensemble" in r.output and "each member's, in its name above" in r.output

@@ -329,6 +329,8 @@ def _print_model(model, out: Path, per_sample_runs: int = 0) -> None:
     table.add_column("key")
     table.add_column("value")
     params = ", ".join(f"{k}={v}" for k, v in model.params.items()) or "defaults"
+    if len(model.cv.get("members") or []) > 1:  # the best member's alone read as the ensemble's
+        params = "each member's, in its name above"
     table.add_row("family", model.chosen)
     table.add_row("parameters", params)
     if model.cv.get("point") == "relative":
