@@ -90,3 +90,40 @@ def test_resume_stops_what_a_killed_runner_left_running(write_spec, store_path, 
     assert resumed.returncode == 0, resumed.stderr
     assert "stopped 1 process group(s) left running by a killed runner" in resumed.stderr
     assert not alive(orphan)
+
+
+def test_a_killed_runners_sysctl_is_put_back_by_the_resume(write_spec, store_path, tmp_path):
+    """The resumed runner read the killed one's last value as the original, and "restored" that."""
+    import os
+    from pathlib import Path
+
+    sysctl = Path("/proc/sys/vm/swappiness")
+    if not os.access(sysctl, os.W_OK):
+        pytest.skip("needs root to write sysctls")
+    before = sysctl.read_text().strip()
+    mark = tmp_path / "killed-once"
+    path = write_spec(f"""
+        [workload]
+        command = "if [ {{swappiness}} = 13 ] && [ ! -e {mark} ]; then touch {mark}; kill -9 $PERFLEARN_RUNNER_PID; sleep 5; fi"
+        shell = true
+        [knobs.swappiness]
+        values = [11, 13, 17]
+        apply = "sysctl"
+        key = "vm.swappiness"
+        [metrics.t]
+        source = "time"
+    """)
+    first = subprocess.run([sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "-q"],
+                           capture_output=True, text=True, timeout=60)
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    try:
+        assert sysctl.read_text().strip() == "13"  # what the killed runner left
+        resumed = subprocess.run([sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "-q",
+                                  "--resume"], capture_output=True, text=True, timeout=60)
+        assert resumed.returncode == 0, resumed.stderr
+        assert f"it will be put back to {before}, its value before that runner" in resumed.stderr
+        assert sysctl.read_text().strip() == before
+    finally:
+        sysctl.write_text(before)
+    with open_store(store_path) as store:
+        assert sorted(store.runs("spec")["point_id"]) == [1, 2, 3]

@@ -97,6 +97,19 @@ class Actuator:
     def restore(self) -> None:
         """Put the system back as it was before the experiment."""
 
+    def setting(self) -> str | None:
+        """The machine-wide setting this knob changes, which outlives the runner (e.g.
+        ``sysctl vm.swappiness``); None when it changes only the runs' own processes."""
+        return None
+
+    def capture(self) -> str:
+        """Read the setting now: ``restore`` will put it back to this."""
+        raise NotImplementedError
+
+    def adopt(self, original: str) -> None:
+        """``restore`` will put the setting back to ``original`` (read by a runner that was killed)."""
+        raise NotImplementedError
+
     def _process(self, run: RunContext):
         return run.processes[self.target]
 
@@ -236,6 +249,16 @@ class Sysctl(Actuator):
         if not os.access(self.path, os.W_OK):
             raise UnsupportedError(f"sysctl {self.options['key']} is not writable here (run as root?)")
 
+    def setting(self) -> str:
+        return f"sysctl {self.options['key']}"
+
+    def capture(self) -> str:
+        self._original = self.path.read_text().strip()
+        return self._original
+
+    def adopt(self, original: str) -> None:
+        self._original = original
+
     def apply(self, value: Any, run: RunContext) -> None:
         if self._original is None:
             self._original = self.path.read_text().strip()
@@ -293,6 +316,16 @@ class EthtoolCoalesce(Actuator):
 
     def check(self) -> None:
         self.current()
+
+    def setting(self) -> str:
+        return f"ethtool-coalesce {self.options['iface']} {self.options['param']}"
+
+    def capture(self) -> str:
+        self._original = self.current()
+        return self._original
+
+    def adopt(self, original: str) -> None:
+        self._original = original
 
     def apply(self, value: Any, run: RunContext) -> None:
         if self._original is None:

@@ -27,6 +27,7 @@ from perflearn.experiment.spec import Spec
 from perflearn.store import ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
 
 from .execute import RunExecutor
+from . import originals
 from .process import reap_orphans
 from .host import host_metadata
 
@@ -205,6 +206,12 @@ def _one_sweep_at_a_time(store: ResultsStore) -> Iterator[None]:
         yield
 
 
+def _put_back(actuators, held) -> None:
+    for actuator in actuators.values():
+        actuator.restore()
+    originals.release(held)
+
+
 def run_experiment(spec: Spec, store: ResultsStore, *, resume: bool = False, allow_changed_spec: bool = False,
                    observer: Observer | None = None, keep_run_dirs: bool = False,
                    stop_after_failures: int = STOP_AFTER_FAILURES, resume_command: str | None = None) -> Outcome:
@@ -272,7 +279,9 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
     todo = [r for r in planned if (r.point_id, r.rep) not in recorded]
     outcome = Outcome(spec.name, len(planned), len(planned) - len(todo))
     observer.started(experiment, len(planned), todo)
+    held = originals.take(actuators, observer.warning)  # a killed runner's changes are put back too
     if not todo:
+        _put_back(actuators, held)
         return outcome
 
     store_id = str(getattr(store, "path", ""))
@@ -311,8 +320,7 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
                     f"interrupted after {outcome.ran} of {len(todo)} runs; every finished run is stored and the one "
                     f"in flight was dropped; continue with: {resume_command or f'perflearn run {spec.path} --resume'}") from None
     finally:
-        for actuator in actuators.values():
-            actuator.restore()
+        _put_back(actuators, held)
         try:
             _run_commands(spec.workload.teardown, spec, "teardown")
         except RunnerError as exc:

@@ -1,0 +1,94 @@
+"""What a sweep's machine-wide knobs (a sysctl, a NIC's coalescing) read before it changed
+them, kept on disk while it runs.
+
+A runner puts such settings back when it ends, but a SIGKILLed runner cannot: the setting
+stays at its last run's value, and the next runner read that as the original and "restored"
+it there. Now each setting's original is written, with the runner's pid and start time,
+to a file of its own before the first run; the next runner that finds the file of a runner
+no longer alive takes that original as its own (and says so), and a runner that ends
+puts the setting back and deletes the file. Files live in the temp directory (a reboot
+clears them and resets the settings alike); they are per setting, not per store, as the
+setting is the machine's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from perflearn.experiment.actuators import Actuator
+
+
+def _dir() -> Path:
+    return Path(tempfile.gettempdir()) / "perflearn-originals"
+
+
+def _file(setting: str) -> Path:
+    return _dir() / f"{hashlib.sha256(setting.encode()).hexdigest()[:16]}.json"
+
+
+def _started(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (None when there is no such process):
+    with the pid, it tells a runner from a later process that got its pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the command's parentheses
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        held = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(held, dict) and isinstance(held.get("original"), str) and isinstance(held.get("pid"), int)
+    return held if ok else None
+
+
+def _write(path: Path, setting: str, original: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"setting": setting, "original": original, "pid": os.getpid(),
+                               "started": _started(os.getpid())}))
+    tmp.replace(path)  # whole or not at all: a kill while writing leaves the old file
+
+
+def take(actuators: dict[str, Actuator], warn: Callable[[str], None]) -> list[Path]:
+    """Record each machine-wide setting's original before the sweep changes it, or take over
+    the one a killed runner recorded. Returns the files this runner now holds."""
+    held: list[Path] = []
+    for actuator in actuators.values():
+        setting = actuator.setting()
+        if setting is None:
+            continue
+        path = _file(setting)
+        before = _read(path)
+        if before is not None and (before["pid"] == os.getpid() or before.get("setting") != setting):
+            before = None  # this process's own, from an earlier sweep; or another setting's (a hash clash)
+        if before is not None and _started(before["pid"]) == before.get("started"):
+            warn(f"{setting} is also changed by another perflearn runner (pid {before['pid']}) now: each puts back "
+                 "what it read")
+            actuator.capture()
+            continue
+        if before is not None:
+            actuator.adopt(before["original"])
+            warn(f"{setting} was left at a killed runner's value; it will be put back to {before['original']}, "
+                 "its value before that runner")
+            _write(path, setting, before["original"])
+        else:
+            _write(path, setting, actuator.capture())
+        held.append(path)
+    return held
+
+
+def release(held: list[Path]) -> None:
+    """After the settings were put back: forget their originals."""
+    for path in held:
+        before = _read(path)
+        if before is None or before["pid"] == os.getpid():
+            path.unlink(missing_ok=True)
