@@ -568,3 +568,25 @@ def test_kept_run_directories_are_named_in_the_runs_notes(write_spec, tmp_path, 
 
     kept = Path(note.removeprefix("run directory "))
     assert note.startswith("run directory ") and kept.parent == tmp_path and (kept / "workload.stdout").read_text() == "kept\n"
+
+
+def test_sigterm_stops_cleanly_and_exits_143(write_spec, store_path):
+    """A batch scheduler's SIGTERM stops the sweep as Ctrl-C does, and the exit status says which (128 + 15)."""
+    path = write_spec("""
+        [workload]
+        command = "sleep 0.3{x}"
+        [knobs.x]
+        values = [1, 2, 3, 4, 5, 6]
+        [metrics.t]
+        source = "time"
+    """)
+    proc = subprocess.Popen([sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "-q"],
+                            stderr=subprocess.PIPE, text=True)
+    assert "runs planned" in proc.stderr.readline()
+    time.sleep(0.8)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 143, stderr
+    assert "terminated after" in stderr and "--resume" in stderr and "Traceback" not in stderr
+    with open_store(store_path) as store:
+        assert 1 <= len(store.recorded(store.experiment("spec"))) < 6

@@ -33,7 +33,11 @@ from .host import host_metadata
 
 
 class Interrupted(PerflearnError):
-    exit_code = 130
+    exit_code = 130  # 128 + SIGINT; 143 (128 + SIGTERM) when SIGTERM stopped it, as a shell says
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, stopping the sweep as Ctrl-C does."""
 
 
 STOP_AFTER_FAILURES = 5  # first runs of an invocation failing alike before the sweep stops
@@ -157,13 +161,35 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         return
 
     def handler(signum, frame):
-        raise KeyboardInterrupt
+        raise Terminated
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C or SIGTERM during a store call is held until the call ends, then stops the
+    sweep as it would have: DuckDB checks for signals while it works and gave up with
+    "Query interrupted", an internal error (exit 70) in place of a clean stop."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: got.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if signal.SIGTERM in got and previous[signal.SIGTERM] not in (signal.SIG_IGN, signal.SIG_DFL):
+        raise Terminated
+    if signal.SIGINT in got and previous[signal.SIGINT] is signal.default_int_handler:  # not when ignored
+        raise KeyboardInterrupt
 
 
 def _knob_infos(spec: Spec) -> list[KnobInfo]:
@@ -299,14 +325,16 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
                 if not set_up:
                     _set_up(spec)
                 for run in todo:
-                    store.release()  # `ls`, `show`, `fit` may read it while the run is measured
+                    with _signals_held():
+                        store.release()  # `ls`, `show`, `fit` may read it while the run is measured
                     if run.point_id not in warmed:
                         warmed.add(run.point_id)
                         for _ in range(spec.workload.warmup):
                             executor.execute(run, measure=False)
                     observer.run_started(run)
                     record = executor.execute(run)
-                    store.record_run(experiment, record)
+                    with _signals_held():  # a finished run is stored whole, then the signal stops the sweep
+                        store.record_run(experiment, record)
                     outcome.by_status[record.status] = outcome.by_status.get(record.status, 0) + 1
                     observer.run_finished(run, record)
                     cause = alike.stop(record)
@@ -315,10 +343,14 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
                             f"stopped: the first {outcome.ran} runs, at {len(alike.points)} points, failed alike ({cause}); "
                             f"they are stored. Fix the cause and rerun under a new --name, or go on with --resume "
                             f"(the failed runs stay); --stop-after-failures 0 never stops", where=str(spec.path))
-            except KeyboardInterrupt:
-                raise Interrupted(
-                    f"interrupted after {outcome.ran} of {len(todo)} runs; every finished run is stored and the one "
-                    f"in flight was dropped; continue with: {resume_command or f'perflearn run {spec.path} --resume'}") from None
+            except KeyboardInterrupt as exc:
+                stopped = Interrupted(
+                    f"{'terminated' if isinstance(exc, Terminated) else 'interrupted'} after {outcome.ran} of {len(todo)} "
+                    "runs; every finished run is stored and the one in flight was dropped; continue with: "
+                    f"{resume_command or f'perflearn run {spec.path} --resume'}")
+                if isinstance(exc, Terminated):
+                    stopped.exit_code = 128 + signal.SIGTERM
+                raise stopped from None
     finally:
         _put_back(actuators, held)
         try:
