@@ -74,10 +74,19 @@ class _Group(TyperGroup):
             terminal.error(f"{exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc))
             ctx.exit(1)
         except Exception as exc:  # a bug: still one line unless debugging
+            if _interrupted_query(exc):  # Ctrl-C while DuckDB worked: an interruption, not a bug
+                terminal.error("interrupted")
+                ctx.exit(130)
             if debug() or type(exc).__module__.startswith(("typer", "click")):
                 raise  # the CLI framework's own exits and usage errors
             terminal.error(f"internal error ({type(exc).__name__}: {exc}); rerun with PERFLEARN_DEBUG=1 for the traceback")
             ctx.exit(70)
+
+
+def _interrupted_query(exc: Exception) -> bool:
+    """DuckDB's answer to a signal that arrived while it ran a query."""
+    return type(exc).__name__ == "InterruptException" or (isinstance(exc, RuntimeError)
+                                                          and str(exc) == "Query interrupted")
 
 
 def interrupt_on_sigterm() -> None:
