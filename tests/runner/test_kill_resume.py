@@ -127,3 +127,36 @@ def test_a_killed_runners_sysctl_is_put_back_by_the_resume(write_spec, store_pat
         sysctl.write_text(before)
     with open_store(store_path) as store:
         assert sorted(store.runs("spec")["point_id"]) == [1, 2, 3]
+
+
+def test_a_killed_runners_run_directory_is_removed_by_the_next(write_spec, store_path, tmp_path):
+    """Run directories live in /dev/shm (memory until reboot): a SIGKILLed runner's stayed
+    there for good. The next runner removes it; directories kept on purpose stay."""
+    import os
+
+    root = tmp_path / "runs"
+    root.mkdir()
+    mark = tmp_path / "killed-once"
+    path = write_spec(f"""
+        [workload]
+        command = "head -c 100000 /dev/zero > {{run_dir}}/big; if [ {{x}} = 2 ] && [ ! -e {mark} ]; then touch {mark}; kill -9 $PERFLEARN_RUNNER_PID; sleep 5; fi"
+        shell = true
+        [knobs.x]
+        values = [1, 2, 3]
+        [metrics.t]
+        source = "time"
+    """)
+    env = {**os.environ, "PERFLEARN_RUN_DIR": str(root)}
+    run = [sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "-q"]
+    kept = subprocess.run([*run, "--name", "kept", "--keep-run-dirs"], capture_output=True, text=True, env=env, timeout=60)
+    assert kept.returncode == -signal.SIGKILL  # x = 2 killed it: its directories were to be kept
+    mark.unlink()
+    first = subprocess.run(run, capture_output=True, text=True, env=env, timeout=60)
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    left = sorted(p.name for p in root.iterdir() if p.name.startswith("perflearn-r"))
+    assert len(left) == 1 and (root / left[0] / "big").stat().st_size == 100000
+    resumed = subprocess.run([*run, "--resume"], capture_output=True, text=True, env=env, timeout=60)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "removed 1 run directory(ies) that killed runners left" in resumed.stderr
+    assert not [p for p in root.iterdir() if p.name.startswith("perflearn-r")]
+    assert len([p for p in root.iterdir() if p.name.startswith("perflearn-k")]) == 2  # x = 1 and the killed x = 2

@@ -39,6 +39,19 @@ def default_run_root() -> Path | None:
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
+def remove_dead_run_dirs(root: Path | None) -> int:
+    """Remove the run directories that SIGKILLed runners left in ``root`` (a runner removes its
+    own as each run ends; kept ones, ``perflearn-k...``, stay). Returns how many."""
+    removed = 0
+    for path in Path(root or tempfile.gettempdir()).glob("perflearn-r*-*"):
+        pid = path.name[len("perflearn-r"):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or Path(f"/proc/{pid}").exists():
+            continue  # not one of ours, or its runner is still alive
+        shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    return removed
+
+
 class RunExecutor:
     """Runs planned runs of one spec with its built actuators and collectors."""
 
@@ -52,10 +65,15 @@ class RunExecutor:
         self.uses_port = any("{port}" in t for p in spec.workload.processes for t in p.templates()) or any(
             "{port}" in str(m.options.get("file", "")) for m in spec.metrics.values())
         self.base_env = {**os.environ, proc_mod.RUNNER_VAR: str(os.getpid()), proc_mod.STORE_VAR: store}
+        self.reaped = remove_dead_run_dirs(self.run_root)
 
     # -- the pipeline ---------------------------------------------------------
     def execute(self, planned: PlannedRun, measure: bool = True) -> RunRecord:
-        run_dir = Path(tempfile.mkdtemp(prefix=f"perflearn-{planned.point_id}.{planned.rep}-", dir=self.run_root))
+        # the runner's pid in the name: a SIGKILLed runner's directory is found and removed by the next
+        # (/dev/shm is memory until reboot); "k" for a directory kept on purpose (--keep-run-dirs)
+        kind = "k" if self.keep_run_dirs else "r"
+        run_dir = Path(tempfile.mkdtemp(prefix=f"perflearn-{kind}{os.getpid()}-{planned.point_id}.{planned.rep}-",
+                                        dir=self.run_root))
         record = RunRecord(point_id=planned.point_id, rep=planned.rep, seq=planned.seq, status="ok",
                            started=datetime.now())
         running: list[proc_mod.Running] = []

@@ -317,6 +317,8 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
         if leftovers:
             observer.warning(f"stopped {leftovers} process group(s) left running by a killed runner of this store")
     executor = RunExecutor(spec, actuators, collectors, keep_run_dirs=keep_run_dirs, store=store_id)
+    if executor.reaped:
+        observer.warning(f"removed {executor.reaped} run directory(ies) that killed runners left in {executor.run_root}")
     warmed: set[int] = set()
     alike = _SameFailures(stop_after_failures)
     try:
