@@ -92,6 +92,11 @@ def test_resume_stops_what_a_killed_runner_left_running(write_spec, store_path, 
     assert not alive(orphan)
 
 
+def kill_runner_once(condition: str, mark) -> str:
+    """Shell: SIGKILL the runner from its workload the first time ``condition`` holds (``mark`` remembers)."""
+    return f"if [ {condition} ] && [ ! -e {mark} ]; then touch {mark}; kill -9 $PERFLEARN_RUNNER_PID; sleep 5; fi"
+
+
 def test_a_killed_runners_sysctl_is_put_back_by_the_resume(write_spec, store_path, tmp_path):
     """The resumed runner read the killed one's last value as the original, and "restored" that."""
     import os
@@ -101,10 +106,9 @@ def test_a_killed_runners_sysctl_is_put_back_by_the_resume(write_spec, store_pat
     if not os.access(sysctl, os.W_OK):
         pytest.skip("needs root to write sysctls")
     before = sysctl.read_text().strip()
-    mark = tmp_path / "killed-once"
     path = write_spec(f"""
         [workload]
-        command = "if [ {{swappiness}} = 13 ] && [ ! -e {mark} ]; then touch {mark}; kill -9 $PERFLEARN_RUNNER_PID; sleep 5; fi"
+        command = "{kill_runner_once('{swappiness} = 13', tmp_path / 'killed-once')}"
         shell = true
         [knobs.swappiness]
         values = [11, 13, 17]
@@ -139,7 +143,7 @@ def test_a_killed_runners_run_directory_is_removed_by_the_next(write_spec, store
     mark = tmp_path / "killed-once"
     path = write_spec(f"""
         [workload]
-        command = "head -c 100000 /dev/zero > {{run_dir}}/big; if [ {{x}} = 2 ] && [ ! -e {mark} ]; then touch {mark}; kill -9 $PERFLEARN_RUNNER_PID; sleep 5; fi"
+        command = "head -c 100000 /dev/zero > {{run_dir}}/big; {kill_runner_once('{x} = 2', mark)}"
         shell = true
         [knobs.x]
         values = [1, 2, 3]

@@ -233,15 +233,18 @@ def test_warmup_runs_are_not_stored(write_spec, tmp_path):
     assert log.read_text().split() == ["1", "1", "1", "2", "2", "2"]
 
 
+SIX_SHORT_RUNS = """
+    [workload]
+    command = "sleep 0.3{x}"
+    [knobs.x]
+    values = [1, 2, 3, 4, 5, 6]
+    [metrics.t]
+    source = "time"
+"""
+
+
 def test_sigint_stops_cleanly_and_resume_completes(write_spec, store_path, tmp_path):
-    path = write_spec("""
-        [workload]
-        command = "sleep 0.3{x}"
-        [knobs.x]
-        values = [1, 2, 3, 4, 5, 6]
-        [metrics.t]
-        source = "time"
-    """)
+    path = write_spec(SIX_SHORT_RUNS)
     cmd = [sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "--name", "named", "-q"]
     # a test run from a background shell inherits SIGINT ignored, and Python then keeps it
     # ignored: give the runner the disposition of a foreground program, where Ctrl-C comes from
@@ -572,14 +575,7 @@ def test_kept_run_directories_are_named_in_the_runs_notes(write_spec, tmp_path, 
 
 def test_sigterm_stops_cleanly_and_exits_143(write_spec, store_path):
     """A batch scheduler's SIGTERM stops the sweep as Ctrl-C does, and the exit status says which (128 + 15)."""
-    path = write_spec("""
-        [workload]
-        command = "sleep 0.3{x}"
-        [knobs.x]
-        values = [1, 2, 3, 4, 5, 6]
-        [metrics.t]
-        source = "time"
-    """)
+    path = write_spec(SIX_SHORT_RUNS)
     proc = subprocess.Popen([sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "-q"],
                             stderr=subprocess.PIPE, text=True)
     assert "runs planned" in proc.stderr.readline()
