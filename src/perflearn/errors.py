@@ -55,3 +55,7 @@ class CommandFailed(PerflearnError):
         self.exit_code = returncode if returncode >= 0 else 128 - returncode
         how = f"exit status {returncode}" if returncode >= 0 else f"signal {-returncode}"
         super().__init__(f"{command[0]} ended with {how}")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, taken as Ctrl-C (cleanup runs) but told apart: the exit status is 143, not 130."""

@@ -113,6 +113,11 @@ def test_band_calibration_takes_the_conformal_residual():
     lo, hi = calibrated_band(np.array([10.0]), band)
     assert lo[0] == pytest.approx(10 * np.exp(-0.18)) and hi[0] == pytest.approx(10 * np.exp(0.18))
     assert band_calibration(np.array([1.0]), np.array([1.0])) is None
+    # 60 rows of 12 runs (cross-validation kept each run's rows together): 12 errors' worth, the largest
+    rows = np.linspace(0.01, 0.60, 60)
+    grouped = band_calibration(100 * np.exp(rows), np.full(60, 100.0), units=12)
+    assert grouped["hi"] == pytest.approx(0.60) and grouped["n"] == 12 and grouped["rows"] == 60
+    assert band_calibration(100 * np.exp(rows), np.full(60, 100.0))["hi"] == pytest.approx(0.55)  # 55th of 60
 
 
 def _noisy(rng, n):

@@ -164,3 +164,47 @@ def test_a_killed_runners_run_directory_is_removed_by_the_next(write_spec, store
     assert "removed 1 run directory(ies) that killed runners left" in resumed.stderr
     assert not [p for p in root.iterdir() if p.name.startswith("perflearn-r")]
     assert len([p for p in root.iterdir() if p.name.startswith("perflearn-k")]) == 2  # x = 1 and the killed x = 2
+
+
+def test_a_run_directory_someone_holds_is_not_removed(tmp_path):
+    """A runner in another PID namespace sharing /dev/shm looks dead from here: its lock keeps its directory."""
+    import fcntl
+    import os
+
+    from perflearn.runner.execute import remove_dead_run_dirs
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid no process has now
+    run_dir = tmp_path / f"perflearn-r{gone.pid}-1.0-abc"
+    run_dir.mkdir()
+    fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], pass_fds=(fd,))
+    os.close(fd)  # the other process holds the lock now
+    try:
+        assert remove_dead_run_dirs(tmp_path) == 0 and run_dir.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert remove_dead_run_dirs(tmp_path) == 1 and not run_dir.exists()
+
+
+def test_originals_are_kept_only_in_a_private_directory(tmp_path, monkeypatch):
+    """Another user could plant an "original" a root runner would write back: a directory others may write is refused."""
+    from perflearn.experiment.actuators import Sysctl
+    from perflearn.experiment.knobs import Domain, Knob
+    from perflearn.runner import originals
+
+    shared = tmp_path / "originals"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    monkeypatch.setattr(originals, "_dir", lambda: shared)
+    knob = Knob("swappiness", Domain("values", (10,)), "sysctl", {"key": "vm.swappiness"})
+    said = []
+    assert originals.take({"swappiness": Sysctl(knob, "x")}, said.append) == []
+    assert "is not a directory of this user's alone" in said[0] and not list(shared.iterdir())
+    shared.chmod(0o700)
+    held = originals.take({"swappiness": Sysctl(knob, "x")}, said.append)
+    assert len(held) == 1 and held[0].exists()
+    originals.release(held)
+    assert not held[0].exists()

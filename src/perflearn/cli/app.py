@@ -20,7 +20,7 @@ try:  # typer >= 0.24 carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on click
     from click import exceptions as cx
 
-from perflearn.errors import PerflearnError, UsageError
+from perflearn.errors import PerflearnError, Terminated, UsageError
 
 from . import terminal
 
@@ -64,9 +64,9 @@ class _Group(TyperGroup):
                 raise
             terminal.error(str(exc))
             ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            terminal.error("interrupted")
-            ctx.exit(130)
+        except KeyboardInterrupt as exc:
+            terminal.error("terminated" if isinstance(exc, Terminated) else "interrupted")
+            ctx.exit(143 if isinstance(exc, Terminated) else 130)
         except OSError as exc:
             if debug():
                 raise
@@ -91,12 +91,13 @@ def _interrupted_query(exc: Exception) -> bool:
 
 def interrupt_on_sigterm() -> None:
     """SIGTERM as Ctrl-C: the command's cleanup runs (services it started are stopped,
-    the machine's settings restored) and it exits with "interrupted", where the default
-    action would kill it at once and leave them behind."""
+    the machine's settings restored) and it exits with "terminated" (status 143, as a
+    shell reports SIGTERM), where the default action would kill it at once and leave
+    them behind."""
     import signal
 
     def interrupt(*_):
-        raise KeyboardInterrupt
+        raise Terminated
 
     signal.signal(signal.SIGTERM, interrupt)
 

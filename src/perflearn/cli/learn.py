@@ -66,9 +66,6 @@ def _in(unit: str) -> str:
     return f" ({unit})" if unit else ""
 
 
-FEW_RESIDUALS = 19  # from 19 out-of-fold errors a 90 % band need not span the largest
-
-
 def _say_constant(schema) -> None:
     """Features that never varied: nothing can be learnt of them (a constant column got no word)."""
     const = schema.constant()
@@ -362,8 +359,9 @@ def _print_model(model, out: Path, per_sample_runs: int = 0) -> None:
         if band["scale"] == "log":
             width = f"x{math.exp(band['lo']):.3g} .. x{math.exp(band['hi']):.3g} of the prediction"
         else:
-            width = f"{_fmt(band['lo'])} .. +{_fmt(band['hi'])} around the prediction"
-        table.add_row("90 % band", f"at least {width} (from {band['n']} out-of-fold errors)")
+            width = f"{band['lo']:+.4g} .. {band['hi']:+.4g} around the prediction"
+        runs = f"{band['n']} runs' ({band['rows']} rows')" if band.get("rows") else str(band["n"])
+        table.add_row("90 % band", f"at least {width} (from {runs} out-of-fold errors)")
     if "oob" in cv:
         table.add_row("out-of-bag", f"R² {_fmt(cv['oob']['r2'])}  MRE {_fmt(cv['oob']['mre'])}%")
     imp = cv.get("importance") or {}
@@ -503,6 +501,7 @@ def predict(
     import pandas as pd
 
     from perflearn.learn.model import load
+    from perflearn.learn.uncertainty import few_units
 
     check_output(out, "--out")
     model = load(model_dir)
@@ -541,11 +540,15 @@ def predict(
         band = "5 % and 95 % of the values" if model.quantile is not None and model.family == "rf" else "90 % band"
         calibration = model.cv.get("band")
         if calibration:
-            band += f", at least the spread of its {calibration['n']} out-of-fold errors"
-            if calibration["n"] < FEW_RESIDUALS:
+            of = "runs'" if calibration.get("rows") else ""
+            band += f", at least the spread of its {calibration['n']} {of} out-of-fold errors".replace("  ", " ")
+            few = few_units(model.quantile)
+            if calibration["n"] < few:
                 terminal.warn(f"the band rests on {calibration['n']} out-of-fold errors: with fewer than "
-                              f"{FEW_RESIDUALS} it spans the largest, and can still hold far fewer than 90 % of new "
+                              f"{few} it spans the largest, and can still hold far fewer than 90 % of new "
                               "values (docs/learn.md, predict)")
+        elif "band" in model.cv:
+            band += " (the family's own spread: too few out-of-fold errors to calibrate it)"
         else:
             band += " (the family's own spread: a model saved before bands were calibrated; refit it)"
         members = model.cv.get("members") or []

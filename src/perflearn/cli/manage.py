@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from perflearn.errors import UsageError
+from perflearn.errors import Terminated, UsageError
 
 from . import terminal
 from .app import app, check_output, check_png, interrupt_on_sigterm
@@ -443,7 +443,8 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                 record(label, frame, None if static is None else static["energy_j"].sum(), wall, complete)
         except BaseException as exc:  # interrupted, or the service failed: nothing measured is lost
             if journal and journal.rows:
-                why = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped"
+                why = ("terminated" if isinstance(exc, Terminated) else "interrupted" if isinstance(exc, KeyboardInterrupt)
+                       else "stopped")
                 terminal.warn(f"{why}: the {journal.rows} intervals run so far are in {csv}")
             raise
     static_energy = frames["static"]["energy_j"].sum() if "static" in frames else None

@@ -297,7 +297,8 @@ def cross_validate_pipeline(data: TrainingData, family: str, *, params=None, log
                    log_target=log_target, random_state=random_state, n_jobs=n_jobs)
     quantile = (params or {}).get("quantile")
     out: dict[str, Any] = {"folds": int(res.splits.shape[0]), **all_metrics(res.y_true, res.y_pred, quantile),
-                           "band": band_calibration(res.y_true, res.y_pred, quantile)}
+                           "band": band_calibration(res.y_true, res.y_pred, quantile,
+                                                    units=res.n_runs if res.grouped else None)}
     if res.grouped:
         out["folds_by"] = res.unit
         out["runs"] = res.n_runs

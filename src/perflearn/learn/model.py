@@ -456,7 +456,7 @@ def fit_data(
         from .metrics import all_metrics
 
         cvinfo = {"folds": est.n_splits_, **all_metrics(y, est.oof_predictions_),
-                  "band": band_calibration(y, est.honest_oof_),
+                  "band": band_calibration(y, est.honest_oof_, units=runs),
                   "selected_by": est.scoring_, "members": est.members_, "candidates": est.cv_results_,
                   "point": est.point_, "weights": est.weights_, "combine": est.combine_}
         if getattr(est, "bounds_", None) is not None:

@@ -231,37 +231,52 @@ def predict_spread(est, X: np.ndarray, rel_error: float | None = None, band: dic
     return pred, std, lo, hi
 
 
-def band_calibration(y, oof, quantile: float | None = None) -> dict | None:
+def band_calibration(y, oof, quantile: float | None = None, units: int | None = None) -> dict | None:
     """The spread of out-of-fold residuals that a 90 % band must span (split conformal).
 
     Residuals are log(y / oof) when every value and prediction is > 0 (performance
     spans orders of magnitude; a relative band), else y - oof. A model of the mean or
     median gets the symmetric bound: the ceil((n + 1) 0.9)-th smallest |residual| of n,
-    which covers 90 % of new values when residuals are exchangeable (with fewer than 9
-    runs: the largest). A model of a quantile (its residuals are not centred) gets the
-    5 % and 95 % residuals, corrected the same way. None with fewer than 2 residuals.
+    which covers 90 % of new values when residuals are exchangeable (up to 18 runs: the
+    largest). A model of a quantile (its residuals are not centred) gets the 5 % and
+    95 % residuals, corrected the same way (up to 38 runs: the extremes). ``units``: the
+    independent units the rows come from (runs or configurations of per-sample or
+    repeated data, which cross-validation kept together): the rank is theirs, scaled to
+    the rows. None with fewer than 2 residuals.
     """
     y, oof = np.asarray(y, dtype=float).ravel(), np.asarray(oof, dtype=float).ravel()
     ok = np.isfinite(y) & np.isfinite(oof)
     y, oof = y[ok], oof[ok]
     n = len(y)
-    if n < 2:
+    units = n if units is None else max(1, min(int(units), n))
+    if n < 2 or units < 2:
         return None
     log = bool(np.all(y > 0) and np.all(oof > 0))
     r = np.log(y / oof) if log else y - oof
     if quantile is None:
-        q = float(np.sort(np.abs(r))[_rank(n, BAND)])
+        q = float(np.sort(np.abs(r))[_rank(n, units, BAND)])
         lo, hi = -q, q
     else:
-        k = _rank(n, (1 + BAND) / 2)
+        k = _rank(n, units, (1 + BAND) / 2)
         ordered = np.sort(r)
         lo, hi = float(ordered[n - 1 - k]), float(ordered[k])
-    return {"scale": "log" if log else "absolute", "lo": lo, "hi": hi, "n": n, "share": BAND}
+    out = {"scale": "log" if log else "absolute", "lo": lo, "hi": hi, "n": units, "share": BAND}
+    if units != n:
+        out["rows"] = n
+    return out
 
 
-def _rank(n: int, share: float) -> int:
-    """Finite-sample conformal rank: index of the ceil((n + 1) share)-th smallest of n values, at most the largest."""
-    return min(n, math.ceil((n + 1) * share - 1e-9)) - 1
+def few_units(quantile: float | None) -> int:
+    """Below this many runs a band spans the largest error(s): a handful cannot show how wrong a model can be."""
+    share = BAND if quantile is None else (1 + BAND) / 2
+    return round((1 + share) / (1 - share))  # ceil((n + 1) share) < n from here: 19 for 90 %, 39 for 95 %
+
+
+def _rank(n: int, units: int, share: float) -> int:
+    """Finite-sample conformal rank: index of the ceil((units + 1) share)-th smallest of ``units``
+    values, at most the largest, scaled to ``n`` rows."""
+    k = min(units, math.ceil((units + 1) * share - 1e-9))
+    return min(n, math.ceil(k / units * n - 1e-9)) - 1
 
 
 def calibrated_band(pred: np.ndarray, band: dict) -> tuple[np.ndarray, np.ndarray]:

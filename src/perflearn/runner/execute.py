@@ -7,6 +7,7 @@ Only KeyboardInterrupt goes through (after every process of the run is stopped).
 from __future__ import annotations
 
 import math
+import fcntl
 import os
 import shlex
 import shutil
@@ -41,15 +42,36 @@ def default_run_root() -> Path | None:
 
 def remove_dead_run_dirs(root: Path | None) -> int:
     """Remove the run directories that SIGKILLed runners left in ``root`` (a runner removes its
-    own as each run ends; kept ones, ``perflearn-k...``, stay). Returns how many."""
+    own as each run ends; kept ones, ``perflearn-k...``, stay). A directory goes only when its
+    runner's pid is gone, it is this user's, and no one holds its lock (a runner in another
+    PID namespace sharing /dev/shm holds the lock of its run's directory). Returns how many."""
     removed = 0
     for path in Path(root or tempfile.gettempdir()).glob("perflearn-r*-*"):
         pid = path.name[len("perflearn-r"):].split("-", 1)[0]
         if not pid.isdigit() or int(pid) == os.getpid() or Path(f"/proc/{pid}").exists():
             continue  # not one of ours, or its runner is still alive
-        shutil.rmtree(path, ignore_errors=True)
-        removed += 1
+        try:
+            if os.lstat(path).st_uid != os.geteuid():
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(path, ignore_errors=True)
+        except BlockingIOError:
+            continue
+        finally:
+            os.close(fd)
+        removed += not path.exists()
     return removed
+
+
+def _locked_dir(path: Path) -> int:
+    """A descriptor holding ``path``'s lock while the run uses it (the kernel lets go when the runner dies)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
 
 
 class RunExecutor:
@@ -74,6 +96,7 @@ class RunExecutor:
         kind = "k" if self.keep_run_dirs else "r"
         run_dir = Path(tempfile.mkdtemp(prefix=f"perflearn-{kind}{os.getpid()}-{planned.point_id}.{planned.rep}-",
                                         dir=self.run_root))
+        lock = _locked_dir(run_dir)
         record = RunRecord(point_id=planned.point_id, rep=planned.rep, seq=planned.seq, status="ok",
                            started=datetime.now())
         running: list[proc_mod.Running] = []
@@ -110,6 +133,7 @@ class RunExecutor:
                 proc_mod.stop(proc, proc.launch.stop_signal, 2.0)
             if not self.keep_run_dirs:
                 shutil.rmtree(run_dir, ignore_errors=True)
+            os.close(lock)
 
     def _context(self, planned: PlannedRun, run_dir: Path) -> RunContext:
         values: dict[str, Any] = {}

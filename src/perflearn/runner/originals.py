@@ -6,9 +6,10 @@ stays at its last run's value, and the next runner read that as the original and
 it there. Now each setting's original is written, with the runner's pid and start time,
 to a file of its own before the first run; the next runner that finds the file of a runner
 no longer alive takes that original as its own (and says so), and a runner that ends
-puts the setting back and deletes the file. Files live in the temp directory (a reboot
-clears them and resets the settings alike); they are per setting, not per store, as the
-setting is the machine's.
+puts the setting back and deletes the file. Files live in /run for root (a reboot
+clears them and resets the settings alike), in a directory only their user may write;
+they are per setting, not per store, as the setting is the machine's (a `net.*` sysctl
+is per network namespace: one file still stands for all of them).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +26,19 @@ from perflearn.experiment.actuators import Actuator
 
 
 def _dir() -> Path:
-    return Path(tempfile.gettempdir()) / "perflearn-originals"
+    """/run/perflearn/originals for root (a sysctl needs root; /run is cleared at boot, as the
+    settings are), else the temp directory's perflearn-originals-<uid>."""
+    if os.geteuid() == 0 and os.access("/run", os.W_OK):
+        return Path("/run/perflearn/originals")
+    return Path(tempfile.gettempdir()) / f"perflearn-originals-{os.geteuid()}"
+
+
+def _private(path: Path) -> bool:
+    """The directory exists as this user's own, a real directory no one else may write
+    into: else another user could plant an "original" a root runner would write back."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(path)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
 
 
 def _file(setting: str) -> Path:
@@ -51,17 +65,21 @@ def _read(path: Path) -> dict | None:
 
 
 def _write(path: Path, setting: str, original: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"setting": setting, "original": original, "pid": os.getpid(),
-                               "started": _started(os.getpid())}))
-    tmp.replace(path)  # whole or not at all: a kill while writing leaves the old file
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")  # a new file of its own (O_EXCL)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"setting": setting, "original": original, "pid": os.getpid(), "started": _started(os.getpid())}, f)
+    os.replace(tmp, path)  # whole or not at all: a kill while writing leaves the old file
 
 
 def take(actuators: dict[str, Actuator], warn: Callable[[str], None]) -> list[Path]:
     """Record each machine-wide setting's original before the sweep changes it, or take over
     the one a killed runner recorded. Returns the files this runner now holds."""
     held: list[Path] = []
+    system_wide = [a for a in actuators.values() if a.setting() is not None]
+    if system_wide and not _private(_dir()):
+        warn(f"{_dir()} is not a directory of this user's alone: the originals of "
+             f"{', '.join(a.setting() for a in system_wide)} are not kept on disk (a killed runner's change stays)")
+        return held
     for actuator in actuators.values():
         setting = actuator.setting()
         if setting is None:
@@ -71,9 +89,9 @@ def take(actuators: dict[str, Actuator], warn: Callable[[str], None]) -> list[Pa
         if before is not None and (before["pid"] == os.getpid() or before.get("setting") != setting):
             before = None  # this process's own, from an earlier sweep; or another setting's (a hash clash)
         if before is not None and _started(before["pid"]) == before.get("started"):
-            warn(f"{setting} is also changed by another perflearn runner (pid {before['pid']}) now: each puts back "
-                 "what it read")
-            actuator.capture()
+            warn(f"{setting} is also changed by another perflearn runner (pid {before['pid']}) now: both put "
+                 f"back {before['original']}, its value before that runner")
+            actuator.adopt(before["original"])
             continue
         if before is not None:
             actuator.adopt(before["original"])

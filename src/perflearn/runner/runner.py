@@ -8,6 +8,7 @@ changed spec unless ``allow_changed_spec``.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import signal
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perflearn.errors import PerflearnError, RunnerError, SpecError, StoreError, UnsupportedError
+from perflearn.errors import PerflearnError, RunnerError, SpecError, StoreError, Terminated, UnsupportedError
 from perflearn.experiment import actuators as actuators_mod
 from perflearn.experiment import collectors as collectors_mod
 from perflearn.experiment.design import PlannedRun, plan, point_key
@@ -35,9 +36,6 @@ from .host import host_metadata
 class Interrupted(PerflearnError):
     exit_code = 130  # 128 + SIGINT; 143 (128 + SIGTERM) when SIGTERM stopped it, as a shell says
 
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, stopping the sweep as Ctrl-C does."""
 
 
 STOP_AFTER_FAILURES = 5  # first runs of an invocation failing alike before the sweep stops
@@ -172,24 +170,39 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 @contextmanager
 def _signals_held() -> Iterator[None]:
-    """Ctrl-C or SIGTERM during a store call is held until the call ends, then stops the
-    sweep as it would have: DuckDB checks for signals while it works and gave up with
-    "Query interrupted", an internal error (exit 70) in place of a clean stop."""
+    """Ctrl-C or SIGTERM during a store call is held until the call ends, then delivered as
+    it would have been: DuckDB checks for signals while it works and gave up with "Query
+    interrupted", an internal error (exit 70) in place of a clean stop. A second signal is
+    not held (a store call can wait minutes for a reader to let go)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     got: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: got.append(signum))
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous: dict = {}
+
+    def deliver(signum: int) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        handler = previous[signum]
+        if callable(handler):
+            handler(signum, None)  # ours raise Terminated, Python's KeyboardInterrupt
+        elif handler == signal.SIG_DFL:
+            os.kill(os.getpid(), signum)
+
+    def hold(signum, frame):
+        got.append(signum)
+        if len(got) > 1:
+            deliver(signum)
+
+    previous.update({sig: signal.signal(sig, hold) for sig in signals})
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if signal.SIGTERM in got and previous[signal.SIGTERM] not in (signal.SIG_IGN, signal.SIG_DFL):
-        raise Terminated
-    if signal.SIGINT in got and previous[signal.SIGINT] is signal.default_int_handler:  # not when ignored
-        raise KeyboardInterrupt
+    if got:
+        deliver(got[0])
 
 
 def _knob_infos(spec: Spec) -> list[KnobInfo]:
@@ -305,9 +318,8 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
     todo = [r for r in planned if (r.point_id, r.rep) not in recorded]
     outcome = Outcome(spec.name, len(planned), len(planned) - len(todo))
     observer.started(experiment, len(planned), todo)
-    held = originals.take(actuators, observer.warning)  # a killed runner's changes are put back too
-    if not todo:
-        _put_back(actuators, held)
+    if not todo:  # a killed runner's changes are put back all the same
+        _put_back(actuators, originals.take(actuators, observer.warning))
         return outcome
 
     store_id = str(getattr(store, "path", ""))
@@ -321,8 +333,10 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
         observer.warning(f"removed {executor.reaped} run directory(ies) that killed runners left in {executor.run_root}")
     warmed: set[int] = set()
     alike = _SameFailures(stop_after_failures)
+    held: list = []
     try:
         with _sigterm_as_interrupt():
+            held = originals.take(actuators, observer.warning)  # a killed runner's changes are put back too
             try:
                 if not set_up:
                     _set_up(spec)
