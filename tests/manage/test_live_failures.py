@@ -39,6 +39,23 @@ def test_a_service_that_answers_none_waits_as_long_as_its_requests():
     assert unanswered_floor(0, 500, [(1.0, 100)], 0.0, 1.0, 0.95) == pytest.approx(1.0)
 
 
+def test_an_interval_that_answered_nothing_has_no_latency_unless_its_waits_bound_it():
+    """A p95 of 0 counted as met: an interval with no answer and only a fresh request waiting
+    (the previous policy's last one, at the mark) has no latency; long waits still bound it."""
+    from perflearn.manage.live import interval_latency
+
+    tick = {"type": "tick", "start": 0.0, "end": 1.0, "requests": 1}
+    p95, p99, note = interval_latency({"start": 0.0, "end": 1.0, "requests": 0, "outstanding": 1}, [tick])
+    assert math.isnan(p95) and math.isnan(p99) and "no request answered" in note
+    p95, _, note = interval_latency({"start": 0.0, "end": 1.0, "requests": 0, "outstanding": 0}, [])
+    assert math.isnan(p95) and "no request in the interval" in note
+    early = [{"start": 0.0, "end": 0.1, "requests": 500}, {"start": 0.1, "end": 1.0, "requests": 0}]
+    p95, _, note = interval_latency({"start": 0.0, "end": 1.0, "requests": 0, "outstanding": 500}, early)
+    assert p95 == pytest.approx(0.9) and "500 requests unanswered" in note
+    p95, _, note = interval_latency({"start": 0.0, "end": 1.0, "requests": 100, "outstanding": 0, "p95_us": 250}, [])
+    assert p95 == pytest.approx(250e-6) and note is None
+
+
 def test_a_few_requests_in_flight_move_no_quantile():
     ticks = [(0.02 * (k + 1), 760) for k in range(50)]  # 38 000 req/s, answered in about 100 µs
     assert unanswered_floor(38_000, 4, ticks, 0.0, 1.0, 0.95) == 0.0

@@ -226,20 +226,10 @@ class LiveService(Service):
         if throttled is not None and self.last_throttled is not None:  # ms the quota held the service back
             extra["throttled_ms"] = max(0.0, throttled - self.last_throttled) * 1e3
         self.last_throttled = throttled
-        answered, unanswered = int(line.get("requests") or 0), int(line.get("outstanding") or 0)
-        if not answered and not unanswered:  # no request at all: a latency not measured, not one of 0
-            extra["note"] = "no request in the interval: no latency"
-            return Measured(rps, math.nan, math.nan, utilisation, **extra)
-        p95, p99 = (float(v) / 1e6 if isinstance(v, (int, float)) else 0.0  # none answered: the floor below
-                    for v in (line.get("p95_us"), line.get("p99_us") or line.get("p95_us")))
-        start, end = float(line.get("start", 0.0)), float(line.get("end", 0.0))
-        arrivals = [(float(k["end"]), int(k.get("requests", 0))) for k in ticks
-                    if float(k.get("start", 0.0)) >= start - 1e-6 and float(k.get("end", 0.0)) <= end + 1e-6]
-        floor95, floor99 = (unanswered_floor(answered, unanswered, arrivals, start, end, q) for q in (0.95, 0.99))
-        if floor95 > p95:
-            extra["note"] = (f"{unanswered} requests unanswered at the interval's end ({answered} answered): "
-                             f"p95 at least {floor95 * 1e3:.4g} ms")
-        return Measured(rps, max(p95, floor95), max(p99, floor99), utilisation, **extra)
+        p95, p99, note = interval_latency(line, ticks)
+        if note:
+            extra["note"] = note
+        return Measured(rps, p95, p99, utilisation, **extra)
 
     def _check_running(self) -> None:
         """A service or load generator that has exited ends the run, saying so: its intervals
@@ -337,6 +327,29 @@ def _tail(file, limit: int = 200) -> str:
     """The end of what a process wrote to ``file`` (binary, opened for reading and writing), on one line."""
     file.seek(0)
     return " ".join(file.read().decode(errors="replace").split())[-limit:]
+
+
+def interval_latency(line: dict, ticks: list[dict]) -> tuple[float, float, str | None]:
+    """(p95, p99) in seconds of a wire interval ``line`` (with the ``ticks`` read in it), and
+    a note. An interval with no request answered has no latency (NaN), not one of 0 (that
+    counted as met), unless requests waiting at its end bound it from below; a bound above
+    the answered requests' quantile replaces it (``unanswered_floor``)."""
+    answered, unanswered = int(line.get("requests") or 0), int(line.get("outstanding") or 0)
+    if not answered and not unanswered:
+        return math.nan, math.nan, "no request in the interval: no latency"
+    p95, p99 = (float(v) / 1e6 if isinstance(v, (int, float)) else 0.0  # none answered: the floor below
+                for v in (line.get("p95_us"), line.get("p99_us") or line.get("p95_us")))
+    start, end = float(line.get("start", 0.0)), float(line.get("end", 0.0))
+    arrivals = [(float(k["end"]), int(k.get("requests", 0))) for k in ticks
+                if float(k.get("start", 0.0)) >= start - 1e-6 and float(k.get("end", 0.0)) <= end + 1e-6]
+    floor95, floor99 = (unanswered_floor(answered, unanswered, arrivals, start, end, q) for q in (0.95, 0.99))
+    if not answered and floor95 <= 0:  # none answered, none waiting long yet (the first policy's tail at a mark)
+        return math.nan, math.nan, f"no request answered in the interval ({unanswered} waiting at its end): no latency"
+    note = None
+    if floor95 > p95:
+        note = (f"{unanswered} requests unanswered at the interval's end ({answered} answered): "
+                f"p95 at least {floor95 * 1e3:.4g} ms")
+    return max(p95, floor95), max(p99, floor99), note
 
 
 def unanswered_floor(answered: int, unanswered: int, arrivals: list[tuple[float, int]], start: float, end: float,
