@@ -66,6 +66,13 @@ def _in(unit: str) -> str:
     return f" ({unit})" if unit else ""
 
 
+def _band_errors(band: dict) -> str:
+    """What a calibrated band rests on: "58 out-of-fold errors", or its runs' for grouped rows."""
+    if band.get("rows"):
+        return f"{band['n']} runs' ({band['rows']} rows') out-of-fold errors"
+    return f"{band['n']} out-of-fold errors"
+
+
 def _say_constant(schema) -> None:
     """Features that never varied: nothing can be learnt of them (a constant column got no word)."""
     const = schema.constant()
@@ -360,8 +367,7 @@ def _print_model(model, out: Path, per_sample_runs: int = 0) -> None:
             width = f"x{math.exp(band['lo']):.3g} .. x{math.exp(band['hi']):.3g} of the prediction"
         else:
             width = f"{band['lo']:+.4g} .. {band['hi']:+.4g} around the prediction"
-        runs = f"{band['n']} runs' ({band['rows']} rows')" if band.get("rows") else str(band["n"])
-        table.add_row("90 % band", f"at least {width} (from {runs} out-of-fold errors)")
+        table.add_row("90 % band", f"at least {width} (from {_band_errors(band)})")
     if "oob" in cv:
         table.add_row("out-of-bag", f"R² {_fmt(cv['oob']['r2'])}  MRE {_fmt(cv['oob']['mre'])}%")
     imp = cv.get("importance") or {}
@@ -540,8 +546,7 @@ def predict(
         band = "5 % and 95 % of the values" if model.quantile is not None and model.family == "rf" else "90 % band"
         calibration = model.cv.get("band")
         if calibration:
-            of = "runs'" if calibration.get("rows") else ""
-            band += f", at least the spread of its {calibration['n']} {of} out-of-fold errors".replace("  ", " ")
+            band += f", at least the spread of its {_band_errors(calibration)}"
             few = few_units(model.quantile)
             if calibration["n"] < few:
                 terminal.warn(f"the band rests on {calibration['n']} out-of-fold errors: with fewer than "

@@ -97,19 +97,6 @@ class Actuator:
     def restore(self) -> None:
         """Put the system back as it was before the experiment."""
 
-    def setting(self) -> str | None:
-        """The machine-wide setting this knob changes, which outlives the runner (e.g.
-        ``sysctl vm.swappiness``); None when it changes only the runs' own processes."""
-        return None
-
-    def capture(self) -> str:
-        """Read the setting now: ``restore`` will put it back to this."""
-        raise NotImplementedError
-
-    def adopt(self, original: str) -> None:
-        """``restore`` will put the setting back to ``original`` (read by a runner that was killed)."""
-        raise NotImplementedError
-
     def _process(self, run: RunContext):
         return run.processes[self.target]
 
@@ -230,7 +217,49 @@ class CgroupQuota(_CgroupActuator):
         group.set_quota(float(value), int(self.options.get("period_us", 100_000)))
 
 
-class Sysctl(Actuator):
+class MachineSetting(Actuator):
+    """A knob that changes a setting of the machine, which outlives the runner: read before
+    the first change (``capture``), written per run (``_set``), put back at the end."""
+
+    def __init__(self, knob: Knob, experiment: str):
+        super().__init__(knob, experiment)
+        self._original: str | None = None
+
+    def setting(self) -> str:
+        """What is changed, e.g. ``sysctl vm.swappiness`` (names the originals' file)."""
+        raise NotImplementedError
+
+    def current(self) -> str:
+        raise NotImplementedError
+
+    def _set(self, value: str) -> None:
+        """Write ``value``; UnsupportedError when the machine refuses it."""
+        raise NotImplementedError
+
+    def capture(self) -> str:
+        """Read the setting now: ``restore`` will put it back to this."""
+        self._original = self.current()
+        return self._original
+
+    def adopt(self, original: str) -> None:
+        """``restore`` will put the setting back to ``original`` (read by a runner that was killed)."""
+        self._original = original
+
+    def apply(self, value: Any, run: RunContext) -> None:
+        if self._original is None:
+            self.capture()
+        self._set(str(value))
+
+    def restore(self) -> None:
+        if self._original is not None:
+            try:
+                self._set(self._original)
+            except UnsupportedError:
+                pass
+            self._original = None
+
+
+class Sysctl(MachineSetting):
     kind = "sysctl"
     OPTIONS = {"key": ((str,), True)}
 
@@ -241,7 +270,6 @@ class Sysctl(Actuator):
         if not key or any(part in ("", "..") for part in key.replace("/", ".").split(".")):
             raise ValueError(f"key: not a sysctl name such as net.core.somaxconn, got {key!r}")
         self.path = Path("/proc/sys") / key.replace(".", "/")
-        self._original: str | None = None
 
     def check(self) -> None:
         if not self.path.exists():
@@ -252,28 +280,14 @@ class Sysctl(Actuator):
     def setting(self) -> str:
         return f"sysctl {self.options['key']}"
 
-    def capture(self) -> str:
-        self._original = self.path.read_text().strip()
-        return self._original
+    def current(self) -> str:
+        return self.path.read_text().strip()
 
-    def adopt(self, original: str) -> None:
-        self._original = original
-
-    def apply(self, value: Any, run: RunContext) -> None:
-        if self._original is None:
-            self._original = self.path.read_text().strip()
+    def _set(self, value: str) -> None:
         try:
-            self.path.write_text(str(value))
+            self.path.write_text(value)
         except OSError as exc:
             raise UnsupportedError(f"sysctl {self.options['key']}={value}: {exc.strerror}") from None
-
-    def restore(self) -> None:
-        if self._original is not None:
-            try:
-                self.path.write_text(self._original)
-            except OSError:
-                pass
-            self._original = None
 
 
 # ethtool -c prints "rx-usecs: 8"; -C takes the same names.
@@ -283,7 +297,7 @@ COALESCE_PARAMS = (
 )
 
 
-class EthtoolCoalesce(Actuator):
+class EthtoolCoalesce(MachineSetting):
     """NIC interrupt coalescing (ethtool -C IFACE PARAM VALUE), where the NIC supports it."""
 
     kind = "ethtool-coalesce"
@@ -294,7 +308,6 @@ class EthtoolCoalesce(Actuator):
         if self.options["param"] not in COALESCE_PARAMS:
             raise ValueError(f"param: unknown coalescing parameter {self.options['param']!r} "
                              f"(one of {', '.join(COALESCE_PARAMS)})")
-        self._original: str | None = None
 
     def current(self) -> str:
         iface, param = self.options["iface"], self.options["param"]
@@ -320,32 +333,12 @@ class EthtoolCoalesce(Actuator):
     def setting(self) -> str:
         return f"ethtool-coalesce {self.options['iface']} {self.options['param']}"
 
-    def capture(self) -> str:
-        self._original = self.current()
-        return self._original
-
-    def adopt(self, original: str) -> None:
-        self._original = original
-
-    def apply(self, value: Any, run: RunContext) -> None:
-        if self._original is None:
-            self._original = self.current()
-        self._set(str(value))
-
     def _set(self, value: str) -> None:
         iface, param = self.options["iface"], self.options["param"]
         done = subprocess.run(["ethtool", "-C", iface, param, value], capture_output=True, text=True, timeout=10)
         # ethtool exits 80 ("unmodified") when the value is already set: not an error.
         if done.returncode not in (0, 80):
             raise UnsupportedError(f"ethtool -C {iface} {param} {value}: {done.stderr.strip()}")
-
-    def restore(self) -> None:
-        if self._original is not None:
-            try:
-                self._set(self._original)
-            except UnsupportedError:
-                pass
-            self._original = None
 
 
 class Hook(Actuator):

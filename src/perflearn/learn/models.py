@@ -625,6 +625,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
             raise ValueError("every candidate model failed in cross-validation")
         oof_all = np.array(oof_all)
         weights = self._weights(scores, oof_all, y, inverse)
+        geometric = self._geometric(inverse)
         # the out-of-fold prediction each run would get had the choice of members and weights not
         # seen it (chosen again on the other folds): the ensemble's own oof is optimistic, the more so
         # on small data (it chose the candidates that erred least there); the prediction band is
@@ -636,7 +637,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
             if np.isfinite(sub).any():
                 w = self._weights(sub, oof_all[:, tr], y[tr], inverse)
                 m = np.flatnonzero(w > 0)
-                self.honest_oof_[te] = average(oof_all[m][:, te], w[m], geometric=self._geometric(inverse))
+                self.honest_oof_[te] = average(oof_all[m][:, te], w[m], geometric=geometric)
         cand = cands[best]
         self.cv_results_ = results
         self.best_family_ = cand.family
@@ -644,7 +645,6 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
         self.best_log_target_ = cand.log_target
         self.best_score_ = results[best]["score"]
         members = np.flatnonzero(weights > 0)
-        geometric = self._geometric(inverse)
         self.combine_ = "geometric" if geometric else "arithmetic"
         self.oof_predictions_ = average(oof_all[members], weights[members], geometric=geometric)
         self.ensemble_score_ = float(_score(self.scoring_, y, self.oof_predictions_))

@@ -6,8 +6,8 @@ Only KeyboardInterrupt goes through (after every process of the run is stopped).
 
 from __future__ import annotations
 
-import math
 import fcntl
+import math
 import os
 import shlex
 import shutil
@@ -25,6 +25,7 @@ from perflearn.experiment.design import PlannedRun
 from perflearn.experiment.launch import ProcessLaunch, ProcessResult, RunContext, RunResult, fill
 from perflearn.experiment.sampling import Sampler
 from perflearn.experiment.spec import ProcessSpec, Spec, derived_order
+from perflearn.lifetime import alive
 from perflearn.store import RunRecord
 
 from . import process as proc_mod
@@ -48,7 +49,7 @@ def remove_dead_run_dirs(root: Path | None) -> int:
     removed = 0
     for path in Path(root or tempfile.gettempdir()).glob("perflearn-r*-*"):
         pid = path.name[len("perflearn-r"):].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or Path(f"/proc/{pid}").exists():
+        if not pid.isdigit() or int(pid) == os.getpid() or alive(int(pid)):
             continue  # not one of ours, or its runner is still alive
         try:
             if os.lstat(path).st_uid != os.geteuid():
@@ -87,7 +88,6 @@ class RunExecutor:
         self.uses_port = any("{port}" in t for p in spec.workload.processes for t in p.templates()) or any(
             "{port}" in str(m.options.get("file", "")) for m in spec.metrics.values())
         self.base_env = {**os.environ, proc_mod.RUNNER_VAR: str(os.getpid()), proc_mod.STORE_VAR: store}
-        self.reaped = remove_dead_run_dirs(self.run_root)
 
     # -- the pipeline ---------------------------------------------------------
     def execute(self, planned: PlannedRun, measure: bool = True) -> RunRecord:

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from perflearn.experiment.actuators import Actuator
+from perflearn.experiment.actuators import Actuator, MachineSetting
 
 
 def _dir() -> Path:
@@ -75,31 +75,29 @@ def take(actuators: dict[str, Actuator], warn: Callable[[str], None]) -> list[Pa
     """Record each machine-wide setting's original before the sweep changes it, or take over
     the one a killed runner recorded. Returns the files this runner now holds."""
     held: list[Path] = []
-    system_wide = [a for a in actuators.values() if a.setting() is not None]
-    if system_wide and not _private(_dir()):
+    machine = [a for a in actuators.values() if isinstance(a, MachineSetting)]
+    if machine and not _private(_dir()):
         warn(f"{_dir()} is not a directory of this user's alone: the originals of "
-             f"{', '.join(a.setting() for a in system_wide)} are not kept on disk (a killed runner's change stays)")
+             f"{', '.join(a.setting() for a in machine)} are not kept on disk (a killed runner's change stays)")
         return held
-    for actuator in actuators.values():
+    for actuator in machine:
         setting = actuator.setting()
-        if setting is None:
-            continue
         path = _file(setting)
         before = _read(path)
         if before is not None and (before["pid"] == os.getpid() or before.get("setting") != setting):
             before = None  # this process's own, from an earlier sweep; or another setting's (a hash clash)
-        if before is not None and _started(before["pid"]) == before.get("started"):
+        if before is None:
+            _write(path, setting, actuator.capture())
+            held.append(path)
+            continue
+        actuator.adopt(before["original"])
+        if _started(before["pid"]) == before.get("started"):  # its runner is alive: the file stays its own
             warn(f"{setting} is also changed by another perflearn runner (pid {before['pid']}) now: both put "
                  f"back {before['original']}, its value before that runner")
-            actuator.adopt(before["original"])
             continue
-        if before is not None:
-            actuator.adopt(before["original"])
-            warn(f"{setting} was left at a killed runner's value; it will be put back to {before['original']}, "
-                 "its value before that runner")
-            _write(path, setting, before["original"])
-        else:
-            _write(path, setting, actuator.capture())
+        warn(f"{setting} was left at a killed runner's value; it will be put back to {before['original']}, "
+             "its value before that runner")
+        _write(path, setting, before["original"])
         held.append(path)
     return held
 

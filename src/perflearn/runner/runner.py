@@ -27,15 +27,14 @@ from perflearn.experiment.launch import fill, placeholders
 from perflearn.experiment.spec import Spec
 from perflearn.store import ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
 
-from .execute import RunExecutor
 from . import originals
+from .execute import RunExecutor, remove_dead_run_dirs
 from .process import reap_orphans
 from .host import host_metadata
 
 
 class Interrupted(PerflearnError):
     exit_code = 130  # 128 + SIGINT; 143 (128 + SIGTERM) when SIGTERM stopped it, as a shell says
-
 
 
 STOP_AFTER_FAILURES = 5  # first runs of an invocation failing alike before the sweep stops
@@ -329,8 +328,9 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
         if leftovers:
             observer.warning(f"stopped {leftovers} process group(s) left running by a killed runner of this store")
     executor = RunExecutor(spec, actuators, collectors, keep_run_dirs=keep_run_dirs, store=store_id)
-    if executor.reaped:
-        observer.warning(f"removed {executor.reaped} run directory(ies) that killed runners left in {executor.run_root}")
+    reaped = remove_dead_run_dirs(executor.run_root)
+    if reaped:
+        observer.warning(f"removed {reaped} run directory(ies) that killed runners left in {executor.run_root}")
     warmed: set[int] = set()
     alike = _SameFailures(stop_after_failures)
     held: list = []
@@ -360,11 +360,12 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
                             f"they are stored. Fix the cause and rerun under a new --name, or go on with --resume "
                             f"(the failed runs stay); --stop-after-failures 0 never stops", where=str(spec.path))
             except KeyboardInterrupt as exc:
+                terminated = isinstance(exc, Terminated)
                 stopped = Interrupted(
-                    f"{'terminated' if isinstance(exc, Terminated) else 'interrupted'} after {outcome.ran} of {len(todo)} "
+                    f"{'terminated' if terminated else 'interrupted'} after {outcome.ran} of {len(todo)} "
                     "runs; every finished run is stored and the one in flight was dropped; continue with: "
                     f"{resume_command or f'perflearn run {spec.path} --resume'}")
-                if isinstance(exc, Terminated):
+                if terminated:
                     stopped.exit_code = 128 + signal.SIGTERM
                 raise stopped from None
     finally:
