@@ -151,6 +151,28 @@ def test_redis_status_live(wire_tools, can_capture, redis):
     assert got == [("set", 0, False), ("get", 0, False), ("get", 1, False), ("nosuchcmd", 2, True)]
 
 
+def test_memcache_ascii_status_live(wire_tools, can_capture, memcached):
+    """memcached text records said "status": 0 for every reply: a get's bare END (a miss)
+    could not be told from a hit, nor an ERROR from a stored value."""
+    with LiveSniffer("lo", bpf=f"tcp port {memcached.port}", ports=[memcached.port], records=True) as sniffer:
+        with socket.create_connection(("127.0.0.1", memcached.port)) as s:
+            for command, reply in [(b"set k 0 0 1\r\nv\r\n", b"STORED\r\n"),
+                                   (b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n"),
+                                   (b"get missing\r\n", b"END\r\n"),
+                                   (b"delete missing\r\n", b"NOT_FOUND\r\n"),
+                                   (b"mg missing v\r\n", b"EN\r\n"),
+                                   (b"nosuchcmd\r\n", b"ERROR\r\n")]:
+                s.sendall(command)
+                got = b""
+                while not got.endswith(reply):
+                    got += s.recv(4096)
+                assert got == reply, got
+        time.sleep(0.2)
+    got = [(r["op"], r["status"], r["error"]) for r in sniffer.result.records]
+    assert got == [("set", 0, False), ("get", 0, False), ("get", 1, False), ("delete", 1, False),
+                   ("mg", 1, False), ("nosuchcmd", 2, True)]
+
+
 def test_live_rates_are_over_the_time_covered(wire_tools, can_capture, memcached):
     """Live, the first interval began at start-up but its rate divided by a whole second,
     and the summary's rate spanned the idle capture before and after the load (1.5 s of

@@ -27,8 +27,8 @@ pub struct Exchange {
     /// The response was an error (memcached binary status > 1, memcached text ERROR,
     /// Redis error reply, HTTP >= 500).
     pub error: bool,
-    /// HTTP status; memcached binary status (1: key not found); Redis 1 for a null reply
-    /// (GET's miss) and 2 for an error reply (proto::resp); 0 when none.
+    /// HTTP status; memcached binary status (1: key not found); Redis and memcached text
+    /// 1 for a miss and 2 for an error reply (proto::resp, proto::mc_ascii); 0 when none.
     pub status: u16,
 }
 

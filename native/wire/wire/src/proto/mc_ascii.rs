@@ -102,7 +102,14 @@ impl Framer for RequestFramer {
 pub struct ResponseFramer {
     /// Inside a VALUE/STAT listing that ends with END.
     listing: bool,
+    /// The listing has held a VALUE (or STAT/ITEM) line: its END is no miss.
+    listed: bool,
 }
+
+/// `status` after memcached binary's and Redis's: 0 a reply, 1 a miss (a get's bare
+/// `END`, meta `EN`/`NF`, `NOT_FOUND`), 2 an error (`ERROR`, `CLIENT_ERROR`, `SERVER_ERROR`).
+const MISS: u16 = 1;
+const ERROR: u16 = 2;
 
 impl Framer for ResponseFramer {
     type Msg = RespMsg;
@@ -116,32 +123,37 @@ impl Framer for ResponseFramer {
         if !first.first().is_some_and(|b| b.is_ascii_uppercase() || b.is_ascii_digit()) {
             return Step::Bad;
         }
-        let done = |error: bool| Step::Go { consumed, skip: 0, msg: Some(RespMsg { error, ..RespMsg::default() }) };
+        let done = |status: u16| {
+            let msg = RespMsg { error: status == ERROR, status, ..RespMsg::default() };
+            Step::Go { consumed, skip: 0, msg: Some(msg) }
+        };
         match first {
             b"VALUE" => {
                 let Some(n) = toks.nth(2).and_then(parse_u64) else { return Step::Bad };
-                self.listing = true;
+                (self.listing, self.listed) = (true, true);
                 Step::Go { consumed, skip: n + 2, msg: None }
             }
             b"STAT" | b"ITEM" => {
-                self.listing = true;
+                (self.listing, self.listed) = (true, true);
                 Step::Go { consumed, skip: 0, msg: None }
             }
             b"END" => {
+                let listed = std::mem::take(&mut self.listed);
                 self.listing = false;
-                done(false)
+                done(if listed { 0 } else { MISS })
             }
             b"VA" if !self.listing => {
                 let Some(n) = toks.next().and_then(parse_u64) else { return Step::Bad };
                 Step::Go { consumed, skip: n + 2, msg: Some(RespMsg::default()) }
             }
             _ if self.listing => Step::Bad,
-            b"ERROR" | b"CLIENT_ERROR" | b"SERVER_ERROR" => done(true),
-            _ => done(false),
+            b"ERROR" | b"CLIENT_ERROR" | b"SERVER_ERROR" => done(ERROR),
+            b"EN" | b"NF" | b"NOT_FOUND" => done(MISS),
+            _ => done(0),
         }
     }
     fn reset(&mut self) {
-        self.listing = false;
+        (self.listing, self.listed) = (false, false);
     }
 }
 
@@ -178,5 +190,30 @@ mod tests {
         assert!(matches!(f.step(&r[33..]), Step::Go { consumed: 5, skip: 0, msg: Some(_) }));
         assert!(matches!(f.step(b"SERVER_ERROR out of memory\r\n"), Step::Go { msg: Some(RespMsg { error: true, .. }), .. }));
         assert_eq!(f.step(b"hello\r\n"), Step::Bad);
+    }
+
+    fn status(f: &mut ResponseFramer, r: &[u8]) -> (u16, bool) {
+        match f.step(r) {
+            Step::Go { msg: Some(m), .. } => (m.status, m.error),
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn status_says_miss_and_error_as_memcached_binary_does() {
+        // Every record said "status": 0; a get's miss could not be told from a hit.
+        let mut f = ResponseFramer::default();
+        assert_eq!(status(&mut f, b"END\r\n"), (MISS, false)); // get of a missing key
+        assert_eq!(f.step(b"VALUE a 0 2\r\n"), Step::Go { consumed: 13, skip: 4, msg: None });
+        assert_eq!(status(&mut f, b"END\r\n"), (0, false)); // a hit
+        assert_eq!(status(&mut f, b"END\r\n"), (MISS, false)); // the hit is not carried over
+        assert_eq!(status(&mut f, b"EN\r\n"), (MISS, false)); // meta get's miss
+        assert_eq!(status(&mut f, b"NOT_FOUND\r\n"), (MISS, false));
+        assert_eq!(status(&mut f, b"STORED\r\n"), (0, false));
+        assert_eq!(status(&mut f, b"HD\r\n"), (0, false));
+        assert_eq!(status(&mut f, b"SERVER_ERROR out of memory\r\n"), (ERROR, true));
+        assert_eq!(status(&mut f, b"ERROR\r\n"), (ERROR, true));
+        f.reset();
+        assert_eq!(status(&mut f, b"END\r\n"), (MISS, false));
     }
 }
