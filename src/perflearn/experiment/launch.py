@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +70,31 @@ class RunContext:
 
 @dataclass
 class ProcessResult:
+    """One process's exit and output. The output is given as text or as the file holding
+    it, read when a collector first asks: a 200 MB stdout no metric reads is never read."""
+
     name: str
     exit_code: int | None  # None when killed by a signal
     signal: int | None
-    stdout: str
-    stderr: str
+    stdout_from: str | Path
+    stderr_from: str | Path
+
+    @cached_property
+    def stdout(self) -> str:
+        return _text(self.stdout_from)
+
+    @cached_property
+    def stderr(self) -> str:
+        return _text(self.stderr_from)
+
+
+def _text(source: str | Path) -> str:
+    if isinstance(source, str):
+        return source
+    try:
+        return source.read_text(errors="replace")
+    except OSError:  # the run directory is gone: nothing to read
+        return ""
 
 
 @dataclass

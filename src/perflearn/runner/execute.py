@@ -13,6 +13,7 @@ import shlex
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -228,9 +229,8 @@ class RunExecutor:
         elif unmarked:  # what was measured is not the phase the spec asked for
             status, error = "failed", f"the measured phase never began (measure_from): {unmarked}"
         proc_mod.stop(proc)  # reaps it, and kills what it left behind in its group
-        results = {p.launch.name: ProcessResult(p.launch.name, p.exit_code, p.signal, p.output("stdout"),
-                                                p.output("stderr")) for p in running}
-        results["workload"] = ProcessResult("workload", exit_code, sig, proc.output("stdout"), proc.output("stderr"))
+        results = {p.launch.name: p.result() for p in running}
+        results["workload"] = replace(proc.result(), exit_code=exit_code, signal=sig)  # under perf: its child's
         return RunResult(status, wall, exit_code, sig, proc.rusage, results, error)
 
     def _stop_companions(self, running: list, result: RunResult) -> None:
@@ -238,8 +238,7 @@ class RunExecutor:
             if proc.launch.name == "workload":
                 continue
             proc_mod.stop(proc, proc.launch.stop_signal, proc.launch.stop_grace)
-            result.processes[proc.launch.name] = ProcessResult(
-                proc.launch.name, proc.exit_code, proc.signal, proc.output("stdout"), proc.output("stderr"))
+            result.processes[proc.launch.name] = proc.result()
 
     def _collect(self, run: RunContext, result: RunResult, record: RunRecord) -> None:
         known: dict[str, float | Missing] = {k: v for k, v in run.values.items() if k in self.spec.knobs}

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from perflearn.experiment.launch import ProcessLaunch
+from perflearn.experiment.launch import ProcessLaunch, ProcessResult
 from perflearn.experiment.timelimit import TimeLimit, time_limit
 from perflearn.lifetime import died_with
 
@@ -53,6 +53,10 @@ class Running:
             return path.read_text(errors="replace")
         except OSError:
             return ""
+
+    def result(self) -> ProcessResult:
+        """Its exit and its output, read when first asked for."""
+        return ProcessResult(self.launch.name, self.exit_code, self.signal, self.stdout_path, self.stderr_path)
 
     @property
     def exit_code(self) -> int | None:
