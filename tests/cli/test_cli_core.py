@@ -179,3 +179,20 @@ def test_show_runs_of_ok_and_failed_runs_gives_errors_and_missing_reasons(cli, w
     assert len(lines) == 3 and sum(" failed " in line for line in lines.values()) == 1
     missing = [line for line in lines.values() if "extra:" in line]
     assert len(missing) == 1 and " ok " in missing[0]  # a=3: its NULL metric, with the reason
+
+
+def test_show_gives_a_metric_its_own_count_when_some_runs_miss_it(cli, store_path, tmp_path):
+    """`show` gave runs per point only: a metric missing (NULL) in half the runs showed its
+    mean over two as if over four."""
+    csv = tmp_path / "measured.csv"
+    pd.DataFrame({"threads": [1, 1, 1, 1, 2, 2], "perf": [10.0, None, 12.0, None, 20.0, 22.0],
+                  "wall": [1.0, 1.1, 1.2, 1.3, 2.0, 2.1]}).to_csv(csv, index=False)
+    assert cli("import", csv, "-m", "perf,wall", "--store", store_path, "--name", "half").exit_code == 0
+    rows = [line.split() for line in cli("show", "half", "--store", store_path).output.splitlines()]
+    header = next(r for r in rows if r[:1] == ["point"])
+    assert header.count("n") == 1 and header.index("n") < header.index("wall")  # perf's, not wall's
+    # "not ok" and "perf mean" are two words each in the header, one cell each in a row
+    assert [r[header.index("n") - 2] for r in rows if r[:1] in (["1"], ["2"])] == ["2", "2"]
+    compact = [line for line in cli("show", "half", "--store", store_path, "--compact").output.splitlines()
+               if line.split()[:1] == ["1"]]
+    assert "11 ± 12.71 (n=2)" in compact[0] and compact[0].count("(n=") == 1  # wall has all four

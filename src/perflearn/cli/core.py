@@ -122,8 +122,9 @@ class _Progress:
                 stats = describe([r.values.get(metric) for r in ok])
                 if stats["n"]:
                     ci = "" if math.isnan(stats["ci95"]) else f" ± {_num(stats['ci95'])}"
-                    sd = "" if math.isnan(stats["std"]) else f" (sd {_num(stats['std'])})"
-                    parts.append(f"{metric} {_num(stats['mean'])}{ci}{sd}")
+                    said = [] if math.isnan(stats["std"]) else [f"sd {_num(stats['std'])}"]
+                    said += [f"n={stats['n']}"] if stats["n"] < len(ok) else []  # missing in some runs
+                    parts.append(f"{metric} {_num(stats['mean'])}{ci}" + (f" ({', '.join(said)})" if said else ""))
             failed = len(records) - len(ok)
             line = f"point {planned.point_id} [{knobs}]: " + (", ".join(parts) or "no values")
             line += f" (n={len(ok)}" + (f", {failed} not ok)" if failed else ")")
@@ -142,7 +143,7 @@ def run(
     allow_changed_spec: Annotated[bool, typer.Option("--allow-changed-spec", help="With --resume: continue even though the spec changed.")] = False,
     name: Annotated[Optional[str], typer.Option("--name", help="Experiment name (default: the spec's).")] = None,
     keep_run_dirs: Annotated[bool, typer.Option("--keep-run-dirs", help="Keep each run's directory (outputs) for inspection.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, point lines or summary table: only the plan line, warnings and the closing line.")] = False,
     values: ValuesOpt = None,
     stop_after_failures: Annotated[int, typer.Option("--stop-after-failures", help="Stop when this many first runs, at two points or more, fail alike (same error) before any is ok; 0: never.")] = 5,
 ) -> None:
@@ -248,22 +249,27 @@ def _print_summary(dataset, metrics: list[str] | None = None, full: bool | None 
     if full is None:
         full = len(metrics) <= 3
     summary = summarize(dataset, metrics)
+    ok_runs = summary["runs"] - summary["failed"]
+    # a metric missing (NULL) in some ok runs: its own count, or its mean looks like the point's
+    partial = {m for m in metrics if (summary[f"{m}.n"] < ok_runs).any()}
     table = Table("point", *dataset.features, "runs", "not ok", box=None)
     for m in metrics:
         unit = escape(f" [{dataset.units.get(m)}]") if dataset.units.get(m) else ""
         if full:
-            for stat in ("mean", "median", "std", "±95%"):
+            for stat in ("mean", "median", "std", "±95%") + (("n",) if m in partial else ()):
                 table.add_column(f"{m}{unit} {stat}" if stat == "mean" else stat, justify="right")
         else:
             table.add_column(f"{m}{unit}", justify="right")
     for row in summary.to_dict("records"):
         cells = [str(row["point_id"]), *(_fmt(row[f]) for f in dataset.features), str(row["runs"]), str(row["failed"])]
         for m in metrics:
-            mean, ci = row[f"{m}.mean"], row[f"{m}.ci95"]
+            mean, ci, n = row[f"{m}.mean"], row[f"{m}.ci95"], int(row[f"{m}.n"])
             if full:
                 cells += [_num(mean), _num(row[f"{m}.median"]), _num(row[f"{m}.std"]), _num(ci)]
+                cells += [str(n)] if m in partial else []
             else:
-                cells.append(_num(mean) + ("" if math.isnan(ci) else f" ± {_num(ci)}"))
+                cells.append(_num(mean) + ("" if math.isnan(ci) else f" ± {_num(ci)}")
+                             + (f" (n={n})" if n < row["runs"] - row["failed"] else ""))
         table.add_row(*cells)
     terminal.out.print(table)
 
@@ -302,18 +308,17 @@ def export_cmd(
 @app.command("import")
 def import_cmd(
     csv: Annotated[Path, typer.Argument(help="CSV with one row per run: knob columns and metric columns.")],
-    metric: Annotated[list[str], typer.Option("--metric", "-m", help="A metric column (repeat for several).")],
+    metric: Annotated[list[str], typer.Option("--metric", "-m", help="Metric columns (a,b or repeated).")],
     store: StoreOpt = DEFAULT_STORE,
-    context: Annotated[Optional[list[str]], typer.Option("--context", "-c", help="A context column.")] = None,
+    context: Annotated[Optional[list[str]], typer.Option("--context", "-c", help="Context columns (a,b or repeated).")] = None,
     knob: Annotated[Optional[list[str]], typer.Option("--knob", "-k", help="Knob columns (default: all other columns).")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Experiment name (default: the file's stem).")] = None,
 ) -> None:
     """Import a dataset measured elsewhere, so models can be trained on it too."""
     from perflearn.store import Dataset, open_store
 
-    # -k a,b as -f and -m take it (it was one column named 'a,b')
-    knob = [k.strip() for value in knob for k in value.split(",") if k.strip()] if knob else knob
-    context = [c.strip() for value in context for c in value.split(",") if c.strip()] if context else context
+    # -m a,b as fit's -f and -m take it (it was one column named 'a,b')
+    metric, knob, context = (_columns(names) if names else names for names in (metric, knob, context))
     dataset = Dataset.from_csv(csv, metrics=metric, knobs=knob, context=context,
                                name=None if name is None else _experiment_name(name))
     for note in dataset.notes:
@@ -322,6 +327,11 @@ def import_cmd(
         results.import_dataset(dataset, dataset.experiment)
     terminal.info(f"imported {len(dataset.frame)} runs as {dataset.experiment!r}: knobs {', '.join(dataset.knobs)}; "
                   f"metrics {', '.join(dataset.metrics)}")
+
+
+def _columns(values: list[str]) -> list[str]:
+    """Column names given repeated, comma-separated, or both."""
+    return [c.strip() for value in values for c in value.split(",") if c.strip()]
 
 
 def _experiment_name(name: str) -> str:
