@@ -92,6 +92,31 @@ def test_cgroup_quota_and_cpuset_v1(write_spec):
     assert not any(p.exists() for p in Path("/sys/fs/cgroup/cpu/perflearn").glob("spec-*"))  # removed after
 
 
+@pytest.mark.parametrize("domain, said", [("values = [0.5, 1, {over}]", "{over}"),
+                                           ("range = [0.5, {over}]\n        step = 0.5", "up to {over}"),
+                                           ("values = [0.5, 0]", None)])
+def test_a_quota_above_the_cpus_is_said_to_cap_nothing(write_spec, domain, said):
+    """A quota of 5 CPUs on a 2-CPU host was taken silently: it measures the unlimited
+    case again under another name."""
+    over = len(os.sched_getaffinity(0)) + 3
+    path = write_spec(f"""
+        [workload]
+        command = "true"
+        [knobs.quota]
+        {domain.format(over=over)}
+        apply = "cgroup-quota"
+        [metrics.t]
+        source = "time"
+    """)
+    _, _, warnings = check_machine(load_spec(path))
+    quota = [w for w in warnings if "quota" in w]
+    if said is None:
+        assert quota == []
+    else:
+        assert quota == [f"knob 'quota': a quota above the {over - 3} CPUs the runs may use here "
+                         f"({said.format(over=over)}) caps nothing, as unlimited (0) does"]
+
+
 def test_env_knob_and_hook(write_spec, tmp_path):
     marker = tmp_path / "hook.log"
     path = write_spec(f"""

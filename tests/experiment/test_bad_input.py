@@ -111,6 +111,18 @@ def test_environment_and_arguments_execve_would_refuse(write_spec, workload, fra
     assert fragment in error_of(write_spec, text)
 
 
+@pytest.mark.parametrize("workload, fragment", [
+    ('command = "echo 1"\n[workload.companions.srv]\ncommand = "true"\nready_port = "{nope}"',
+     "spec.toml:5: workload.companions.srv.ready_port: unknown placeholder {nope}"),
+    ('command = "echo 1"\nenv = {A = "{zz}"}', "spec.toml:3: workload.env.A: unknown placeholder {zz}"),
+    ('command = "echo 1"\ncwd = "/tmp/{x"', "spec.toml:3: workload.cwd: "),
+])
+def test_a_placeholder_error_names_its_own_key(write_spec, workload, fragment):
+    """A bad placeholder in ready_port, env or cwd was reported against `command`, on its line."""
+    text = f'[workload]\n{workload}\n\n[metrics.t]\nsource = "time"\n'
+    assert fragment in error_of(write_spec, text)
+
+
 def test_regex_group_must_be_a_group_of_the_pattern(write_spec):
     """11: group = -1 was accepted and failed at every run."""
     text = SPEC + '\n[metrics.r]\nsource = "regex"\npattern = "x (\\\\d+)"\ngroup = -1\n'

@@ -68,3 +68,22 @@ def test_a_backtracking_ready_pattern_is_bounded_by_the_ready_timeout(write_spec
     assert time.monotonic() - started < 20
     assert outcome.by_status == {"failed": 1}
     assert "ran out of time" in store.runs("spec")["error"][0]
+
+
+def test_a_ready_port_filled_with_no_port_fails_the_run_in_one_line(write_spec):
+    """ready_port = "{x}x" passed validation, then every run crashed the runner:
+    "internal error (ValueError: invalid literal for int() with base 10: '1x')"."""
+    path = write_spec("""
+        [workload]
+        command = "true"
+        [workload.companions.server]
+        command = "sleep 30"
+        ready_port = "{x}x"
+        [knobs.x]
+        values = [1]
+        [metrics.t]
+        source = "time"
+    """)
+    outcome, store = run(path)
+    assert outcome.by_status == {"failed": 1}
+    assert store.runs("spec")["error"][0] == "companion server: ready_port '{x}x' gave '1x', not a TCP port (1-65535)"

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from perflearn.errors import UnsupportedError
 
 from . import cgroups
-from .knobs import Knob
+from .knobs import Knob, is_number
 from .launch import RunContext, env_name_problem, fill
 
 
@@ -215,6 +215,18 @@ class CgroupQuota(_CgroupActuator):
 
     def _set(self, group: cgroups.Group, value: Any) -> None:
         group.set_quota(float(value), int(self.options.get("period_us", 100_000)))
+
+    def warnings(self) -> list[str]:
+        # a quota above the CPUs the runs may use caps nothing: 5 on 2 CPUs measures 2 again
+        domain, cpus = self.knob.domain, len(os.sched_getaffinity(0))
+        if domain.kind == "values":
+            over = ", ".join(f"{v:g}" for v in sorted({float(v) for v in domain.values if is_number(v) and v > cpus}))
+        else:
+            over = f"up to {domain.high:g}" if domain.high is not None and domain.high > cpus else ""
+        if not over:
+            return []
+        return [f"knob {self.knob.name!r}: a quota above the {cpus} CPUs the runs may use here ({over}) caps "
+                "nothing, as unlimited (0) does"]
 
 
 class MachineSetting(Actuator):

@@ -51,10 +51,11 @@ class ProcessSpec:
     stop_signal: int = signal.SIGTERM
     stop_grace: float = 5.0
 
-    def templates(self) -> list[str]:
-        parts = [self.command] if isinstance(self.command, str) else list(self.command)
-        parts += list(self.env.values()) + [t for t in (self.cwd, self.ready_port) if t]
-        return parts
+    def templates(self) -> list[tuple[tuple[str, ...], str]]:
+        """Every template with the key it came from (an error names that key)."""
+        parts = [(("command",), t) for t in ([self.command] if isinstance(self.command, str) else self.command)]
+        parts += [(("env", name), t) for name, t in self.env.items()]
+        return parts + [((key,), t) for key, t in (("cwd", self.cwd), ("ready_port", self.ready_port)) if t]
 
 
 @dataclass
@@ -555,14 +556,14 @@ def _check_references(spec: Spec, reader: _Reader) -> None:
     used: set[str] = set()
     for process in spec.workload.processes:
         keys = ("workload",) if process.name == "workload" else ("workload", "companions", process.name)
-        for template in process.templates():
+        for key, template in process.templates():
             try:
                 names = placeholders(template)
             except ValueError as exc:
-                raise reader.error(keys + ("command",), f"{exc} (write literal braces as {{{{ and }}}})") from None
+                raise reader.error(keys + key, f"{exc} (write literal braces as {{{{ and }}}})") from None
             unknown = names - known
             if unknown:
-                raise reader.error(keys + ("command",), f"unknown placeholder {{{sorted(unknown)[0]}}} "
+                raise reader.error(keys + key, f"unknown placeholder {{{sorted(unknown)[0]}}} "
                                    f"(knobs: {', '.join(spec.knobs) or 'none'}; built-in: {', '.join(sorted(BUILTIN_PLACEHOLDERS))})")
             used |= names
     for command in spec.workload.setup + spec.workload.teardown:

@@ -86,7 +86,7 @@ class RunExecutor:
         self.collectors = collectors
         self.keep_run_dirs = keep_run_dirs
         self.run_root = run_root or default_run_root()
-        self.uses_port = any("{port}" in t for p in spec.workload.processes for t in p.templates()) or any(
+        self.uses_port = any("{port}" in t for p in spec.workload.processes for _, t in p.templates()) or any(
             "{port}" in str(m.options.get("file", "")) for m in spec.metrics.values())
         self.base_env = {**os.environ, proc_mod.RUNNER_VAR: str(os.getpid()), proc_mod.STORE_VAR: store}
 
@@ -179,8 +179,10 @@ class RunExecutor:
             except OSError as exc:
                 return f"companion {pspec.name} cannot start: {_not_started(run.processes[pspec.name], exc)}"
             running.append(proc)
-            port = int(fill(pspec.ready_port, run.values)) if pspec.ready_port else None
-            problem = proc_mod.wait_ready(proc, port, pspec.ready_pattern, pspec.ready_delay, pspec.ready_timeout)
+            port = fill(pspec.ready_port, run.values) if pspec.ready_port else None
+            if port is not None and not (port.isdigit() and 1 <= int(port) <= 65535):  # "{x}x" filled
+                return f"companion {pspec.name}: ready_port {pspec.ready_port!r} gave {port!r}, not a TCP port (1-65535)"
+            problem = proc_mod.wait_ready(proc, None if port is None else int(port), pspec.ready_pattern, pspec.ready_delay, pspec.ready_timeout)
             if problem:
                 stderr = proc_mod.tail(proc.output("stderr"), lines=3, chars=300).replace("\n", " | ")
                 return f"companion {pspec.name} {problem}" + (f": {stderr}" if stderr else "")
