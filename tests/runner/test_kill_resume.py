@@ -208,3 +208,50 @@ def test_originals_are_kept_only_in_a_private_directory(tmp_path, monkeypatch):
     assert len(held) == 1 and held[0].exists()
     originals.release(held)
     assert not held[0].exists()
+
+
+def test_a_killed_writers_half_written_original_is_removed(tmp_path, monkeypatch):
+    """A runner killed while writing an original left its temporary file for ever."""
+    from perflearn.experiment.actuators import Sysctl
+    from perflearn.experiment.knobs import Domain, Knob
+    from perflearn.runner import originals
+
+    private = tmp_path / "originals"
+    monkeypatch.setattr(originals, "_dir", lambda: private)
+    private.mkdir(mode=0o700)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        (private / f"0123456789abcdef.{dead.pid}.tmp").write_text('{"setting": "sysctl vm.swap')
+        (private / f"0123456789abcdef.{live.pid}.tmp").write_text("{")  # its writer may still finish it
+        knob = Knob("swappiness", Domain("values", (10,)), "sysctl", {"key": "vm.swappiness"})
+        held = originals.take({"swappiness": Sysctl(knob, "x")}, print)
+        assert sorted(p.name for p in private.iterdir()) == sorted([held[0].name, f"0123456789abcdef.{live.pid}.tmp"])
+        originals.release(held)
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_net_sysctl_has_an_original_per_network_namespace(tmp_path):
+    """A net.* sysctl is per network namespace, but one originals file stood for all: a
+    runner under `ip netns exec` and one outside took each other's original."""
+    import shutil
+
+    if shutil.which("ip") is None or subprocess.run(["ip", "netns", "add", "perflearn-orig-test"]).returncode:
+        pytest.skip("cannot add a network namespace here")
+    try:
+        code = ("from perflearn.experiment.actuators import Sysctl; from perflearn.experiment.knobs import Domain, Knob; "
+                "print(*(Sysctl(Knob('k', Domain('values', (1,)), 'sysctl', {'key': key}), 'x').setting() "
+                "for key in ('net.core.somaxconn', 'vm.swappiness')), sep='|')").replace("setting()", "key()")
+        outside = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        inside = subprocess.run(["ip", "netns", "exec", "perflearn-orig-test", sys.executable, "-c", code],
+                                capture_output=True, text=True, check=True).stdout
+    finally:
+        subprocess.run(["ip", "netns", "delete", "perflearn-orig-test"])
+    net_out, vm_out = outside.split("|")
+    net_in, vm_in = inside.split("|")
+    prefix = "sysctl net.core.somaxconn in network namespace "
+    assert net_out.startswith(prefix) and net_in.startswith(prefix)
+    assert net_in != net_out and vm_in == vm_out == "sysctl vm.swappiness\n"  # vm.* is the machine's

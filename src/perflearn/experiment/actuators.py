@@ -229,6 +229,15 @@ class CgroupQuota(_CgroupActuator):
                 "nothing, as unlimited (0) does"]
 
 
+def _network_namespace() -> str:
+    """The network namespace a net.* sysctl or a NIC belongs to: ip netns exec runs another
+    one's, with a value and an original of its own."""
+    try:
+        return f" in network namespace {os.stat('/proc/self/ns/net').st_ino}"
+    except OSError:
+        return ""
+
+
 class MachineSetting(Actuator):
     """A knob that changes a setting of the machine, which outlives the runner: read before
     the first change (``capture``), written per run (``_set``), put back at the end."""
@@ -238,8 +247,12 @@ class MachineSetting(Actuator):
         self._original: str | None = None
 
     def setting(self) -> str:
-        """What is changed, e.g. ``sysctl vm.swappiness`` (names the originals' file)."""
+        """What is changed, e.g. ``sysctl vm.swappiness``."""
         raise NotImplementedError
+
+    def key(self) -> str:
+        """What is changed, wherever it is (names the originals' file)."""
+        return self.setting()
 
     def current(self) -> str:
         raise NotImplementedError
@@ -291,6 +304,9 @@ class Sysctl(MachineSetting):
 
     def setting(self) -> str:
         return f"sysctl {self.options['key']}"
+
+    def key(self) -> str:
+        return self.setting() + (_network_namespace() if self.options["key"].startswith("net.") else "")
 
     def current(self) -> str:
         return self.path.read_text().strip()
@@ -344,6 +360,9 @@ class EthtoolCoalesce(MachineSetting):
 
     def setting(self) -> str:
         return f"ethtool-coalesce {self.options['iface']} {self.options['param']}"
+
+    def key(self) -> str:
+        return self.setting() + _network_namespace()
 
     def _set(self, value: str) -> None:
         iface, param = self.options["iface"], self.options["param"]

@@ -9,7 +9,7 @@ no longer alive takes that original as its own (and says so), and a runner that 
 puts the setting back and deletes the file. Files live in /run for root (a reboot
 clears them and resets the settings alike), in a directory only their user may write;
 they are per setting, not per store, as the setting is the machine's (a `net.*` sysctl
-is per network namespace: one file still stands for all of them).
+or a NIC's, per network namespace).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from perflearn.experiment.actuators import Actuator, MachineSetting
+from perflearn.lifetime import alive
 
 
 def _dir() -> Path:
@@ -65,10 +66,20 @@ def _read(path: Path) -> dict | None:
 
 
 def _write(path: Path, setting: str, original: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")  # a new file of its own (O_EXCL)
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")  # the writer's pid: a killed one's is found
+    tmp.unlink(missing_ok=True)  # an earlier process's with this pid, killed while writing
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump({"setting": setting, "original": original, "pid": os.getpid(), "started": _started(os.getpid())}, f)
     os.replace(tmp, path)  # whole or not at all: a kill while writing leaves the old file
+
+
+def _remove_dead_writers_files() -> None:
+    """A runner killed while writing an original left its ``.tmp`` file: remove it."""
+    for tmp in _dir().glob("*.tmp"):
+        pid = tmp.suffixes[0][1:] if len(tmp.suffixes) == 2 else ""
+        if pid.isdigit() and not alive(int(pid)):
+            tmp.unlink(missing_ok=True)
 
 
 def take(actuators: dict[str, Actuator], warn: Callable[[str], None]) -> list[Path]:
@@ -80,14 +91,15 @@ def take(actuators: dict[str, Actuator], warn: Callable[[str], None]) -> list[Pa
         warn(f"{_dir()} is not a directory of this user's alone: the originals of "
              f"{', '.join(a.setting() for a in machine)} are not kept on disk (a killed runner's change stays)")
         return held
+    _remove_dead_writers_files()
     for actuator in machine:
-        setting = actuator.setting()
-        path = _file(setting)
+        setting, key = actuator.setting(), actuator.key()
+        path = _file(key)
         before = _read(path)
-        if before is not None and (before["pid"] == os.getpid() or before.get("setting") != setting):
+        if before is not None and (before["pid"] == os.getpid() or before.get("setting") != key):
             before = None  # this process's own, from an earlier sweep; or another setting's (a hash clash)
         if before is None:
-            _write(path, setting, actuator.capture())
+            _write(path, key, actuator.capture())
             held.append(path)
             continue
         actuator.adopt(before["original"])
@@ -97,7 +109,7 @@ def take(actuators: dict[str, Actuator], warn: Callable[[str], None]) -> list[Pa
             continue
         warn(f"{setting} was left at a killed runner's value; it will be put back to {before['original']}, "
              "its value before that runner")
-        _write(path, setting, before["original"])
+        _write(path, key, before["original"])
         held.append(path)
     return held
 
