@@ -66,10 +66,12 @@ def _in(unit: str) -> str:
     return f" ({unit})" if unit else ""
 
 
-def _band_errors(band: dict) -> str:
-    """What a calibrated band rests on: "58 out-of-fold errors", or its runs' for grouped rows."""
+def _band_errors(cv: dict) -> str:
+    """What a calibrated band rests on: "58 out-of-fold errors", or its runs' or configurations'
+    for grouped rows (samples of runs, repeats of configurations)."""
+    band = cv["band"]
     if band.get("rows"):
-        return f"{band['n']} runs' ({band['rows']} rows') out-of-fold errors"
+        return f"{band['n']} {cv.get('folds_by') or 'run'}s' ({band['rows']} rows') out-of-fold errors"
     return f"{band['n']} out-of-fold errors"
 
 
@@ -367,7 +369,7 @@ def _print_model(model, out: Path, per_sample_runs: int = 0) -> None:
             width = f"x{math.exp(band['lo']):.3g} .. x{math.exp(band['hi']):.3g} of the prediction"
         else:
             width = f"{band['lo']:+.4g} .. {band['hi']:+.4g} around the prediction"
-        table.add_row("90 % band", f"at least {width} (from {_band_errors(band)})")
+        table.add_row("90 % band", f"at least {width} (from {_band_errors(cv)})")
     if "oob" in cv:
         table.add_row("out-of-bag", f"R² {_fmt(cv['oob']['r2'])}  MRE {_fmt(cv['oob']['mre'])}%")
     imp = cv.get("importance") or {}
@@ -421,6 +423,7 @@ def evaluate(
 
     from perflearn.learn import evaluate as ev
     from perflearn.learn.features import training_data
+    from perflearn.learn.metrics import all_metrics
 
     check_output(figures, "--figures", directory=True)
     if warmup and not per_sample:
@@ -457,18 +460,21 @@ def evaluate(
     title = (f"{family} on {on} of {target}: "
              + (f"{folds}-fold x{repeats}" if scheme == "kfold" else f"{repeats} random splits, test {test_size:g}")
              + (f", folds by {res.unit}" if res.grouped else ""))
-    t = Table(title=title, title_justify="left")
-    for c in ("metric", "mean", "std"):
+    t = Table(title=title, title_justify="left", caption="mean ± std over the splits; pooled: over every held-out "
+              "prediction at once (as `fit` reports its CV)", caption_justify="left")
+    for c in ("metric", "mean", "std", "pooled"):
         t.add_column(c, justify="right" if c != "metric" else "left")
+    pooled = all_metrics(res.y_true, res.y_pred, quantile)
     for m, label in (("mre", "MRE % (PAAE)"), ("mape", "MAPE %"), ("rmse", "RMSE" + _in(data.schema.unit)), ("r2", "R²")):
         na = m == "mape" and not math.isfinite(summ[m]["mean"])
-        t.add_row(label, "n/a" if na else _fmt(summ[m]["mean"]), "n/a" if na else _fmt(summ[m]["std"]))
+        t.add_row(label, *("n/a" if na else _fmt(v) for v in (summ[m]["mean"], summ[m]["std"], pooled[m])))
     if quantile is not None:
-        t.add_row(f"coverage (goal {quantile:g})", _fmt(summ["coverage"]["mean"]), _fmt(summ["coverage"]["std"]))
-        t.add_row("pinball loss", _fmt(summ["pinball"]["mean"]), _fmt(summ["pinball"]["std"]))
+        t.add_row(f"coverage (goal {quantile:g})", _fmt(summ["coverage"]["mean"]), _fmt(summ["coverage"]["std"]),
+                  _fmt(pooled["coverage"]))
+        t.add_row("pinball loss", _fmt(summ["pinball"]["mean"]), _fmt(summ["pinball"]["std"]), _fmt(pooled["pinball"]))
     if res.oob:
-        t.add_row("OOB R²", _fmt(res.oob["r2"]), "")
-        t.add_row("OOB MRE %", _fmt(res.oob["mre"]), "")
+        t.add_row("OOB R²", "", "", _fmt(res.oob["r2"]))
+        t.add_row("OOB MRE %", "", "", _fmt(res.oob["mre"]))
     terminal.out.print(t)
     if res.chosen:
         counts = pd.Series(res.chosen).value_counts()
@@ -546,10 +552,10 @@ def predict(
         band = "5 % and 95 % of the values" if model.quantile is not None and model.family == "rf" else "90 % band"
         calibration = model.cv.get("band")
         if calibration:
-            band += f", at least the spread of its {_band_errors(calibration)}"
+            band += f", at least the spread of its {_band_errors(model.cv)}"
             few = few_units(model.quantile)
             if calibration["n"] < few:
-                terminal.warn(f"the band rests on {calibration['n']} out-of-fold errors: with fewer than "
+                terminal.warn(f"the band rests on {_band_errors(model.cv)}: with fewer than "
                               f"{few} it spans the largest, and can still hold far fewer than 90 % of new "
                               "values (docs/learn.md, predict)")
         elif "band" in model.cv:
