@@ -79,6 +79,24 @@ def test_kunkel_defaults_table():
     assert small["learned"].str.contains("sieving=on").all()
 
 
+def test_defaults_table_counts_the_learned_choices_worst_and_gives_relative_losses(tmp_path):
+    """The learned row's worst_freq was a constant 0: here it chose the worst setting in
+    every context. Per context there was no relative loss, and a tie's gain read "-0"."""
+    rows = [(c, k, 100.0 if (k == "a") == (c % 2 == 1) else 50.0) for c in range(1, 9) for k in "ab"]
+    csv = tmp_path / "flip.csv"
+    pd.DataFrame(rows, columns=["c", "k", "perf"]).to_csv(csv, index=False)
+    ds = Dataset.from_csv(csv, metrics=["perf"], context=["c"])
+    t = defaults_table(ds, "perf", "max", family="rf")
+    s = t.summary.set_index("choice")
+    learned = s.loc["learned (rf)"]
+    assert learned["mean"] == 50 and (learned["best_freq"], learned["worst_freq"]) == (0, 8)  # cross-fitted: it never sees c
+    assert s.loc["best measured", "worst_freq"] == 0 and s.loc["default k=a", "worst_freq"] == 4
+    per = t.per_context
+    assert (per["relative_to_best"] == 0.5).all()
+    assert sorted(per["relative_to_default"].unique()) == [0.5, 1.0]
+    assert not any(str(g) == "-0.0" for g in per["gain_vs_default"])
+
+
 def test_defaults_table_unknown_context():
     ds = Dataset.from_csv(DATA / "sieving.csv", metrics=["MBps"])
     with pytest.raises(UsageError, match="unknown context column 'pattern'"):

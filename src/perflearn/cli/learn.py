@@ -621,11 +621,15 @@ def recommend(
             models[metric] = fit_model(ds, metric, feats, family, random_state=seed)
     used = sorted({f for m in models.values() for f in m.features}, key=ds.features.index)
     missing_ctx = [c for c in ds.context if c in used and c not in fixed]
+    sense = "max" if maximize else "min"
+    if missing_ctx and table:  # the table covers every context: it needs none given
+        terminal.info(f"no --context {missing_ctx[0]}=VALUE: no recommendation for one context, the table only")
+        _print_defaults(defaults_table(ds, target, sense, family=family, random_state=seed))
+        return
     if missing_ctx:
         raise UsageError(f"give the context: --context {missing_ctx[0]}=VALUE (context columns: {', '.join(ds.context)})",
                          where="--context")
     space = search_space(ds, [f for f in used if f not in fixed], fixed, any_combination=any_combination)
-    sense = "max" if maximize else "min"
     r = rec(models, target, sense, space, fixed, constraints, seed=seed, top=top)
     title = (f"{'maximise' if maximize else 'minimise'} {target}"
              + (f" subject to {', '.join(map(str, constraints))}" if constraints else "")
@@ -647,12 +651,21 @@ def recommend(
     if not r.feasible:
         terminal.warn("no point satisfies every constraint by the model; the least violating one is shown")
     if table:
-        t = defaults_table(ds, target, sense, family=family, random_state=seed)
-        ctx = f"per context ({', '.join(t.context)})" if t.context else "(no context columns: one context)"
-        terminal.out.print(_frame_table(t.summary, title=f"learned vs system-wide defaults, {ctx}; "
-                                        f"{'cross-fitted by context' if t.cross_fitted else 'in-sample'}"))
-        if t.context:
-            terminal.out.print(_frame_table(t.per_context, title="per context"))
+        _print_defaults(defaults_table(ds, target, sense, family=family, random_state=seed))
+
+
+def _print_defaults(t) -> None:
+    """Kunkel's Default Choice table: the learned choice against each system-wide default and the best."""
+    ctx = f"per context ({', '.join(t.context)})" if t.context else "(no context columns: one context)"
+    terminal.out.print(_frame_table(t.summary, title=f"learned vs system-wide defaults, {ctx}; "
+                                    f"{'cross-fitted by context' if t.cross_fitted else 'in-sample'}"))
+    if t.defaults_left_out:
+        terminal.out.print(f"  {t.defaults_left_out} more default(s), measured in every context, not shown: "
+                           "each worse on average than the last shown")
+    if t.context:
+        default = t.summary["choice"].iloc[1].removeprefix("default ")
+        terminal.out.print(_frame_table(t.per_context, title=f"per context (default: {default}, the best single one; "
+                                        "relative_to_default above 1 where the learned choice beats it)"))
 
 
 # -- rules ------------------------------------------------------------------------------------

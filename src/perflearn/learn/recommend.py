@@ -204,6 +204,7 @@ class DefaultsTable:
     knobs: list[str]
     context: list[str]
     cross_fitted: bool
+    defaults_left_out: int = 0  # defaults measured in every context beyond max_defaults (the worst)
 
 
 def defaults_table(
@@ -278,27 +279,30 @@ def defaults_table(
     default_means = {s: measured[s].mean() for s in complete}
     order = sorted(complete, key=lambda s: default_means[s], reverse=(sense == "max"))
     best_default = order[0]
-    summary_rows = []
-    worst_per_ctx = measured[complete].idxmax(axis=1) if sense == "min" else measured[complete].idxmin(axis=1)
-    for s in order[:max_defaults]:
-        v = measured[s]
-        summary_rows.append({"choice": "default " + _setting_label(knobs, settings.loc[s]), "mean": v.mean(),
-                             "relative": rel(v).mean(), "loss": loss(v).mean(),
-                             "best_freq": int((best_set == s).sum()), "worst_freq": int((worst_per_ctx == s).sum())})
-    summary_rows.insert(0, {"choice": f"learned ({family})", "mean": learned_val.mean(), "relative": rel(learned_val).mean(),
-                            "loss": loss(learned_val).mean(),
-                            "best_freq": int(sum(choice[c] == best_set[c] for c in measured.index)), "worst_freq": 0})
-    summary_rows.append({"choice": "best measured", "mean": best_val.mean(), "relative": 1.0, "loss": 0.0,
-                         "best_freq": n_ctx, "worst_freq": 0})
+    worse = np.nanmax if sense == "min" else np.nanmin
+    worst_val = pd.Series(worse(measured.to_numpy(), axis=1), index=measured.index)
+
+    def row(label: str, values: pd.Series) -> dict[str, Any]:
+        # how often it was the best, or the worst, of every setting measured in a context (ties count for each)
+        return {"choice": label, "mean": values.mean(), "relative": rel(values).mean(), "loss": loss(values).mean(),
+                "best_freq": int(np.isclose(values, best_val).sum()), "worst_freq": int(np.isclose(values, worst_val).sum())}
+
+    summary_rows = [row(f"learned ({family})", learned_val)]
+    summary_rows += [row("default " + _setting_label(knobs, settings.loc[s]), measured[s]) for s in order[:max_defaults]]
+    summary_rows.append(row("best measured", best_val))
     per = []
     for ctx in measured.index:
         crow = rows[rows["_ctx"] == ctx].iloc[0]
+        default = measured.loc[ctx, best_default]
         per.append({**{c: _plain(crow[c]) for c in context},
                     "learned": _setting_label(knobs, settings.loc[choice[ctx]]), "learned_value": learned_val[ctx],
-                    "default_value": measured.loc[ctx, best_default], "best": _setting_label(knobs, settings.loc[best_set[ctx]]),
-                    "best_value": best_val[ctx], "loss_vs_best": loss(learned_val)[ctx],
-                    "gain_vs_default": (measured.loc[ctx, best_default] - learned_val[ctx]) * (1 if sense == "min" else -1)})
-    return DefaultsTable(pd.DataFrame(per), pd.DataFrame(summary_rows), knobs, context, n_ctx >= 2)
+                    "default_value": default, "best": _setting_label(knobs, settings.loc[best_set[ctx]]),
+                    "best_value": best_val[ctx], "loss_vs_best": loss(learned_val)[ctx] + 0.0,  # + 0.0: no "-0"
+                    "relative_to_best": rel(learned_val)[ctx],
+                    "gain_vs_default": (default - learned_val[ctx]) * (1 if sense == "min" else -1) + 0.0,
+                    "relative_to_default": (default / learned_val[ctx]) if sense == "min" else (learned_val[ctx] / default)})
+    return DefaultsTable(pd.DataFrame(per), pd.DataFrame(summary_rows), knobs, context, n_ctx >= 2,
+                         max(0, len(order) - max_defaults))
 
 
 def _setting_label(knobs, row) -> str:
