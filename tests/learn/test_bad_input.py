@@ -140,10 +140,10 @@ def test_inf_in_training_data_names_the_columns():
 
 
 def test_knn_neighbours_beyond_the_runs(step_ds):
-    with pytest.raises(UsageError, match="n_neighbors=500 exceeds the 120 runs to train on") as exc:
+    with pytest.raises(UsageError, match="n_neighbors=500 exceeds the 96 runs a cross-validation fold trains on") as exc:
         fit(step_ds, "T", family="knn", params={"n_neighbors": 500})
     assert exc.value.where == "--param"
-    with pytest.raises(UsageError, match="n_neighbors=100 exceeds the 96 runs a split trains on"):
+    with pytest.raises(UsageError, match="n_neighbors=100 exceeds the 96 runs a cross-validation fold trains on"):
         fit(step_ds, "T", family="knn", params={"n_neighbors": 100})
     # the default (5) in a learning curve training on 3 runs
     from perflearn.learn.evaluate import learning_curve

@@ -193,9 +193,9 @@ def test_cluster_cli(tmp_path):
         (["evaluate", "--csv", STEP, "-t", "T", "-m", "T,lat", "--family", "rf", "--param", "max_depth=-2"],
          "--param: cannot fit rf: The 'max_depth' parameter"),
         (["fit", "--csv", STEP, "-t", "lat", "--family", "knn", "--param", "n_neighbors=1000"],
-         "--param: knn's n_neighbors=1000 exceeds the 58 runs to train on"),
+         "--param: knn's n_neighbors=1000 exceeds the 46 runs a cross-validation fold trains on"),
         (["fit", "--csv", STEP, "-t", "lat", "--family", "knn", "--param", "n_neighbors=50"],
-         "knn's n_neighbors=50 exceeds the 46 runs a split trains on"),
+         "knn's n_neighbors=50 exceeds the 46 runs a cross-validation fold trains on; use --param n_neighbors=46"),
         (["recommend", "--csv", STEP, "-t", "lat", "--family", "linear", "-c", "a=inf"],
          "--context: a needs a finite number, got inf"),
         (["recommend", "--csv", STEP, "-t", "lat", "--family", "cart", "-c", "c=1", "-c", "c=2"],
@@ -465,3 +465,45 @@ def test_an_ensemble_has_no_single_parameters_row(tmp_path):
     r = run("fit", "--csv", tmp_path / "small.csv", "-t", "T", "-m", "T,lat", "-o", tmp_path / "m")
     assert r.exit_code == 0, r.output
     assert "ensemble" in r.output and "each member's, in its name above" in r.output
+
+
+def test_findings_of_the_learn_audit_are_one_clear_line_each(tmp_path):
+    """Session 48's audit: each of these was silently wrong or blamed the wrong thing."""
+    trailing = tmp_path / "trail.csv"  # a trailing comma on every row: pandas took x as the index, perf all NULL
+    trailing.write_text("x,perf\n" + "".join(f"{i},{2 * i + 1},\n" for i in range(1, 9)))
+    r = run("fit", "--csv", trailing, "-t", "perf", "--family", "cart", "-o", tmp_path / "t", "--cv", "4")
+    assert r.exit_code == 0 and "8 (0 left out)" in r.output, r.output
+    extra = tmp_path / "extra.csv"
+    extra.write_text("x,perf\n1,3,9\n2,5\n3,7\n")
+    r = run("fit", "--csv", extra, "-t", "perf")
+    assert r.exit_code == 2 and "line 2 has 3 fields, the header 2: a value past the last column ('9')" in r.output
+    negative = tmp_path / "neg.csv"  # evaluate blamed --family: "cannot fit rf: Input y contains NaN"
+    negative.write_text("x,perf\n1,-2\n2,0\n3,1\n4,3\n5,5\n6,7\n")
+    r = run("evaluate", "--csv", negative, "-t", "perf", "--family", "rf", "--log-target", "yes", "-k", "3")
+    assert r.exit_code == 2 and "a log target needs every value > 0" in r.output and "--family" not in r.output
+    repeated = tmp_path / "rep.csv"  # --cv 30 on 6 configurations x 2 repeats ran 6 folds, unsaid
+    repeated.write_text("x,perf\n" + "".join(f"{i},{i + j / 10}\n" for i in range(1, 7) for j in range(2)))
+    r = run("fit", "--csv", repeated, "-t", "perf", "--family", "cart", "--cv", "30")
+    assert r.exit_code == 2 and "6 configurations (folds are by configuration) are fewer than the 30" in r.output
+
+
+def test_wide_data_and_clashing_names(tmp_path):
+    """2000 columns printed 3804 pandas PerformanceWarnings; predict -o of a model of `hi`
+    on `lo` and `std` wrote lo,std,hi,std,lo,hi."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    wide = pd.DataFrame(rng.integers(0, 2, (30, 150)), columns=[f"o{i}" for i in range(150)])
+    wide["perf"] = 100 + 50 * wide["o0"]
+    wide.to_csv(tmp_path / "w.csv", index=False)
+    r = run("fit", "--csv", tmp_path / "w.csv", "-t", "perf", "--family", "cart", "-o", tmp_path / "w")
+    assert r.exit_code == 0 and "PerformanceWarning" not in r.output
+    r = run("predict", tmp_path / "w", "--points", tmp_path / "w.csv", "-o", tmp_path / "wp.csv")
+    assert r.exit_code == 0 and "PerformanceWarning" not in r.output
+    pd.DataFrame({"lo": [1, 2, 3, 4, 5, 6], "std": [2, 3, 1, 4, 2, 1], "hi": [3, 5, 4, 8, 7, 7]}).to_csv(
+        tmp_path / "c.csv", index=False)
+    assert run("fit", "--csv", tmp_path / "c.csv", "-t", "hi", "--family", "linear", "-o", tmp_path / "c",
+               "--cv", "3").exit_code == 0
+    assert run("predict", tmp_path / "c", "--points", tmp_path / "c.csv", "-o", tmp_path / "cp.csv").exit_code == 0
+    assert (tmp_path / "cp.csv").read_text().splitlines()[0] == \
+        "lo,std,hi_measured,hi,std_predicted,lo_predicted,hi_predicted"

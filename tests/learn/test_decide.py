@@ -1,5 +1,8 @@
 from pathlib import Path
 
+import pytest
+
+from perflearn.errors import UsageError
 from perflearn.learn.decide import decide
 from perflearn.store import Dataset
 
@@ -40,9 +43,11 @@ def test_decide_says_which_model_and_which_context_it_took():
     ds = Dataset.from_csv(DATA / "sieving.csv", metrics=["MBps"], context=["hole", "size"])
     d = decide(ds, "MBps", "max", family="cart")
     line = next(x for x in d.lines() if x.startswith("recommended"))
-    assert "(the most common context; --context for another)" in line
+    assert "(the first of 14 contexts measured as often; --context NAME=VALUE for another)" in line
     settings = line.split("): ", 1)[1]
     assert "hole=" not in settings and "size=" not in settings and "sieving=" in settings
     given = decide(ds, "MBps", "max", family="cart", context=dict(d.context))
-    assert "most common" not in next(x for x in given.lines() if x.startswith("recommended"))
+    assert "measured as often" not in next(x for x in given.lines() if x.startswith("recommended"))
+    with pytest.raises(UsageError, match="'sieving' is no context column"):  # a knob is no context
+        decide(ds, "MBps", "max", family="cart", context={"sieving": "on"})
     assert d.lines()[0].startswith(f"model of MBps: {d.model.chosen} on ")

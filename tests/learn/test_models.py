@@ -6,13 +6,17 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from perflearn.errors import UsageError
 from perflearn.learn import fit
 from perflearn.learn.features import training_data
-from perflearn.learn.models import FAMILIES, SMALL_FAMILIES, AutoRegressor
+from perflearn.learn.models import FAMILIES, SMALL_FAMILIES, AutoRegressor, build
 from perflearn.store import Dataset
 
 from .conftest import step_frame
 
 
-@parametrize_with_checks([AutoRegressor(families=("linear", "cart"), cv=3),
+def _ard_gp():
+    return build("gp", {}, random_state=0).steps[-1][1]  # the GP --family gp fits, without its scaler
+
+
+@parametrize_with_checks([AutoRegressor(families=("linear", "cart"), cv=3), _ard_gp(),
                           AutoRegressor(families=("cart", "bayes"), cv=3, small_ratio=2.0),
                           AutoRegressor(families=("linear", "bayes"), cv=3, small_ratio=2.0, point="relative")])
 def test_auto_regressor_follows_sklearn_contract(estimator, check):

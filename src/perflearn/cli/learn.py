@@ -286,7 +286,8 @@ def fit(
     family: FamilyOpt = "auto",
     families: FamiliesOpt = None,
     log_target: Annotated[str, typer.Option("--log-target", help="auto, yes or no.")] = "auto",
-    cv: Annotated[int, typer.Option("--cv", help="Cross-validation folds.")] = 5,
+    cv: Annotated[Optional[int], typer.Option("--cv", help="Cross-validation folds (default 5, or one per run, or "
+                                              "configuration when repeated, if fewer).")] = None,
     ensemble: Annotated[Optional[int], typer.Option("--ensemble", help="auto: average a greedy ensemble of this many picks (1 = best single; default: perflearn's choice).")] = None,
     point: Annotated[str, typer.Option("--point", help="auto: the point predicted. median: exp(mean of log y); relative: the point minimising the expected relative error (below the median when unsure); auto: relative on small data, else median.")] = "auto",
     weights: Annotated[str, typer.Option("--weights", help="auto: how candidates are combined. near-ties: equal average of those within 20% of the best CV error (geometric when scored by relative error); inverse: every candidate, weighted by 1/CV error^2; auto: inverse on small data, else near-ties.")] = "auto",
@@ -383,8 +384,10 @@ def _print_model(model, out: Path, per_sample_runs: int = 0) -> None:
         t = Table(title=f"auto: top candidates, CV {cv.get('selected_by', 'score')}", title_justify="left")
         t.add_column("candidate")
         t.add_column(str(cv.get("selected_by", "score")).upper(), justify="right")
+        aside = cv.get("raw_set_aside")  # a raw-target candidate ranked first but not chosen: say why
         for c in ranked:
-            t.add_row(c["candidate"], _fmt(c["score"]))
+            raw = aside and not c["candidate"].endswith(" log")
+            t.add_row(c["candidate"] + (" (raw target: set aside)" if raw else ""), _fmt(c["score"]))
         terminal.out.print(t)
 
 
@@ -539,10 +542,11 @@ def predict(
     dist = model.predict_dist(frame, where=where)
     for note in model.schema.outside(frame):
         terminal.warn(note)
-    result = pd.concat([frame[model.features].reset_index(drop=True), dist.reset_index(drop=True)], axis=1)
-    result = result.rename(columns={"pred": model.target})
-    if model.target in frame:  # the points' own measurement, beside the prediction (it was dropped)
-        result.insert(len(model.features), f"{model.target}_measured", frame[model.target].reset_index(drop=True))
+    measured = [frame[model.target].rename(f"{model.target}_measured")] if model.target in frame else []
+    # the points' own measurement beside the prediction (it was dropped); one concat, not an insert on a wide frame
+    result = pd.concat([part.reset_index(drop=True) for part in (frame[model.features], *measured, dist)], axis=1)
+    result.columns = _unique([*model.features, *(m.name for m in measured)],
+                             [model.target if c == "pred" else c for c in dist.columns])
     if out is not None:
         result.to_csv(out, index=False)
         terminal.info(f"{len(result)} prediction(s) written to {out}")
@@ -652,6 +656,17 @@ def recommend(
         terminal.warn("no point satisfies every constraint by the model; the least violating one is shown")
     if table:
         _print_defaults(defaults_table(ds, target, sense, family=family, random_state=seed))
+
+
+def _unique(given: list[str], added: list[str]) -> list[str]:
+    """``given`` then ``added``, an added name taken already suffixed ``_predicted`` (a model of
+    ``hi`` on features ``lo`` and ``std`` wrote lo,std,hi,std,lo,hi: a file no reader takes back)."""
+    names = list(given)
+    for name in added:
+        while name in names:
+            name += "_predicted"
+        names.append(name)
+    return names
 
 
 def _print_defaults(t) -> None:
@@ -770,6 +785,8 @@ def decide(
     context_cols: ContextColsOpt = None,
     family: FamilyOpt = "auto",
     maximize: Annotated[bool, typer.Option("--maximize/--minimize", help="Maximise (throughput) or minimise (time, latency) the target.")] = False,
+    context: Annotated[Optional[list[str]], typer.Option("--context", "-c", help="Recommend for this context: "
+                                                         "NAME=VALUE (default: the most common).")] = None,
     any_combination: AnyCombinationOpt = False,
     seed: SeedOpt = 0,
 ) -> None:
@@ -778,7 +795,7 @@ def decide(
     from perflearn.learn.decide import decide as make_decision
 
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
-    decision = make_decision(ds, target, "max" if maximize else "min", family, random_state=seed,
-                             any_combination=any_combination)
+    decision = make_decision(ds, target, "max" if maximize else "min", family, context=_pairs(context, "--context"),
+                             random_state=seed, any_combination=any_combination)
     for line in decision.lines():
         terminal.out.print(line, markup=False)

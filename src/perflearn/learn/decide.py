@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
 from .features import training_data
@@ -37,6 +38,7 @@ class Decision:
     measured_median: float
     context: dict = field(default_factory=dict)  # the context recommended for
     context_given: bool = True  # False: the most common one, taken for the user
+    tied: int = 0  # contexts measured as often as the one taken (a tie is broken by order, and said)
 
     def lines(self) -> list[str]:
         m = self.model
@@ -53,8 +55,9 @@ class Decision:
         pred = rec.predicted[self.target]
         where = ""
         if self.context:
+            chosen = f"the first of {self.tied} contexts measured as often" if self.tied > 1 else "the most common context"
             where = " for " + ", ".join(f"{k}={v}" for k, v in self.context.items()) + (
-                "" if self.context_given else " (the most common context; --context for another)")
+                "" if self.context_given else f" ({chosen}; --context NAME=VALUE for another)")
         out.append(f"recommended ({'minimise' if self.sense == 'min' else 'maximise'} {self.target}){where}: {point} "
                    f"-> predicted {pred:.4g}")
         out.extend(f"  searched only configurations where {note}" for note in rec.notes)
@@ -77,14 +80,18 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
            random_state: int = 0, any_combination: bool = False) -> Decision:
     """``any_combination``: search every combination of the knobs' values (``space.search_space``)."""
     data = training_data(ds, target)
-    model = fit_data(data, family, cv=min(5, len(data.y)), random_state=random_state, experiment=ds.experiment)
+    model = fit_data(data, family, random_state=random_state, experiment=ds.experiment)
     rules = tree_rules(data, max_depth=3)
     fixed = dict(context or {})
-    if ds.context and not fixed:  # recommend for the most common context
-        ok = data.X
-        top = ok.groupby(ds.context).size().idxmax()
+    for k in fixed:
+        if k not in ds.context:
+            raise UsageError(f"{k!r} is no context column (context: {', '.join(ds.context) or 'none'})", where="--context")
+    if ds.context and not fixed:  # recommend for the most common context (the first of a tie, and say so)
+        sizes = data.X.groupby(ds.context).size()
+        top = sizes.idxmax()
         top = top if isinstance(top, tuple) else (top,)
         fixed = dict(zip(ds.context, top))
+        tied = int((sizes == sizes.max()).sum())
     space = search_space(ds, [f for f in model.features if f not in fixed], fixed,
                          any_combination=any_combination)
     rec = recommend({target: model}, target, sense, space, fixed, seed=random_state)
@@ -92,7 +99,8 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
                            random_state=random_state) if ds.context else None
     means = data.rows.groupby("point_id")[target].mean().to_numpy()
     best = float(np.min(means) if sense == "min" else np.max(means))
-    return Decision(target, sense, model, rules, rec, table, best, float(np.median(means)), fixed, bool(context))
+    return Decision(target, sense, model, rules, rec, table, best, float(np.median(means)), fixed, bool(context),
+                    tied if ds.context and not context else 0)
 
 
 def _gain(gain: float, reference: float) -> str:

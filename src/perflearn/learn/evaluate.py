@@ -33,7 +33,8 @@ from perflearn.errors import UsageError
 
 from .features import TrainingData
 from .metrics import METRICS, QUANTILE_METRICS, all_metrics
-from .models import FAMILIES, KNN_NEIGHBORS, AutoRegressor, check_families, check_params, make_pipeline, model_for
+from .models import (FAMILIES, KNN_NEIGHBORS, AutoRegressor, check_families, check_params, make_pipeline, model_for,
+                     resolve_log_target)
 from .uncertainty import band_calibration
 
 
@@ -195,6 +196,7 @@ def evaluate(
     folds and test sets are made of whole runs, and ``folds`` counts runs.
     ``progress(done, total, chosen)`` is told after each split (``chosen``: auto's pick)."""
     check_family(family, params, families)
+    resolve_log_target(log_target, data.y, data.schema.target)
     quantile = (params or {}).get("quantile")
     if repeats < 1:  # max(1, repeats) below would run once and the title say "x0"
         raise UsageError(f"repeats must be at least 1, got {repeats}", where="--repeats")

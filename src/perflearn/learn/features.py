@@ -119,7 +119,7 @@ class FeatureSchema:
                 f"missing {', '.join(missing)} (given: {', '.join(map(str, points.columns))})",
                 where=where,
             )
-        out = pd.DataFrame(index=points.index)
+        out: dict[str, pd.Series] = {}  # one frame at the end: a column at a time warned per column past 100
         for f in self.features:
             col = points[f]
             if self.kinds[f] == "numeric":
@@ -146,7 +146,7 @@ class FeatureSchema:
                         where=where,
                     )
                 out[f] = values
-        return out
+        return pd.DataFrame(out, index=points.index)
 
 
 def _shown(value: Any) -> str:
@@ -259,16 +259,17 @@ def training_data(
     if len(rows) < 2:
         raise UsageError(f"only {len(rows)} usable run for {target!r}; need at least 2", where=where)
     kinds = {f: ds.kinds.get(f, "numeric" if pd.api.types.is_numeric_dtype(frame[f]) else "categorical") for f in features}
-    X = pd.DataFrame(index=rows.index)
+    columns: dict[str, pd.Series] = {}  # one frame at the end: a column at a time warned per column past 100
     categories: dict[str, list[str]] = {}
     ranges: dict[str, tuple[float, float]] = {}
     for f in features:
         if kinds[f] == "numeric":
-            X[f] = pd.to_numeric(rows[f]).astype(float)
-            ranges[f] = (float(X[f].min()), float(X[f].max()))
+            columns[f] = pd.to_numeric(rows[f]).astype(float)
+            ranges[f] = (float(columns[f].min()), float(columns[f].max()))
         else:
-            X[f] = _categories(rows[f])
-            categories[f] = sorted(X[f].unique().tolist())
+            columns[f] = _categories(rows[f])
+            categories[f] = sorted(columns[f].unique().tolist())
+    X = pd.DataFrame(columns, index=rows.index)
     # inf is not NULL (so not left out), and scikit-learn's refusal ("Input X contains infinity") names no column
     infinite = {c: int(np.isinf(v).sum()) for c, v in [(target, y), *((f, X[f].to_numpy()) for f in ranges)]}
     infinite = {c: k for c, k in infinite.items() if k}

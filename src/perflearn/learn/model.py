@@ -33,7 +33,7 @@ from perflearn.store import Dataset
 from .features import FeatureSchema, TrainingData, training_data
 from .uncertainty import band_calibration
 from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_MAX_WIDTH, AUTO_POINT, AUTO_SMALL_RATIO, AUTO_WEIGHTS,
-                     POINTS, WEIGHTS, AutoRegressor, make_pipeline, model_for, quantile_leaf)
+                     POINTS, WEIGHTS, AutoRegressor, make_pipeline, model_for, quantile_leaf, resolve_log_target)
 
 FORMAT = "perflearn-model/1"
 
@@ -78,7 +78,7 @@ class Model:
 
     pipeline: Pipeline
     schema: FeatureSchema
-    family: str
+    family: str  # auto: the best single candidate; an ensemble's members are in cv["members"] (``chosen``)
     params: dict[str, Any]
     log_target: bool
     data_hash: str
@@ -202,7 +202,8 @@ class Model:
             "format": FORMAT,
             "experiment": self.experiment,
             "schema": self.schema.to_dict(),
-            "family": self.family,
+            "family": self.family,  # auto: its best single candidate; what predicts is "predicts"
+            "predicts": self.chosen,  # an ensemble's members and weights (a 5-member ensemble read "gbm")
             "params": _jsonable(self.params),
             "log_target": self.log_target,
             "data_hash": self.data_hash,
@@ -344,12 +345,6 @@ def _jsonable(obj):
     return obj
 
 
-def resolve_log_target(log_target: bool | str, y: np.ndarray, where: str) -> bool | str:
-    if log_target is True and not np.all(y > 0):
-        raise UsageError("a log target needs every value > 0", where=where)
-    return log_target
-
-
 def fit(
     ds: Dataset,
     target: str,
@@ -358,7 +353,7 @@ def fit(
     *,
     params: dict[str, Any] | None = None,
     log_target: bool | str = "auto",
-    cv: int = 5,
+    cv: int | None = None,
     random_state: int | None = 0,
     n_jobs: int = 1,
     families: list[str] | None = None,
@@ -391,7 +386,7 @@ def fit_data(
     *,
     params=None,
     log_target: bool | str = "auto",
-    cv: int = 5,
+    cv: int | None = None,
     random_state=0,
     n_jobs: int = 1,
     families=None,
@@ -421,6 +416,8 @@ def fit_data(
     weights = AUTO_WEIGHTS if weights is None else weights
     if weights not in WEIGHTS:
         raise UsageError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}", where="--weights")
+    if cv is None:  # 5, or one fold per run (configuration, when grouped) when there are fewer
+        cv = max(2, min(5, runs))
     if cv < 2:
         raise UsageError(f"cross-validation needs at least 2 folds, got {cv}", where="--cv")
     if ensemble is not None and ensemble < 1:  # 0 or less was ignored
@@ -429,11 +426,13 @@ def fit_data(
         unit = group_unit(data)
         raise UsageError(f"the {n} rows come from {runs} {unit}; cross-validation by {unit} needs at least 2",
                          where=where)
-    if groups is None and n < cv:
-        raise UsageError(f"{n} usable runs are fewer than the {cv} cross-validation folds; lower --cv", where=where)
-    if groups is not None:
-        cv = min(cv, runs)  # folds are made of whole runs
-    check_neighbors(family, params, n, "runs to train on")
+    if runs < cv:  # folds are made of whole runs or configurations (--cv 30 on 12 ran 12 folds, unsaid)
+        what = "usable runs" if groups is None else f"{group_unit(data)}s (folds are by {group_unit(data)})"
+        raise UsageError(f"{runs} {what} are fewer than the {cv} cross-validation folds; lower --cv", where=where)
+    if groups is None:  # the CV's smallest training fold bounds k, not all the runs (advice of 10 then failed at 8)
+        check_neighbors(family, params, n - -(-n // cv), "runs a cross-validation fold trains on")
+    else:
+        check_neighbors(family, params, n, "runs to train on")
     params = quantile_leaf(family, params, n)
     try:
         estimator = model_for(family, params=params, log_target=log_target, cv=cv, random_state=random_state,

@@ -32,6 +32,8 @@ from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from perflearn.errors import UsageError
+
 from .metrics import mre, rmse
 
 FAMILIES = ("cart", "rf", "gbm", "svr", "mlp", "linear", "bayes", "knn", "gp")
@@ -279,15 +281,17 @@ class _ArdGaussianProcess(GaussianProcessRegressor):
     runs". The DeepPerf benchmark's training sets (at most 80 runs) are not touched."""
 
     def fit(self, X, y):
+        # checked as the GP checks them, before their shape is read (a 1-D X, y=None or a sparse X
+        # raised IndexError or TypeError here: six of scikit-learn's estimator checks failed)
+        n, width = validate_data(self, X, y, multi_output=True, y_numeric=True)[0].shape
         original, optimizer = self.kernel, self.optimizer
-        n = len(y)
         if n > GP_HYPER_ROWS and optimizer is not None:
             rows = check_random_state(self.random_state).choice(n, GP_HYPER_ROWS, replace=False)
             tuned = clone(self).fit(_rows(X, rows), _rows(y, rows))
             self.kernel, self.optimizer = tuned.kernel_, None
         else:
             ard = clone(original)
-            ard.set_params(k1__k2__length_scale=np.ones(np.asarray(X).shape[1]))
+            ard.set_params(k1__k2__length_scale=np.ones(width))
             self.kernel = ard
         try:
             with warnings.catch_warnings():
@@ -331,6 +335,14 @@ def grid(family: str, n_samples: int, n_features: int, small: bool = False,
     if family == "gp":  # exact GP is cubic in the samples; its ARD kernel has a length scale per column
         return [{}] if n_samples <= GP_MAX_ROWS and n_features <= max_width else []
     raise ValueError(f"unknown model family {family!r}")
+
+
+def resolve_log_target(log_target: bool | str, y: np.ndarray, where: str) -> bool | str:
+    """``log_target`` as given; a log target of a value <= 0 is refused in one line (it
+    reached scikit-learn as "Input y contains NaN")."""
+    if log_target is True and not np.all(y > 0):
+        raise UsageError("a log target needs every value > 0", where=where)
+    return log_target
 
 
 @dataclass

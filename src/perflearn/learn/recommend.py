@@ -249,7 +249,7 @@ def defaults_table(
     for tr, te in splits:
         sub = type(data)(X=data.X.iloc[tr].reset_index(drop=True), y=data.y[tr], schema=data.schema,
                          excluded=0, rows=data.rows.iloc[tr])
-        model = fit_data(sub, family, cv=max(2, min(5, len(tr))), random_state=random_state)
+        model = fit_data(sub, family, random_state=random_state)
         for ctx in pd.unique(groups[te]):
             avail = measured.loc[ctx].dropna().index
             cand = settings.loc[avail].copy()

@@ -6,6 +6,8 @@ perflearn's runner or imported from a CSV measured elsewhere.
 
 from __future__ import annotations
 
+import csv
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,9 +118,9 @@ class Dataset:
                 raise UsageError(f"column 'status' has {raw['status'].iloc[row]!r} (data row {row + 1}); "
                                  f"expected one of {', '.join(STATUSES)}", where=where)
         frame["status"] = raw["status"].astype(str) if "status" in raw else "ok"
-        kinds, notes = {}, []
+        kinds, notes, columns = {}, [], {}  # joined at the end: a column at a time warned per column past 100
         for col in features:
-            frame[col] = raw[col]
+            columns[col] = raw[col]
             kinds[col] = "numeric" if pd.api.types.is_numeric_dtype(raw[col]) else "categorical"
             if kinds[col] == "categorical":
                 notes += _mostly_numbers(raw[col])
@@ -135,7 +137,8 @@ class Dataset:
                 row = int(np.argmax(infinite))
                 raise UsageError(f"metric column {col!r} has an infinite value {raw[col][row]} (data row {row + 1}); "
                                  "leave the cell empty for a missing value", where=where)
-            frame[col] = values.astype(float)
+            columns[col] = values.astype(float)
+        frame = pd.concat([frame, pd.DataFrame(columns, index=raw.index)], axis=1)
         return cls(
             experiment=name,
             frame=frame.reset_index(drop=True),
@@ -232,11 +235,31 @@ def _mostly_numbers(column: pd.Series) -> list[str]:
             f"are numbers, but {words.iloc[0]!r} (data row {row + 1}) is not; fix the cell if it is a typo"]
 
 
+def _beyond_header(path: str | Path) -> str:
+    """Where a row has a value past the header's last column."""
+    with open(path, newline="") as f:
+        rows = csv.reader(f)
+        header = next(rows)
+        for line, row in enumerate(rows, start=2):
+            if len(row) > len(header) and any(cell.strip() for cell in row[len(header):]):
+                return (f"line {line} has {len(row)} fields, the header {len(header)}: a value past the last column "
+                        f"({row[len(header)]!r}); a delimiter too many?")
+    return f"a row has more fields than the header's {len(header)}"
+
+
 def read_csv_runs(path: str | Path) -> pd.DataFrame:
     """A CSV of runs: an empty cell is missing; a word such as "None" or "NA" is missing
     in a column of numbers and a category in a column of words (pandas' default reads it
     as missing everywhere, and the runs of one category vanished from a fit)."""
-    raw = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    with warnings.catch_warnings():
+        # index_col=False: a row with one field more than the header made pandas take the first
+        # column as the index (a trailing comma on every row left the target NULL in every run);
+        # a trailing delimiter is now dropped, and a value past the header refused
+        warnings.simplefilter("error", pd.errors.ParserWarning)
+        try:
+            raw = pd.read_csv(path, keep_default_na=False, na_values=[""], index_col=False)
+        except pd.errors.ParserWarning:
+            raise UsageError(_beyond_header(path), where=str(path)) from None
     for col in raw.columns:
         if raw[col].dtype == object or pd.api.types.is_string_dtype(raw[col]):
             text = raw[col].where(~raw[col].isin(MISSING_WORDS))
