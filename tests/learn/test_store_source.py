@@ -80,3 +80,23 @@ def test_fit_evaluate_recommend_over_an_experiment_the_runner_measured(write_spe
     r = runner.invoke(app, ["recommend", *base, "--minimize", "--family", "cart"])
     assert r.exit_code == 0, r.output
     assert "recommended: ms=20" in r.output
+
+
+def test_a_measured_metric_is_a_feature_when_named_context(tmp_path):
+    """Counters measured in each run (NiMC's features) could not be features of a stored
+    experiment: -f said "it is a metric", --context-cols "no feature"."""
+    db = tmp_path / "p.duckdb"
+    frame = pd.DataFrame({"threads": [1, 2, 4, 8] * 4, "cache_misses": [10.0 * i for i in range(16)]})
+    frame["runtime"] = 5.0 + 0.3 * frame["cache_misses"]
+    with open_store(db) as s:
+        s.import_dataset(Dataset.from_frame(frame, metrics=["runtime", "cache_misses"], name="nimc"), name="nimc")
+    runner = CliRunner()
+    r = runner.invoke(app, ["fit", "-e", "nimc", "-s", str(db), "-t", "runtime", "-f", "threads,cache_misses"])
+    assert r.exit_code == 2 and "--context-cols cache_misses" in r.output
+    r = runner.invoke(app, ["fit", "-e", "nimc", "-s", str(db), "-t", "runtime", "--context-cols", "cache_misses",
+                            "--family", "linear", "-o", str(tmp_path / "m")])
+    assert r.exit_code == 0, r.output
+    meta = json.loads((tmp_path / "m" / "model.json").read_text())
+    assert meta["schema"]["features"] == ["threads", "cache_misses"] and meta["cv"]["r2"] > 0.99
+    r = runner.invoke(app, ["fit", "-e", "nimc", "-s", str(db), "-t", "runtime", "--context-cols", "runtime"])
+    assert r.exit_code == 2 and "'runtime' is modelled" in r.output

@@ -145,8 +145,15 @@ def load_dataset(
                                  where="--per-sample")
     if context_cols:
         for c in context_cols:
-            if c not in ds.knobs and c not in ds.context:
-                raise UsageError(f"no feature {c!r} (features: {', '.join(ds.features)})", where="--context-cols")
+            if c in metrics:
+                raise UsageError(f"{c!r} is modelled (a target or a constraint): it cannot also be a feature",
+                                 where="--context-cols")
+            if c in ds.metrics:  # a counter measured in each run (NiMC's features): measured, not chosen
+                ds.metrics = [m for m in ds.metrics if m != c]
+                ds.kinds[c] = "numeric"
+            elif c not in ds.knobs and c not in ds.context:
+                raise UsageError(f"no feature {c!r} (features: {', '.join(ds.features)}; metrics: "
+                                 f"{', '.join(ds.metrics) or 'none'})", where="--context-cols")
         ds.knobs = [k for k in ds.knobs if k not in context_cols]
         ds.context = [*ds.context, *[c for c in context_cols if c not in ds.context]]
     return _keep_rows(ds, rows)

@@ -232,7 +232,8 @@ def training_data(
     else:
         for f in features:
             if f not in available:
-                hint = " (it is a metric)" if f in ds.metrics else ""
+                hint = (f" (it is a metric; to learn from it as measured, not chosen: --context-cols {f})"
+                        if f in ds.metrics and f != target else "")
                 raise UsageError(
                     f"unknown feature {f!r}{hint} (knobs and context: {', '.join(available) or 'none'})", where=where
                 )
