@@ -219,3 +219,43 @@ def test_a_manager_killed_outright_keeps_its_intervals_and_leaves_nothing_runnin
     assert sorted(runs["policy"]) == ["ondemand", "static"] and (runs["status"] == "failed").all()
     assert sorted(samples.loc[samples["metric"] == "service_interval", "value"]) == \
         sorted(frame["service_interval"].astype(float))
+
+
+@pytest.mark.slow
+@needs_memcached
+def test_a_capture_that_dies_ends_the_run_at_once_and_the_pass_is_stored(tmp_path):
+    """A killed perflearn-sniff left the loop running blind at maximum for the rest of the
+    pass, saying nothing, then failing with "exited with status -9"; the pass in flight
+    was missing from --store."""
+    from perflearn.store import open_store
+
+    store = tmp_path / "m.duckdb"
+    started = time.monotonic()
+    result, csv = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "-p", "static", "--store", str(store),
+                             after=6, on="perflearn-sniff")
+    assert result.exit_code == 1, result.output
+    assert "perflearn-sniff ended with signal SIGKILL during the run" in result.output
+    assert "Traceback" not in result.output and time.monotonic() - started < 40  # the pass is 22 s of load
+    frame = pd.read_csv(csv)
+    assert len(frame) < 16 and frame["note"].fillna("").str.contains("stalled").sum() <= 1  # the interval it died in
+    with open_store(store, read_only=True) as s:
+        runs = s.runs(s.experiments()["name"].iloc[0])
+    assert list(runs["status"]) == ["failed"]  # kept, as cut short
+
+
+@pytest.mark.slow
+@needs_memcached
+def test_a_service_that_forks_ends_with_the_manager(tmp_path):
+    """Only the service's direct child was stopped: a memcached started by a shell ran on in
+    the manager's cgroup, which could not be removed."""
+    from perflearn.experiment import cgroups
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+    marker = "-c 1017"  # this test's memcached, told apart from any other
+    command = f"sh -c 'memcached -u root -l 127.0.0.1 -p {{port}} -t 1 {marker}; echo done'"
+    result = CliRunner().invoke(app, ["manage", "--service", command, "--cores", "1", "--levels", "2",
+                                      "--max-rps", "2000", "--target-ms", "2", "--step-seconds", "1", "-p", "static"])
+    assert result.exit_code == 0, result.output
+    left = subprocess.run(["pgrep", "-f", f"memcached -u root .* {marker}"], capture_output=True, text=True).stdout
+    assert left.strip() == "", f"still running: {left}"

@@ -541,6 +541,62 @@ def test_loop_reliability():
     assert service.applied.count(SPACE.minimum) >= 2  # the failed actuation was retried
 
 
+class HalfAppliedService(FlakyService):
+    """Its second actuation (to the minimum) writes the cpuset, then the quota write fails:
+    the service runs neither configuration. Then the latency stream stalls."""
+
+    def __init__(self):
+        super().__init__()
+        self.running = None  # what the service really runs
+
+    def apply(self, config):
+        self.applied.append(config)
+        if len(self.applied) == 2:
+            self.running = "half"
+            raise OSError("cannot write cpu.cfs_quota_us: Invalid argument")
+        self.running = config
+
+    def observe(self, t):
+        self.calls += 1
+        return None if self.calls >= 3 else Measured(1000.0, 0.2e-3, 0.3e-3, 0.3)
+
+
+class GoBack(Static):
+    """The minimum once, then the maximum: the configuration the controller believes it runs."""
+
+    def decide(self, o):
+        return self.space.minimum if o.t == 1.0 else self.space.maximum
+
+
+def test_a_half_applied_actuation_is_applied_again_whatever_comes_next():
+    """A quota write that failed after the cpuset was written left the service on one core;
+    the controller still believed it ran the maximum, so neither its next decision (the
+    maximum) nor the stall's fallback (the maximum) was applied, for 15 s. And the failed
+    change was counted as a change."""
+    service = HalfAppliedService()
+    frame = control_loop(GoBack(SPACE, TARGET, 1000), service, 4, 1.0, PowerModel())
+    assert "actuation failed: cannot write cpu.cfs_quota_us" in frame["note"][0]
+    assert not frame["changed"][0]  # it did not happen
+    assert service.applied[2] == SPACE.maximum  # the next decision, equal to what it believed, applied all the same
+    assert "stalled" in frame["note"][2] and service.running == SPACE.maximum
+    assert frame["changed"].sum() == 0
+
+
+def test_an_interval_offered_load_that_answered_none_missed_the_target():
+    """The QoS guarantee counted intervals with answers only: the service stopped for 3 s
+    (nothing answered, p95 at least 1 s) and a stalled stream read 87.5 % where 14 of 18
+    intervals met the target."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"offered_rps": [0.0, 900.0, 900.0, 900.0, 900.0, 0.0],
+                          "rps": [0.0, 900.0, 0.0, 0.0, 900.0, 40.0],
+                          "p95": [float("nan"), 0.5, 1.0, float("nan"), 3.0, 0.2],
+                          "target": 0.8, "energy_j": 10.0, "changed": 0})
+    s = summarize(frame)
+    assert s["qos_guarantee"] == 40.0  # 2 of 5: the idle first interval is not counted, the drain after is
+    assert s["qos_tardiness"] == pytest.approx((1.0 / 0.8 + 3.0 / 0.8) / 2)  # over those with a p95
+
+
 def test_interleaved_policies_take_turns_on_one_service():
     """--interleave: every step run by every policy in turn, the order rotated by one from
     step to step, on one service that is offered each step once per policy. Each policy
@@ -923,6 +979,12 @@ def test_model_trained_on_other_knobs_is_refused():
 
     with pytest.raises(UsageError, match="none of cores, level or quota"):
         model_predictor(LoadOnly(), 1e-6)
+
+    class NoLoad:  # accepted silently: heimdall then met the target in 40 % of intervals (session 48's audit)
+        features = ["cores", "level"]
+
+    with pytest.raises(UsageError, match="trained on cores, level: no load"):
+        model_predictor(NoLoad(), 1e-6)
 
 
 MEMCACHED = "memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0"
@@ -1595,7 +1657,7 @@ def test_labelled_policies_run_their_own_models_in_one_round(tmp_path):
     import pandas as pd
 
     fast = fit_p95_model(tmp_path, "fast", lambda capacity: 1e-5 / capacity)  # 5-40 µs: all meet 2 ms
-    slow = fit_p95_model(tmp_path, "slow", lambda capacity: 1.0 / capacity)  # 0.5-4 s: none does
+    slow = fit_p95_model(tmp_path, "slow", lambda capacity: 0.02 / capacity)  # 10-80 ms: none does
     csv = manage_live(tmp_path, "-p", "heimdall-cheapest", "-p", "heimdall-cheapest:slow", "--interleave",
                                 "--model", fast, "--model", f"slow={slow}", "--model-unit", "s", "--name", "pair")
     frame = pd.read_csv(csv)
@@ -1758,3 +1820,6 @@ def test_a_model_read_in_the_wrong_unit_is_refused():
     check_unit(in_seconds(1.0), space, 2e-4, 8000, "--model", "s")  # 150 µs against a 200-µs target: fine
     with pytest.raises(UsageError, match=r"--model read in us forecasts 1.5e-10 s .* is --model-unit right"):
         check_unit(in_seconds(1e-6), space, 2e-4, 8000, "--model", "us")
+    # a model in µs read as ms: 1000 times over, 750 times the target (a bound of 1000 let it through)
+    with pytest.raises(UsageError, match=r"--model read in ms forecasts 0.15 s .* 750 times"):
+        check_unit(in_seconds(1e3), space, 2e-4, 8000, "--model", "ms")

@@ -163,7 +163,7 @@ def manage(
         space = ConfigSpace.make(cores, levels)
     except ValueError as exc:
         raise UsageError(f"--cores/--levels: {exc}") from None
-    from perflearn.manage.power import power_model
+    from perflearn.manage.power import Rapl, power_model, rapl_or_none
 
     try:
         power_ = power_model(power)
@@ -200,7 +200,7 @@ def manage(
     recording = _recording(store, name or f"manage-{'sim' if simulate else 'live'}-{time.strftime('%Y%m%d-%H%M%S')}",
                            rows if seeds == 1 or not simulate else [f"{r}@{s}" for s in range(seed, seed + seeds) for r in rows],
                            f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels",
-                           power_.label)
+                           power_.label if simulate or rapl_or_none() is None else Rapl.label)
     cpus = _service_cpus(service_cpus, cores, simulate, live=bool(service) and not simulate)
     if simulate:
         _check_simulation_size(space, trace, step_seconds, interval, mu)
@@ -387,8 +387,11 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                    {1e-6: "us", 1e-3: "ms", 1.0: "s"}.get(scale, f"units of {scale:g} s"))
     costs = {label: model_predictor(load(path), 1e-6, what=_option("--cost-model", label))
              for label, path in cost_dirs.items()}
-    if rapl_or_none() is None:
+    rapl = rapl_or_none()
+    if rapl is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
+    else:  # measured, every interval; --power still prices the same intervals afterwards (--from-csv)
+        terminal.info(f"energy: measured by RAPL ({len(rapl.files)} package counter(s)), the harness's share included")
     workdir = work_directory()  # and those of managers killed outright removed
     interrupt_on_sigterm()  # a killed run stops its service and load generator and leaves the maximum
     segments = _live_segments(trace, max_rps, step_seconds, interval)
@@ -412,7 +415,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                 "--preload", "--connections", "8", "--drain", "1", *load_args]
         terminal.info(f"{label}: {count} intervals of {interval:g} s on {command.format(port=port)}")
         live = LiveService(command.format(port=port), port, space, interval, protocol, load, tick_s=tick,
-                           service_cpus=service_cpus)
+                           service_cpus=service_cpus, rapl=rapl)
         if not frames:  # the first pass: say the service's speed knob and placement once
             terminal.info(live.speed)
             if live.harness:
@@ -434,10 +437,11 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                           f"{policy.expected_share * 100:.2f} % of intervals expected to miss")
     # every interval on disk as it ends: a manager killed outright loses only the one in flight
     journal = IntervalCsv(csv) if csv else None
+    alarms = _Alarms(journal)
     with workdir, journal or nullcontext():  # each pass recorded in the store as it ends (static's first: the energy's reference)
         try:
             for label, frame, wall, complete in comparison(made, service, offered, interval, power, slot,
-                                                           log=journal):
+                                                           log=alarms):
                 frames[label] = frame
                 static = frames.get("static")
                 record(label, frame, None if static is None else static["energy_j"].sum(), wall, complete)
@@ -450,7 +454,8 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
     static_energy = frames["static"]["energy_j"].sum() if "static" in frames else None
     shown = {n: f for n, f in frames.items() if n != "static" or "static" in names}
     slow = slow_intervals(frames)
-    table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes",
+    table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label if rapl is None else rapl.label})",
+                  "vs static", "changes",
                   *(["host slow"] if slow else []), box=None)
     for name, frame in shown.items():
         row = summarize(frame, static_energy)
@@ -464,6 +469,26 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         draw({n: frames[n] for n in names}, figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
     if csv:
         terminal.info(f"intervals: {csv}")
+
+
+class _Alarms:
+    """Told each live interval as it ends: it goes on to ``journal`` (--csv), and a stalled
+    latency stream, a failed actuation or a failed policy is said on the terminal, the
+    first of each kind in a pass (they were in the notes only, and the run looked fine)."""
+
+    KINDS = ("latency stream stalled", "actuation failed", "policy failed")
+
+    def __init__(self, journal):
+        self.journal, self.said = journal, set()
+
+    def __call__(self, label: str, record) -> None:
+        if self.journal is not None:
+            self.journal(label, record)
+        for kind in self.KINDS:
+            if kind in record.note and (label, kind) not in self.said:
+                self.said.add((label, kind))
+                said = next(part for part in record.note.split("; ") if kind in part)
+                terminal.warn(f"{label}, interval at {record.t:g} s: {said} (each interval's note: --csv, --store)")
 
 
 def _live_segments(trace: str, max_rps: float, step_seconds: float, interval: float) -> list[tuple[float, float]]:
@@ -553,7 +578,8 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
             record(name if seeds == 1 else f"{name}@{s}", frame, run.frames["static"]["energy_j"].sum(), 0.0)
         runs.append(run)
     if seeds == 1:
-        table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes", box=None)
+        table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes",
+                      box=None)
         for row in runs[0].summary.itertuples(index=False):
             table.add_row(row.policy, f"{row.qos_guarantee:.1f}%", f"{row.qos_tardiness:.2f}",
                           f"{row.energy_j / 1e3:.2f} kJ", f"{row.energy_reduction:+.1f}%", str(row.changes))

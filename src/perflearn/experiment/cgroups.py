@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +55,15 @@ class Group:
             _write(directory / "cpu.cfs_period_us", str(period_us))
             _write(directory / "cpu.cfs_quota_us", str(quota))
 
+    def pids(self) -> set[int]:
+        """The processes in the group (any of its controllers' directories)."""
+        return set().union(*(_pids(directory) for directory in self.dirs.values()))
+
+    def end_processes(self, grace: float = 5.0) -> int:
+        """SIGTERM every process in the group, SIGKILL those left after ``grace`` s: a service
+        that forked or daemonised outlived its direct child's end (and kept the group). The count ended."""
+        return _end(lambda: self.pids(), grace)
+
     def remove(self) -> None:
         for directory in self.dirs.values():
             try:
@@ -97,10 +108,35 @@ def create(name: str, controllers: set[str]) -> Group:
     return Group(name, dirs)
 
 
-def remove_stale(prefix: str) -> list[str]:
+def _pids(directory: Path) -> set[int]:
+    try:
+        return {int(line) for line in (directory / "cgroup.procs").read_text().split()}
+    except (OSError, ValueError):
+        return set()
+
+
+def _end(pids, grace: float) -> int:
+    """SIGTERM ``pids()``, then SIGKILL what is left after ``grace`` s; how many there were."""
+    first = pids()
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+        for pid in pids():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while pids() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not pids():
+            break
+    return len(first)
+
+
+def remove_stale(prefix: str, end_processes: bool = False) -> list[str]:
     """Remove the empty groups ``perflearn/<prefix>-<pid>-*`` of processes no longer
-    running: a manager killed (SIGKILL, a crash) cannot remove its own. Returns the names removed. A group with processes in it, or
-    of a process still alive, is left alone."""
+    running: a manager killed (SIGKILL, a crash) cannot remove its own. Returns the names removed. A group
+    of a process still alive is left alone; one with processes in it too, unless ``end_processes``
+    (a killed manager's service that forked: its parent-death signal reached only the direct child)."""
     base = root()
     parents = [base / "perflearn"] if version() == 2 else [d / "perflearn" for d in base.iterdir() if d.is_dir()]
     pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)-")
@@ -112,6 +148,8 @@ def remove_stale(prefix: str) -> list[str]:
             match = pattern.match(directory.name)
             if not match or not directory.is_dir() or alive(int(match.group(1))):
                 continue
+            if end_processes:
+                _end(lambda: _pids(directory), grace=2.0)
             try:
                 directory.rmdir()  # a cgroup directory with processes refuses (EBUSY)
             except OSError:

@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from perflearn.errors import RunnerError, UnsupportedError, UsageError
+from perflearn.errors import PerflearnError, RunnerError, UnsupportedError, UsageError
 from perflearn.experiment import cgroups
 from perflearn.experiment.actuators import cpu_list, parse_cpus
 from perflearn.experiment.cpufreq import CpuFreq
@@ -38,6 +38,7 @@ from perflearn.wire import LiveSniffer, locate
 from .config import ConfigSpace, Configuration
 from .hostspeed import HostSpeedProbe
 from .loop import Measured, Service
+from .power import Rapl
 
 
 def _usage(group: cgroups.Group) -> tuple[float | None, float | None]:
@@ -62,7 +63,7 @@ def _usage(group: cgroups.Group) -> tuple[float | None, float | None]:
 class LiveService(Service):
     def __init__(self, command: str, port: int, space: ConfigSpace, interval_s: float, protocol: str,
                  load: list[str], interface: str = "lo", name: str = "manage", tick_s: float | None = None,
-                 service_cpus: list[int] | None = None):
+                 service_cpus: list[int] | None = None, rapl: Rapl | None = None):
         self.affinity = sorted(os.sched_getaffinity(0))  # restored on close: the harness may be moved off the service's
         if service_cpus:
             self.cpus = check_service_cpus(service_cpus, self.affinity, max(space.cores))
@@ -72,11 +73,13 @@ class LiveService(Service):
             self.cpus = self.affinity
         self.harness = [c for c in self.affinity if c not in self.cpus]  # none unless the service was given CPUs
         self.space, self.interval, self.tick_s = space, interval_s, tick_s
+        self.rapl = rapl  # measured power, each interval's (the package's: the harness's share included)
         controllers = {"cpuset", "cpu"}
         if cgroups.version() == 1 and (cgroups.root() / "cpuacct").is_dir():
             controllers.add("cpuacct")  # CPU time, where it is its own v1 hierarchy
         try:
-            cgroups.remove_stale(name)  # groups of managers that were killed and could not remove their own
+            # groups of managers that were killed and could not remove their own, with what their service left
+            cgroups.remove_stale(name, end_processes=True)
             # one group per manager process: two managers never share (or remove) one
             self.group = cgroups.create(f"{name}-{os.getpid()}-service", controllers)
         except UnsupportedError as exc:
@@ -138,6 +141,7 @@ class LiveService(Service):
         self.load_reader.start()
         self._await_load(timeout=120.0)
         self.last_cpu, self.last_throttled = _usage(self.group)
+        self.last_energy = self.rapl.read() if self.rapl is not None else None
         self.last_time = time.monotonic()
 
     def _line(self, obj: dict) -> None:
@@ -216,10 +220,15 @@ class LiveService(Service):
             line, waiting = waiting[newest], waiting[newest + 1:]
         self.carry = waiting  # ticks of the next interval
         now, (cpu, throttled) = time.monotonic(), _usage(self.group)
-        utilisation = 0.0
+        utilisation, power = 0.0, {}
         if cpu is not None and self.last_cpu is not None and now > self.last_time:
             allowed = self.config.cores * self.config.level * (now - self.last_time)
             utilisation = min(1.0, (cpu - self.last_cpu) / allowed)
+        if self.rapl is not None:
+            energy = self.rapl.read()
+            if now > self.last_time:
+                power["power_w"] = self.rapl.joules_between(self.last_energy, energy) / (now - self.last_time)
+            self.last_energy = energy
         self.last_cpu, self.last_time = cpu, now
         rps, probe = float(line.get("rps", 0.0)), self.probe.take()  # (median, fastest) µs, or None
         extra = {"host_probe_us": probe[0], "host_probe_min_us": probe[1]} if probe else {}
@@ -229,7 +238,7 @@ class LiveService(Service):
         p95, p99, note = interval_latency(line, ticks)
         if note:
             extra["note"] = note
-        return Measured(rps, p95, p99, utilisation, **extra)
+        return Measured(rps, p95, p99, utilisation, **power, **extra)
 
     def _check_running(self) -> None:
         """A service or load generator that has exited ends the run, saying so: its intervals
@@ -240,6 +249,9 @@ class LiveService(Service):
         if self.load.poll() not in (None, 0):
             raise RunnerError(f"perflearn-load ended with {_status(self.load)} during the run: "
                               f"{_tail(self.load_err) or 'it wrote nothing to stderr'}")
+        if self.sniffer is not None and self.sniffer.poll() is not None:  # the loop ran blind, at maximum, unsaid
+            raise RunnerError(f"perflearn-sniff ended with {_status_code(self.sniffer.poll())} during the run: "
+                              "no latency to control by")
 
     @property
     def load_done(self) -> bool:
@@ -264,10 +276,16 @@ class LiveService(Service):
             self.probe.stop()
         try:
             if self.sniffer is not None:
-                self.sniffer.stop()
+                died = self.sniffer.poll() is not None  # said already, by the interval that found it
+                try:
+                    self.sniffer.stop()
+                except PerflearnError:
+                    if not died:
+                        raise
         finally:
             if self.freq is not None:
                 self.freq.restore()
+            self.group.end_processes()  # what the service forked or daemonised ("bash -c", "memcached -d")
             self.group.remove()
             if self.harness:
                 _place_threads(self.affinity)
@@ -319,7 +337,10 @@ def _wait_port(port: int, proc: subprocess.Popen, stderr, timeout: float) -> Non
 
 def _status(proc: subprocess.Popen) -> str:
     """How a process that has ended ended, in the runner's words ("code 3", "signal SIGKILL")."""
-    code = proc.returncode
+    return _status_code(proc.returncode)
+
+
+def _status_code(code: int) -> str:
     return describe_status(code if code >= 0 else None, -code if code < 0 else None)
 
 

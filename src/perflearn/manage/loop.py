@@ -136,6 +136,10 @@ class Controller:
                  log: Callable[[IntervalRecord], None] | None = None):
         self.policy, self.interval, self.power = policy, interval_s, power
         self.config = space.maximum
+        # an actuation failed part way (the cpuset written, the quota refused): the service may run
+        # neither configuration, so the next decision is applied even when it equals ``config``
+        # (a failed quota write left one core for 15 s while "maximum" was recorded and never re-applied)
+        self.unsure = False
         self.records: list[IntervalRecord] = []
         self.log = log  # told each interval as it ends (its record complete): a file that outlives a kill
 
@@ -144,9 +148,15 @@ class Controller:
         None where unknown); ``first``: the service's count of intervals before these. Its
         own configuration is applied first: the interval before was another controller's
         (or none), so the first is never settled."""
-        service.apply(self.config)
-        started = time.monotonic()
         events: list[str] = []
+        first_note = []  # the first interval's to say
+        try:
+            service.apply(self.config)
+            self.unsure = False
+        except Exception as exc:  # said in the first interval's note, and applied again at its decision
+            first_note.append(f"actuation failed: {exc}")
+            self.unsure = True
+        started = time.monotonic()
         policy, interval_s, power = self.policy, self.interval, self.power
 
         def react(rps: float) -> None:
@@ -161,9 +171,10 @@ class Controller:
                 service.apply(new)
             except Exception as exc:  # tried again at the next tick, or by the interval's decision
                 events.append(f"actuation failed in a tick: {exc}")
+                self.unsure = True
                 return
             events.append(f"reacted at {rps:.0f} req/s: {self.config} -> {new}")
-            self.config = new
+            self.config, self.unsure = new, False
 
         reacting = bool(service.tick_s) and policy.reacts
         for i, offered_rps in enumerate(offered):
@@ -171,12 +182,13 @@ class Controller:
                 time.sleep(max(0.0, started + (i + 1) * interval_s - time.monotonic()))
             t = (len(self.records) + 1) * interval_s  # the policy's own clock
             note = ""
-            events.clear()
+            events[:] = first_note if i == 0 else []
             measured = service.observe(t, react) if reacting else service.observe(t)
             reactions = sum(e.startswith("reacted") for e in events)
             config = self.config  # a reaction's, if any
             # its configuration ran through it and the interval before: the record's and the policy's to know
-            settled = i > 0 and not self.records[-1].changed and not self.records[-1].reactions and not reactions
+            settled = (i > 0 and not self.records[-1].changed and not self.records[-1].reactions and not reactions
+                       and not self.unsure)  # a half-applied configuration ran: neither one's latency
             cost_us = None
             if measured is None:
                 note = "latency stream stalled: maximum configuration applied"
@@ -203,11 +215,13 @@ class Controller:
                 measured.power_w * interval_s,
                 new != config, "; ".join(filter(None, [*events, measured.note, note])), reactions, settled, cost_us,
                 measured.host_probe_us, measured.host_probe_min_us, measured.throttled_ms, first + i))
-            if new != config:
+            if new != config or self.unsure:
                 try:
                     service.apply(new)
-                    self.config = new
-                except Exception as exc:  # config stays as it is, so the next decision applies it again
+                    self.config, self.unsure = new, False
+                except Exception as exc:  # applied again at the next decision, whatever it is
+                    self.unsure = True
+                    self.records[-1].changed = False  # a change that did not happen is not counted as one
                     self.records[-1].note = (self.records[-1].note + "; " if self.records[-1].note else "") + \
                         f"actuation failed: {exc}"
             if self.log is not None:
@@ -284,15 +298,27 @@ def take_turns(controllers: dict[str, Controller], service: Service, offered: li
 def passes(policy: Policy, name: str, new_service: Callable[[str], Service], intervals: int, interval_s: float,
            power: PowerModel, offered: list[float] | None = None, realtime: bool = False,
            learning_only: bool = False, log: Callable[[str, IntervalRecord], None] | None = None
-           ) -> Iterator[tuple[str, pd.DataFrame]]:
-    """(label, intervals) of each pass over the trace, as it ends: first the
+           ) -> Iterator[tuple[str, pd.DataFrame, bool]]:
+    """(label, intervals, complete) of each pass over the trace, as it ends: first the
     ``policy.learning_iterations`` it learns from (Hipster's learning phase, labelled
     ``learning_label(name)``), then the evaluated one (``name``; not with
     ``learning_only``), each on a fresh service from ``new_service(label)``. Learning is
-    reported as its own row, not hidden."""
+    reported as its own row, not hidden. A pass interrupted (Ctrl-C, the service or the
+    load generator ended) comes out with the intervals it ran, marked incomplete, before
+    the exception goes on: they were lost from the store."""
+    loads = list(offered[:intervals]) if offered else [None] * intervals
     for label in [learning_label(name)] * policy.learning_iterations + ([] if learning_only else [name]):
-        yield label, control_loop(policy, new_service(label), intervals, interval_s, power, offered, realtime,
-                                  None if log is None else partial(log, label))
+        controller = Controller(policy, policy.space, interval_s, power, None if log is None else partial(log, label))
+        service = new_service(label)
+        complete = False
+        try:
+            controller.run(service, loads, realtime)
+            complete = True
+        finally:
+            _leave(service)
+            if not complete and controller.records:
+                yield label, controller.frame(), False  # then the exception goes on
+        yield label, controller.frame(), True
 
 
 def comparison(policies: dict[str, Policy], new_service: Callable[..., Service], offered: list[float],
@@ -301,7 +327,8 @@ def comparison(policies: dict[str, Policy], new_service: Callable[..., Service],
                ) -> Iterator[tuple[str, pd.DataFrame, float, bool]]:
     """(label, intervals, wall seconds, complete) of every pass of a comparison, as each
     ends, in the order of ``policies``. Without ``slot``: each policy's passes
-    (``passes``), one after another; one interrupted is lost, as a run in flight is.
+    (``passes``), one after another; one interrupted comes out with its intervals so far,
+    marked incomplete.
     With it: only the learning passes so, then the evaluated passes taking turns on one
     service, ``new_service("interleaved", loads)`` offered ``interleaved_loads``
     (``take_turns``). Those end together and share one wall time; interrupted, each
@@ -311,9 +338,9 @@ def comparison(policies: dict[str, Policy], new_service: Callable[..., Service],
     runs) still has them somewhere (``IntervalCsv``)."""
     for name, policy in policies.items():
         started = time.monotonic()
-        for label, frame in passes(policy, name, new_service, len(offered), interval_s, power, offered,
-                                   learning_only=slot is not None, log=log):
-            yield label, frame, time.monotonic() - started, True
+        for label, frame, complete in passes(policy, name, new_service, len(offered), interval_s, power, offered,
+                                             learning_only=slot is not None, log=log):
+            yield label, frame, time.monotonic() - started, complete
             started = time.monotonic()
     if slot is None:
         return
@@ -338,14 +365,17 @@ def _none_late(latency: float) -> float:
 
 def summarize(frame: pd.DataFrame, static_energy_j: float | None = None) -> dict[str, float]:
     """QoS guarantee (% of intervals at or under target), tardiness (mean p95/target over
-    violating intervals), energy and its reduction against static, configuration changes.
-    QoS is over the intervals that had requests: one without (a live trace's 0 % step) has
-    no latency to meet a target with (recorded as 0 before session 46, as met)."""
-    valid = frame.dropna(subset=["p95"])
-    if "rps" in valid:
-        valid = valid[valid["rps"] > 0]
-    met = valid["p95"] <= valid["target"]
-    violating = valid[~met]
+    violating intervals with a p95), energy and its reduction against static, configuration
+    changes. QoS is over the intervals that had requests or were offered some: one with
+    neither (a live trace's 0 % step) has no latency to meet a target with (recorded as 0
+    before session 46, as met); one offered load that answered none (the service stopped,
+    the latency stream stalled) missed it, whatever its p95 (they were left out, unsaid)."""
+    asked = frame["rps"] > 0 if "rps" in frame else pd.Series(True, index=frame.index)
+    if "offered_rps" in frame:
+        asked |= frame["offered_rps"].fillna(0) > 0
+    valid = frame[asked]
+    met = valid["p95"] <= valid["target"]  # NaN is no p95: not met
+    violating = valid[~met & valid["p95"].notna()]
     energy = float(frame["energy_j"].sum())
     return {
         "qos_guarantee": float(met.mean() * 100) if len(valid) else float("nan"),

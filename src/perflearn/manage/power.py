@@ -71,9 +71,30 @@ class Rapl:
         self.files = sorted(glob.glob("/sys/class/powercap/intel-rapl:[0-9]*/energy_uj"))
         if not self.files or not all(os.access(f, os.R_OK) for f in self.files):
             raise FileNotFoundError("no readable RAPL energy counters under /sys/class/powercap")
+        # where each package's counter wraps to 0 (a 32-bit µJ counter wraps every few minutes at 100 W)
+        self.ranges = [_read_int(os.path.join(os.path.dirname(f), "max_energy_range_uj")) for f in self.files]
+
+    def read(self) -> list[int]:
+        """Each package's counter now, µJ."""
+        return [_read_int(f) or 0 for f in self.files]
+
+    def joules_between(self, before: list[int], after: list[int]) -> float:
+        """Energy from one ``read`` to a later one, over a counter's wrap."""
+        total = 0
+        for a, b, wrap in zip(before, after, self.ranges):
+            total += b - a if b >= a else b + (wrap or 0) + 1 - a
+        return total / 1e6
 
     def joules(self) -> float:
-        return sum(int(open(f).read()) for f in self.files) / 1e6
+        return sum(self.read()) / 1e6
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def rapl_or_none() -> Rapl | None:

@@ -200,6 +200,10 @@ class LiveSniffer:
             if obj.get("type") == "interval":
                 yield obj
 
+    def poll(self) -> int | None:
+        """The capture's exit status once it has ended (as Popen.poll), else None."""
+        return None if self._proc is None else self._proc.poll()
+
     def mark(self) -> None:
         """The measured phase begins now: the summary covers only what follows (SIGUSR1).
         Interval lines go on as before, the one in progress closing early."""
