@@ -507,3 +507,13 @@ def test_wide_data_and_clashing_names(tmp_path):
     assert run("predict", tmp_path / "c", "--points", tmp_path / "c.csv", "-o", tmp_path / "cp.csv").exit_code == 0
     assert (tmp_path / "cp.csv").read_text().splitlines()[0] == \
         "lo,std,hi_measured,hi,std_predicted,lo_predicted,hi_predicted"
+
+
+def test_an_output_directory_that_cannot_be_made_is_refused_before_the_work(tmp_path):
+    """--figures /proc/x ran the whole cross-validation, then failed with exit 1."""
+    r = run("evaluate", "--csv", STEP, "-t", "T", "--family", "cart", "--figures", "/proc/perflearn-x")
+    assert r.exit_code == 2 and "--figures: cannot make the directory '/proc/perflearn-x'" in r.output
+    assert "MRE" not in r.output  # before any work
+    r = run("evaluate", "--csv", STEP, "-t", "T", "--family", "cart", "--scheme", "random", "--repeats", "1")
+    r2 = next(line for line in r.output.splitlines() if line.startswith("│ R²"))
+    assert r2.split("│")[3].strip() == "n/a"  # the std of one split (it read 0)

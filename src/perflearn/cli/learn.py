@@ -476,8 +476,8 @@ def evaluate(
         t.add_column(c, justify="right" if c != "metric" else "left")
     pooled = all_metrics(res.y_true, res.y_pred, quantile)
     for m, label in (("mre", "MRE % (PAAE)"), ("mape", "MAPE %"), ("rmse", "RMSE" + _in(data.schema.unit)), ("r2", "R²")):
-        na = m == "mape" and not math.isfinite(summ[m]["mean"])
-        t.add_row(label, *("n/a" if na else _fmt(v) for v in (summ[m]["mean"], summ[m]["std"], pooled[m])))
+        # undefined is n/a, not "nan": MAPE of a zero target, R² of a test set with one value, the std of one split
+        t.add_row(label, *("n/a" if not math.isfinite(v) else _fmt(v) for v in (summ[m]["mean"], summ[m]["std"], pooled[m])))
     if quantile is not None:
         t.add_row(f"coverage (goal {quantile:g})", _fmt(summ["coverage"]["mean"]), _fmt(summ["coverage"]["std"]),
                   _fmt(pooled["coverage"]))

@@ -169,7 +169,7 @@ class EvalResult:
     def summary(self) -> dict[str, dict[str, float]]:
         # MAPE is NaN on a split with a zero target (undefined): so is its mean, rather than the mean of the others
         return {m: {"mean": float(self.splits[m].mean(skipna=m != "mape")),
-                    "std": float(self.splits[m].std(ddof=1, skipna=m != "mape")) if len(self.splits) > 1 else 0.0}
+                    "std": float(self.splits[m].std(ddof=1, skipna=m != "mape")) if len(self.splits) > 1 else float("nan")}
                 for m in [*METRICS, *(q for q in QUANTILE_METRICS if q in self.splits)]}
 
 
