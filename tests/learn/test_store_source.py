@@ -100,3 +100,20 @@ def test_a_measured_metric_is_a_feature_when_named_context(tmp_path):
     assert meta["schema"]["features"] == ["threads", "cache_misses"] and meta["cv"]["r2"] > 0.99
     r = runner.invoke(app, ["fit", "-e", "nimc", "-s", str(db), "-t", "runtime", "--context-cols", "runtime"])
     assert r.exit_code == 2 and "'runtime' is modelled" in r.output
+
+
+def test_a_csv_written_by_export_warns_that_its_metrics_would_be_features(tmp_path):
+    """perflearn export, then fit --csv: every other metric became a feature (leaking the
+    target), without a word."""
+    db = tmp_path / "p.duckdb"
+    frame = pd.DataFrame({"threads": [1, 2, 4, 8] * 3, "bandwidth": [10.0, 20, 40, 80] * 3})
+    frame["iops"] = frame["bandwidth"] * 2.0
+    with open_store(db) as s:
+        s.import_dataset(Dataset.from_frame(frame, metrics=["iops", "bandwidth"], name="x"), name="x")
+    runner = CliRunner()
+    assert runner.invoke(app, ["export", "x", "-s", str(db), "-o", str(tmp_path / "x.csv")]).exit_code == 0
+    r = runner.invoke(app, ["fit", "--csv", str(tmp_path / "x.csv"), "-t", "iops", "--family", "cart", "--cv", "3"])
+    assert r.exit_code == 0 and "has the columns of `perflearn export`" in r.output and "(threads, bandwidth)" in r.output
+    r = runner.invoke(app, ["fit", "--csv", str(tmp_path / "x.csv"), "-t", "iops", "-m", "iops,bandwidth",
+                            "--family", "cart", "--cv", "3"])
+    assert r.exit_code == 0 and "perflearn export" not in r.output

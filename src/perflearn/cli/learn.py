@@ -92,6 +92,9 @@ def _families(value: str | None) -> list[str] | None:
     return families
 
 
+EXPORTED = {"run_id", "point_id", "rep", "status"}  # the columns `perflearn export` writes before knobs and metrics
+
+
 def load_dataset(
     csv: Path | None,
     experiment: str | None,
@@ -125,6 +128,10 @@ def load_dataset(
         dataset = Dataset.from_csv(csv, metrics=metrics, context=context_cols)
         for note in dataset.notes:
             terminal.warn(note)
+        if EXPORTED <= set(head) and len(metrics) == 1:  # its other metrics would be features, the target's kin
+            terminal.warn(f"{csv.name} has the columns of `perflearn export`: every column but {metrics[0]} is taken "
+                          f"as a knob ({', '.join(dataset.knobs)}); name its other metrics with -m, or read the "
+                          "experiment from its store with -e")
         return _keep_rows(dataset, rows)
     try:
         from perflearn.store import open_store  # type: ignore[attr-defined]
