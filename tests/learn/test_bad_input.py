@@ -70,6 +70,21 @@ def test_unseen_category_at_predict(step_ds):
     _one_line(exc)
 
 
+def test_a_number_asked_of_a_knob_one_typo_made_categorical_says_why():
+    """One "8x" among 1, 2, 4 made threads a feature of categories, and predicting at 3 said
+    only "not seen in training"."""
+    df = pd.DataFrame({"threads": ["1", "2", "4", "8x"] * 2, "perf": [10.0, 20, 40, 80, 11, 21, 41, 81]})
+    model = fit(Dataset.from_frame(df, metrics=["perf"]), "perf", family="cart", cv=2)
+    with pytest.raises(UsageError, match="because training had 8x among its numbers") as exc:
+        model.predict({"threads": 3})
+    _one_line(exc)
+    words = pd.DataFrame({"mode": ["a", "b", "c", "d"] * 2, "perf": [10.0, 20, 40, 80, 11, 21, 41, 81]})
+    model = fit(Dataset.from_frame(words, metrics=["perf"]), "perf", family="cart", cv=2)
+    with pytest.raises(UsageError) as exc:  # categories of words: nothing to say of them
+        model.predict({"mode": "3"})
+    assert "among its numbers" not in str(exc.value)
+
+
 def test_model_trained_on_other_knobs(step_ds):
     model = fit(step_ds, "T", family="cart")
     with pytest.raises(UsageError, match="model was trained on features a, b, c; missing b") as exc:

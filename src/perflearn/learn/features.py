@@ -142,7 +142,7 @@ class FeatureSchema:
                 if unseen:
                     raise UsageError(
                         f"feature {f!r} has category {unseen[0]!r} not seen in training "
-                        f"(known: {_some(sorted(known))})",
+                        f"(known: {_some(sorted(known))}){_why_categories(f, unseen[0], known)}",
                         where=where,
                     )
                 out[f] = values
@@ -354,6 +354,24 @@ def _exact_cover(m: np.ndarray, first: int, candidates: list[int]) -> list[int] 
         return None
 
     return extend(m[:, first].copy(), [first])
+
+
+def _why_categories(feature: str, value: str, known: set[str]) -> str:
+    """Why a number is asked of a feature of categories: a word among its numbers in training
+    (one typo, "8x", made a numeric knob categorical, and 3 then "not seen")."""
+    words = sorted(k for k in known if not _is_number(k))
+    if not _is_number(value) or not words or len(words) > max(1, len(known) // 4):
+        return ""
+    return (f"; it is a feature of categories, not numbers, because training had {_some(words, 3)} among its "
+            "numbers: fix the data if that is a typo, and fit again")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _some(names: list[str], most: int = 12) -> str:
