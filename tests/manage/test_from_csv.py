@@ -62,6 +62,9 @@ def test_a_pass_cut_short_is_a_failed_run_with_every_interval_it_ran(simulated, 
         samples = store.samples("manage-cut")
     assert runs.loc["ondemand", "status"] == "failed" and runs.loc["static", "status"] == "ok"
     assert runs.loc["ondemand", "intervals"] == 17
+    with open_store(tmp_path / "c.duckdb", read_only=True) as store:  # why, in show --runs (it was empty)
+        errors = store.runs("manage-cut").set_index("status")["error"]
+    assert errors["failed"] == "cut short: 17 of the trace's 22 intervals"
     p95 = samples[samples["metric"] == "p95"]
     assert len(p95) == len(cut) and sorted(p95["value"].dropna()) == sorted(cut["p95"].dropna())
     # energy against static's, as the run would have said it
@@ -88,7 +91,20 @@ def test_from_csv_bad_input(simulated, tmp_path):
     bad_cell.loc[3, "p95"] = "fast"
     bad_cell.to_csv(tmp_path / "cell.csv", index=False)
     journal.to_csv(tmp_path / "ok.csv", index=False)
+    for name, column, value in (("neg", "p95", -1.0), ("inf", "p95", float("inf")), ("zero", "target", 0.0)):
+        odd = journal.copy()
+        odd.loc[3, column] = value  # -1 counted as met, inf made the tardiness inf
+        odd.to_csv(tmp_path / f"{name}.csv", index=False)
+    pd.concat([journal, journal.iloc[[0]]]).to_csv(tmp_path / "twice.csv", index=False)
     cases = [
+        (["manage", "--from-csv", str(tmp_path / "neg.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "row 5, column p95: not a latency >= 0 (-1.0)"),
+        (["manage", "--from-csv", str(tmp_path / "inf.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "row 5, column p95: not a latency >= 0 (inf)"),
+        (["manage", "--from-csv", str(tmp_path / "zero.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "row 5, column target: not a target > 0 (0.0)"),
+        (["manage", "--from-csv", str(tmp_path / "twice.csv"), "--store", str(tmp_path / "a.duckdb"), *RUN],
+         "static has 23 intervals, more than the 22 of the steps trace"),
         (["manage", "--from-csv", str(where / "sim.csv"), "--store", str(tmp_path / "a.duckdb")],
          "the --csv of a simulation; run it again with --store"),
         (["manage", "--from-csv", str(tmp_path / "x.csv"), "--store", str(tmp_path / "a.duckdb")],

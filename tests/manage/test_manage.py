@@ -820,6 +820,18 @@ def test_following_the_cost_recovers_a_model_profiled_on_a_faster_server():
     assert float(rows["heimdall-cheapest"][5].rstrip("%")) > 22
 
 
+def test_ticks_too_short_to_see_a_step_and_steps_of_part_intervals_are_said():
+    """--react-ms 1 met 77 % of intervals where 20 met 100 %, without a word; --step-seconds 0.7
+    at 0.5-s intervals held each step one interval."""
+    cli = CliRunner()
+    result = cli.invoke(app, ["manage", "--simulate", "-p", "heimdall", "--step-seconds", "2", "--react-ms", "1"])
+    assert result.exit_code == 0 and "--react-ms 1: a tick holds 33.5 requests at the maximum load" in result.output
+    result = cli.invoke(app, ["manage", "--simulate", "-p", "heimdall", "--step-seconds", "2"])
+    assert result.exit_code == 0 and "a tick holds" not in result.output
+    result = cli.invoke(app, ["manage", "--simulate", "-p", "static", "--interval", "0.5", "--step-seconds", "0.7"])
+    assert result.exit_code == 0 and "each step is held 1 whole intervals" in result.output
+
+
 def test_bad_flags():
     cli = CliRunner()
     for args, fragment in ((["-p", "nope", "--simulate"], "unknown policy 'nope'"),
@@ -856,6 +868,8 @@ def test_bad_flags():
                            (["--profiled-speed", "0", "--simulate"], "--profiled-speed: a speed ratio > 0"),
                            (["--react-ms", "-5", "--simulate"], "--react-ms: 0 (off) or a tick shorter"),
                            (["--react-ms", "1000", "--simulate"], "--react-ms: 0 (off) or a tick shorter"),
+                           # 5e8 ticks an interval grew to 2 GB, then a MemoryError traceback (session 48's audit)
+                           (["--interval", "1e7", "--step-seconds", "1e7", "--simulate"], "more than 1,000: a longer tick"),
                            ([], "or --simulate")):
         result = cli.invoke(app, ["manage", *args])
         assert result.exit_code == 2 and fragment in result.output, result.output
@@ -1209,6 +1223,11 @@ def test_knee_command_on_a_stored_sweep(tmp_path):
     assert f"p95 is in us: --target-ms {target / 1e3:g}" in result.output, result.output
     bad = CliRunner().invoke(app, ["knee", "negative", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
     assert bad.exit_code == 2 and "a negative rate" in bad.output
+    holes = Dataset.from_frame(pd.DataFrame({"rate": rates, "p95": [*latency[:5], None, *latency[6:]]}), metrics=["p95"])
+    with open_store(tmp_path / "s.duckdb") as store:
+        store.import_dataset(holes, "holes")
+    said = CliRunner().invoke(app, ["knee", "holes", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
+    assert said.exit_code == 0 and "1 rate value(s) without a p95 in any ok run, left out of the curve: 16000" in said.output
 
 
 def test_knee_in_saturation_is_doubted(tmp_path):

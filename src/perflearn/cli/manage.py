@@ -159,6 +159,12 @@ def manage(
     if not (0 <= react_ms / 1e3 < interval):  # NaN too
         raise UsageError(f"--react-ms: 0 (off) or a tick shorter than the interval, got {react_ms:g}")
     tick = react_ms / 1e3 or None
+    if tick and interval / tick > MAX_TICKS:  # --interval 1e7 with 20-ms ticks: 2 GB, then MemoryError
+        raise UsageError(f"--react-ms: {interval / tick:.3g} ticks of {react_ms:g} ms in a {interval:g}-s interval, more "
+                         f"than {MAX_TICKS:,}: a longer tick, or 0 (no reaction)")
+    if not math.isclose(step_seconds / interval, round(step_seconds / interval), rel_tol=1e-6):
+        terminal.warn(f"--step-seconds {step_seconds:g} is {step_seconds / interval:.3g} intervals of {interval:g} s: "
+                      f"each step is held {round(step_seconds / interval)} whole intervals")
     try:
         space = ConfigSpace.make(cores, levels)
     except ValueError as exc:
@@ -327,6 +333,19 @@ def _service_cpus(text: str | None, cores: int, simulate: bool, live: bool = Fal
 # forecasts (configurations x intervals): 64 cores x 32 levels on the steps trace (1.1
 # million) took 4 min a policy here, 32 x 10 (176 000) 15 s.
 SIMULATION_INTERVALS = 100_000
+MAX_TICKS = 1_000  # per interval (the default 20-ms tick: 50 in a second)
+# at the maximum load; fewer, and a load step is long within a tick's Poisson noise (simulated, 2-s steps:
+# 100 % of intervals met at 20-ms ticks, 670 requests; 95 % at 10 ms, 91 % at 3 ms, 77 % at 1 ms)
+TICK_REQUESTS = 500
+
+
+def _say_if_ticks_hold_too_few(tick: float | None, max_rps: float) -> None:
+    """Heimdall reacts when a tick's requests exceed the expected by 4 standard deviations:
+    in short ticks a load step stays within the noise longer (--react-ms 1 met 77 % where 20 met 100 %)."""
+    if tick and max_rps * tick < TICK_REQUESTS:
+        terminal.warn(f"--react-ms {tick * 1e3:g}: a tick holds {max_rps * tick:.3g} requests at the maximum load, "
+                      f"fewer than {TICK_REQUESTS}: a load step is told from noise late or never, and Heimdall misses "
+                      f"more (--react-ms {TICK_REQUESTS / max_rps * 1e3:.2g} or more)")
 SIMULATION_SLOW = 500_000
 
 
@@ -347,7 +366,7 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
     """Where each policy's run goes as its loop ends: the store (opened on entry, so bad
     flags found later create nothing), or nowhere."""
     if store is None:
-        yield lambda policy, frame, static_energy, wall_s, complete=True: None
+        yield lambda policy, frame, static_energy, wall_s, complete=True, why=None: None
         return
     from perflearn.manage.record import PolicyRecorder
     from perflearn.store import open_store
@@ -387,6 +406,8 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                    {1e-6: "us", 1e-3: "ms", 1.0: "s"}.get(scale, f"units of {scale:g} s"))
     costs = {label: model_predictor(load(path), 1e-6, what=_option("--cost-model", label))
              for label, path in cost_dirs.items()}
+    if any(n.startswith("heimdall") for n in names):
+        _say_if_ticks_hold_too_few(tick, max_rps)
     rapl = rapl_or_none()
     if rapl is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
@@ -519,12 +540,19 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
     intervals = len(per_interval(_live_segments(trace, 1.0, step_seconds, interval), interval))
     labels = sorted(passes, key=lambda p: p != "static")  # static first, as run: the energy's reference
     static = passes["static"]["energy_j"].sum() if "static" in passes else None
+    over = {p: len(f) for p, f in passes.items() if len(f) > intervals}
+    if over:  # a pass longer than the trace: another trace, or rows twice (it was "cut short", 111 of 110)
+        policy, n = next(iter(over.items()))
+        raise UsageError(f"{path}: {policy} has {n} intervals, more than the {intervals} of the {trace} trace at "
+                         f"--step-seconds {step_seconds:g} and --interval {interval:g}: give the run's own, or a "
+                         "row is there twice")
     cut = {p: len(f) for p, f in passes.items() if len(f) != intervals}
     with _recording(store, name or f"manage-{path.name.split('.')[0]}", labels, f"recorded from {path} ({trace} trace)",
                     power_label) as record:
         for policy in labels:
             frame = passes[policy]
-            record(policy, frame, static, float(frame["t"].max()), policy not in cut)
+            record(policy, frame, static, float(frame["t"].max()), policy not in cut,
+                   f"cut short: {len(frame)} of the trace's {intervals} intervals" if policy in cut else None)
     terminal.info(f"{len(labels)} passes recorded" + (
         "; cut short (failed runs): " + ", ".join(f"{p} ({n} of {intervals} intervals)" for p, n in cut.items())
         if cut else f", each of the {intervals} intervals of the trace"))
@@ -566,6 +594,8 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
                        interval, power, target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost,
                        headroom, experience if "heimdall-experience" in names else None, miss_budget, slot,
                        HOST_QUANTILE if host_quantile is None else host_quantile)
+        if s == seed and any(n.startswith("heimdall") for n in names):
+            _say_if_ticks_hold_too_few(tick, run.max_rps)
         terminal.info(f"seed {s}: simulated service {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s "
                       f"per core; knee p95 {run.knee_target_s * 1e3:.3f} ms; QoS target {run.target_s * 1e3:.3f} ms; "
                       f"max load {run.max_rps:.0f} req/s"
@@ -626,7 +656,12 @@ def knee(
         if not pd.api.types.is_numeric_dtype(frame[column]):
             raise UsageError(f"column {column!r} of {experiment!r} is not numeric (e.g. {frame[column].iloc[0]!r})",
                              where="--x" if column == x else "--y")
-    curve = frame.groupby(x)[y].median().dropna().sort_index()
+    medians = frame.groupby(x)[y].median()
+    unmeasured = medians[medians.isna()].index.tolist()
+    if unmeasured:  # dropped, and the knee moves (80000 to 75000, unsaid)
+        terminal.warn(f"{len(unmeasured)} {x} value(s) without a {y} in any ok run, left out of the curve: "
+                      f"{', '.join(f'{v:g}' for v in sorted(unmeasured)[:5])}")
+    curve = medians.dropna().sort_index()
     if len(curve) and (curve.index.min() < 0 or curve.min() < 0):
         raise UsageError(f"a negative {x if curve.index.min() < 0 else y} in {experiment!r}: a load and a latency "
                          "are at least 0")

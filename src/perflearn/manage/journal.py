@@ -85,6 +85,13 @@ def read_passes(path: Path) -> dict[str, pd.DataFrame]:
                 raise UsageError(f"{path}: row {row + 2}, column {column}: not a number "
                                  f"({frame[column].iloc[row]!r})")
             frame[column] = values
+    for column, ok, what in (("p95", lambda v: v >= 0, "a latency >= 0"), ("p99", lambda v: v >= 0, "a latency >= 0"),
+                             ("target", lambda v: v > 0, "a target > 0")):
+        given = frame[column].notna()  # missing is no request (a p95) or an older file
+        bad = given & ~(frame[column].map(lambda v: math.isfinite(v) and ok(v)) if given.any() else given)
+        if bad.any():  # a p95 of -1 counted as met, inf made the tardiness inf
+            row = int(bad.to_numpy().argmax())
+            raise UsageError(f"{path}: row {row + 2}, column {column}: not {what} ({float(frame[column].iloc[row])!r})")
     for column in ("changed", "settled"):  # written as True/False; missing (older files) is not a change
         known = frame[column].isna() | frame[column].isin([True, False, "True", "False"])
         if not known.all():

@@ -57,7 +57,8 @@ def power_model(spec: str) -> PowerModel:
         values = []
     if len(values) != 3 or not all(0 <= v < math.inf for v in values) or values[1] + values[2] <= 0:  # NaN too
         raise ValueError(f"expected one of {', '.join(PRESETS)} or static,idle,dynamic watts "
-                         f"(finite, non-negative, e.g. 20,1.5,6), got {spec!r}")
+                         f"(finite, non-negative, idle + dynamic above 0: a core that costs nothing leaves "
+                         f"nothing to save; e.g. 20,1.5,6), got {spec!r}")
     return PowerModel(static_w=values[0], core_idle_w=values[1], core_dynamic_w=values[2],
                       label=f"modelled ({values[0]:g},{values[1]:g},{values[2]:g} W)")
 

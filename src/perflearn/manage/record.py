@@ -39,18 +39,18 @@ class PolicyRecorder:
         store.add_points(self.experiment, [(i, json.dumps({"policy": p}), {"policy": p}) for p, i in self.ids.items()])
 
     def record(self, policy: str, frame: pd.DataFrame, static_energy_j: float | None, wall_s: float,
-               complete: bool = True) -> None:
-        """``complete``: False for a pass cut short (an interrupted interleaved comparison): a
-        failed run, its intervals kept as samples."""
+               complete: bool = True, why: str | None = None) -> None:
+        """``complete``: False for a pass cut short (interrupted, or its service failed): a
+        failed run, ``why`` its error (by default "cut short after N intervals"), its intervals
+        kept as samples."""
         summary = summarize(frame, static_energy_j)
         notes = sorted({n for n in frame.get("note", pd.Series(dtype=str)) if n})
-        if not complete:
-            notes.insert(0, f"interrupted after {len(frame)} intervals")
+        error = None if complete else why or f"cut short after {len(frame)} intervals"  # show --runs said nothing
         samples = [(metric, float(row.t), _value(getattr(row, metric)))
                    for row in frame.itertuples(index=False) for metric, _ in SERIES]
         self.store.record_run(self.experiment, RunRecord(
             point_id=self.ids[policy], rep=0, status="ok" if complete else "failed", started=datetime.now(), wall_s=wall_s,
-            notes="; ".join(notes)[:2000] or None, values={m: _value(summary[m]) for m, _ in SUMMARY},
+            error=error, notes="; ".join(notes)[:2000] or None, values={m: _value(summary[m]) for m, _ in SUMMARY},
             samples=samples))
 
 
