@@ -199,7 +199,7 @@ def test_maxrss_below_the_runners_own_peak_is_missing_not_the_runners(write_spec
 
 def test_process_output_is_read_when_a_collector_first_asks(tmp_path):
     """Every process's whole output was read into memory after each run, whether a metric
-    read it or not: a 200 MB stdout cost the runner 758 MB (249 MB now with no metric
+    read it or not: a 200 MB stdout cost the runner 760 MB (177 MB now with no metric
     reading it). The file is read at first use, once."""
     out, err = tmp_path / "w.stdout", tmp_path / "w.stderr"
     result = ProcessResult("workload", 0, None, out, err)
