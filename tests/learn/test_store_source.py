@@ -112,8 +112,9 @@ def test_a_csv_written_by_export_warns_that_its_metrics_would_be_features(tmp_pa
         s.import_dataset(Dataset.from_frame(frame, metrics=["iops", "bandwidth"], name="x"), name="x")
     runner = CliRunner()
     assert runner.invoke(app, ["export", "x", "-s", str(db), "-o", str(tmp_path / "x.csv")]).exit_code == 0
-    r = runner.invoke(app, ["fit", "--csv", str(tmp_path / "x.csv"), "-t", "iops", "--family", "cart", "--cv", "3"])
+    r = runner.invoke(app, ["fit", "--csv", str(tmp_path / "x.csv"), "-t", "iops", "--family", "cart", "--cv", "3",
+                            "-o", str(tmp_path / "m1")])
     assert r.exit_code == 0 and "has the columns of `perflearn export`" in r.output and "(threads, bandwidth)" in r.output
     r = runner.invoke(app, ["fit", "--csv", str(tmp_path / "x.csv"), "-t", "iops", "-m", "iops,bandwidth",
-                            "--family", "cart", "--cv", "3"])
+                            "--family", "cart", "--cv", "3", "-o", str(tmp_path / "m2")])
     assert r.exit_code == 0 and "perflearn export" not in r.output

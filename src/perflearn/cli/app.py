@@ -8,6 +8,7 @@ under PERFLEARN_DEBUG=1.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -124,10 +125,13 @@ def check_output(path: Path | None, where: str, directory: bool = False) -> None
         ancestor = next((a for a in [path, *path.parents] if a.exists()), None)
         if ancestor is not None and not ancestor.is_dir():
             raise UsageError(f"{str(ancestor)!r} is a file, not a directory", where=where)
-        try:  # made now: one that cannot be (/proc/x, a read-only mount) failed after all the work
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"cannot make the directory {str(path)!r}: {exc.strerror}", where=where) from None
+        missing = [a for a in [path, *path.parents] if not a.exists()]
+        if missing:  # one that cannot be made (/proc/x, a read-only mount) failed after all the work
+            try:
+                path.mkdir(parents=True)
+            except OSError as exc:
+                raise UsageError(f"cannot make the directory {str(path)!r}: {exc.strerror}", where=where) from None
+            shutil.rmtree(missing[-1])  # made only to know it can be: bad input later must leave nothing
         return
     if path.is_dir():
         raise UsageError(f"{str(path)!r} is a directory; give a file", where=where)
