@@ -28,7 +28,8 @@ native:
 
 # The fio sweep of examples/, measured here, stored in perflearn-demo.duckdb, its table;
 # then the decision: a model's cross-validated error, its rules, the recommended settings
-# and their gain over the best single default, per access pattern (Kunkel et al.).
+# for the most common access pattern (decide --context for another), and the gain of
+# learned settings over the best single default in every pattern (Kunkel et al.'s table).
 DEMO_STORE := perflearn-demo.duckdb
 demo: setup
 	@rm -f $(DEMO_STORE) $(DEMO_STORE).wal

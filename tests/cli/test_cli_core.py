@@ -196,3 +196,24 @@ def test_show_gives_a_metric_its_own_count_when_some_runs_miss_it(cli, store_pat
     compact = [line for line in cli("show", "half", "--store", store_path, "--compact").output.splitlines()
                if line.split()[:1] == ["1"]]
     assert "11 ± 12.71 (n=2)" in compact[0] and compact[0].count("(n=") == 1  # wall has all four
+
+
+def test_a_duckdb_query_interrupted_is_an_interruption_not_a_bug():
+    """Ctrl-C while DuckDB ran a query came back as DuckDB's exception ("internal error",
+    exit 70, in 2 of 5 tries under load); the CLI tells it apart from a bug."""
+    import threading
+
+    import duckdb
+
+    from perflearn.cli.app import _interrupted_query
+
+    con = duckdb.connect()
+    timer = threading.Timer(0.3, con.interrupt)
+    timer.start()
+    try:
+        with pytest.raises(Exception) as caught:
+            con.execute("SELECT count(*) FROM range(10000000000) a, range(1000) b").fetchall()
+    finally:
+        timer.cancel()
+    assert _interrupted_query(caught.value), repr(caught.value)
+    assert not _interrupted_query(RuntimeError("Query failed")) and not _interrupted_query(ValueError("x"))

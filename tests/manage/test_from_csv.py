@@ -153,3 +153,24 @@ def test_a_row_without_a_policy_or_with_an_odd_flag_is_refused(simulated, tmp_pa
     odd.to_csv(tmp_path / "odd.csv", index=False)
     result = from_csv(tmp_path / "odd.csv", tmp_path / "b.duckdb")
     assert result.exit_code == 2 and "row 6, column changed: not True or False ('maybe')" in result.output, result.output
+
+
+def test_a_last_row_cut_short_is_left_out_and_said(simulated, tmp_path):
+    """A file cut inside its last row (copied while written, a full disk) was refused whole,
+    for the one interval in flight."""
+    where, journal = simulated
+    whole = tmp_path / "whole.csv"
+    journal.to_csv(whole, index=False)
+    text = whole.read_text()
+    last = text.rstrip("\n").rsplit("\n", 1)[1]
+    for keep in (3, len(last) - 4):  # cut in its first cell, and near its end (the policy's name cut)
+        cut = tmp_path / f"cut{keep}.csv"
+        cut.write_text(text[:len(text.rstrip("\n")) - len(last) + keep])
+        result = from_csv(cut, tmp_path / f"c{keep}.duckdb")
+        assert result.exit_code == 0, result.output
+        assert f"its last line (row {len(journal) + 1}) has no line end" in result.output
+        last_policy = journal["policy"].iloc[-1]
+        assert f"{last_policy} (21 of 22 intervals)" in result.output  # that pass, one interval short
+    # a whole file (its last line ended) is read whole, and nothing is said
+    result = from_csv(whole, tmp_path / "w.duckdb")
+    assert result.exit_code == 0 and "no line end" not in result.output

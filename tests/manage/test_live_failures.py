@@ -259,3 +259,33 @@ def test_a_service_that_forks_ends_with_the_manager(tmp_path):
     assert result.exit_code == 0, result.output
     left = subprocess.run(["pgrep", "-f", f"memcached -u root .* {marker}"], capture_output=True, text=True).stdout
     assert left.strip() == "", f"still running: {left}"
+
+
+@pytest.mark.slow
+@needs_memcached
+def test_a_capture_stopped_for_a_while_leaves_every_later_interval_at_its_own_load(tmp_path):
+    """The loop read intervals by count: a 6-s SIGSTOP of perflearn-sniff gave stalls at
+    1.5 intervals each, so the rest of the pass was labelled one interval off (each step's
+    first interval read the step before). Intervals are now placed on the load's clock."""
+
+    def pause(pid: int) -> None:
+        os.kill(pid, signal.SIGSTOP)
+        threading.Timer(6.0, os.kill, (pid, signal.SIGCONT)).start()
+
+    result, csv = run_manage(tmp_path, pause, "-p", "static", after=7, on="perflearn-sniff")
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(csv)
+    assert list(frame["service_interval"]) == list(range(22))  # every interval of the trace, once
+    stalled = frame["note"].fillna("").str.contains("stalled")
+    assert 4 <= stalled.sum() <= 8, frame[["service_interval", "offered_rps", "rps", "note"]]
+    # the backlog the capture read when it ran again went to the intervals its frames were stamped in (those
+    # given up as stalled), not to the one it resumed in (8 000 requests too many)
+    after = frame[frame.index > stalled[stalled].index.max()]
+    assert len(after) >= 7
+    # the kernel's buffer filled meanwhile: what it dropped is said, in the interval the capture resumed in
+    lost = after["note"].fillna("").str.contains("the capture lost")
+    assert lost.sum() <= 1 and not lost.iloc[1:].any()
+    assert after["note"][lost].str.contains("maximum configuration applied").all()  # its low rate not followed
+    # each later interval holds its own step (2-s steps of 1 600 req/s; one interval off read 1 600 away)
+    off = (after["rps"] - after["offered_rps"]).abs()[~lost]
+    assert off.max() < 400, frame[["service_interval", "offered_rps", "rps", "note"]]

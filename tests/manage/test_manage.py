@@ -541,6 +541,71 @@ def test_loop_reliability():
     assert service.applied.count(SPACE.minimum) >= 2  # the failed actuation was retried
 
 
+class ClockedService(Service):
+    """A service on the load's clock that answers with the intervals ``script`` lists, one per
+    call: (index, [indexes measured before it that the loop fell behind on][, partial]), or None
+    (stalled). Each interval's rate is 1000 x (index + 1), so a record's load tells which it holds."""
+
+    def __init__(self, script):
+        self.space, self.script, self.applied = SPACE, list(script), []
+
+    def apply(self, config):
+        self.applied.append(config)
+
+    def observe(self, t):
+        step = self.script.pop(0)
+        if step is None:
+            return None
+        index, behind, partial = (*step, False)[:3]
+        make = lambda k: Measured(1000.0 * (k + 1), 0.2e-3, 0.3e-3, 0.3, index=k)  # noqa: E731
+        return Measured(1000.0 * (index + 1), 0.2e-3, 0.3e-3, 0.3, index=index, behind=[make(k) for k in behind],
+                        partial=partial)
+
+    def close(self):
+        pass
+
+
+class Counting(Static):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.seen = []
+
+    def decide(self, o):
+        self.seen.append(o.rps)
+        return self.space.maximum
+
+
+def test_intervals_the_loop_passed_over_keep_their_places():
+    """A live loop that fell behind (two lines waiting) decides on the newest; one whose
+    lines of some intervals never came goes on. Read by count, every later interval was
+    labelled with an earlier one's load; now each is recorded in its place, the passed-over
+    ones measured (where the service has them) but not decided on."""
+    # interval 1 stalled; then 2 and 3 waited with 4 (the loop decides on 4); 5's line never came
+    service = ClockedService([(0, []), None, (4, [2, 3]), (6, []), (7, [])])
+    policy = Counting(SPACE, TARGET, 1000)
+    frame = control_loop(policy, service, 8, 1.0, PowerModel(), offered=[100.0 * k for k in range(8)])
+    assert list(frame["service_interval"]) == list(range(8))
+    assert list(frame["offered_rps"]) == [100.0 * k for k in range(8)]  # each record is its own interval
+    assert frame["rps"].tolist()[:5] == [1000.0, 0.0, 3000.0, 4000.0, 5000.0]
+    assert frame["rps"].tolist()[5] == 0.0 and math.isnan(frame["p95"].tolist()[5])
+    assert policy.seen == [1000.0, 5000.0, 7000.0, 8000.0]  # decided on what it measured last, never twice
+    notes = frame["note"].tolist()
+    assert "stalled" in notes[1]
+    assert all("measured, not decided on" in n for n in notes[2:4]) and "neither measured" in notes[5]
+    assert not frame["changed"].iloc[2:4].any() and frame["predicted"].iloc[2:4].isna().all()
+    assert frame["t"].tolist() == [float(k + 1) for k in range(8)]  # the policy's clock too
+    # an interval whose capture lost packets reads as a load drop: not decided on, the maximum applied
+    lossy = ClockedService([(0, []), (1, [], True), (2, [])])
+    minimal = Counting(SPACE, TARGET, 1000)
+    minimal.decide = lambda o: minimal.seen.append(o.rps) or SPACE.minimum
+    frame = control_loop(minimal, lossy, 3, 1.0, PowerModel())
+    assert minimal.seen == [1000.0, 3000.0] and "maximum configuration applied" in frame["note"].iloc[1]
+    assert lossy.applied[-2] == SPACE.minimum and SPACE.maximum in lossy.applied[2:-1]
+    # an interval past the run (another policy's turn, or the trace's end) is not recorded
+    short = control_loop(Counting(SPACE, TARGET, 1000), ClockedService([(0, []), (3, [1])]), 2, 1.0, PowerModel())
+    assert list(short["service_interval"]) == [0, 1] and short["rps"].tolist() == [1000.0, 2000.0]
+
+
 class HalfAppliedService(FlakyService):
     """Its second actuation (to the minimum) writes the cpuset, then the quota write fails:
     the service runs neither configuration. Then the latency stream stalls."""
@@ -835,21 +900,21 @@ def test_ticks_too_short_to_see_a_step_and_steps_of_part_intervals_are_said():
 def test_bad_flags():
     cli = CliRunner()
     for args, fragment in ((["-p", "nope", "--simulate"], "unknown policy 'nope'"),
-                           (["--target-ms", "0", "--simulate"], "--target-ms: a finite number > 0"),
+                           (["--target-ms", "0", "--simulate"], "--target-ms: a number > 0 and at most 3.6e+06"),
                            (["--headroom", "0", "--simulate"], "--headroom: a fraction of the capacity in (0, 1]"),
                            (["--headroom", "nan", "--simulate"], "--headroom: a fraction of the capacity in (0, 1]"),
                            (["--trace", "stairs", "--simulate"], "--trace: expected steps, diurnal, ladder"),
                            (["-p", "sweeps", "--simulate"], "unknown policy 'sweeps'"),
                            # fuzzing, session 19: these ran (nan: a target nothing met) or crashed
-                           (["--target-ms", "nan", "--simulate"], "--target-ms: a finite number > 0, got nan"),
-                           (["--mu", "0", "--simulate"], "--mu: a finite number > 0"),
-                           (["--mu", "-5", "--simulate"], "--mu: a finite number > 0"),
+                           (["--target-ms", "nan", "--simulate"], "--target-ms: a number > 0 and at most 3.6e+06 (one hour), got nan"),
+                           (["--mu", "0", "--simulate"], "--mu: a number > 0"),
+                           (["--mu", "-5", "--simulate"], "--mu: a number > 0"),
                            (["--base-us", "-1", "--simulate"], "--base-us: a delay of 0 to 1e6 us"),
                            # fuzzing, session 20: an exit-70 crash, a run under nan watts, minutes unbounded
                            (["--mu", "1e-300", "--simulate"], "--mu: requests/s one core serves, 1 to 1e9"),
                            (["--base-us", "1e300", "--simulate"], "--base-us: a delay of 0 to 1e6 us"),
-                           (["--power", "nan,1,1", "--simulate"], "(finite, non-negative"),
-                           (["--power", "1,inf,1", "--simulate"], "(finite, non-negative"),
+                           (["--power", "nan,1,1", "--simulate"], "(from 0 to 1e6 each"),
+                           (["--power", "1,inf,1", "--simulate"], "(from 0 to 1e6 each"),
                            (["--levels", "100000", "--simulate"], "at most 1000 speed levels"),
                            (["--cores", "100000", "--levels", "100", "--simulate"], "more than 4096"),
                            (["--step-seconds", "100000", "--simulate"], "would be 1.1e+06 intervals, more than the simulator's"),
@@ -864,8 +929,14 @@ def test_bad_flags():
                            (["--cores", "0", "--simulate"], "--cores/--levels"),
                            (["--power", "1,2", "--simulate"], "--power: expected one of server, tx1"),
                            (["--power", "laptop", "--simulate"], "--power"),
-                           (["--seeds", "0", "--simulate"], "--seeds: at least 1"),
-                           (["--profiled-speed", "0", "--simulate"], "--profiled-speed: a speed ratio > 0"),
+                           (["--seeds", "0", "--simulate"], "--seeds: 1 to 1000, got 0"),
+                           (["--profiled-speed", "0", "--simulate"], "--profiled-speed: a speed ratio from 0.001 to 1000"),
+                           # session 48's audit: inf kJ, a 200-digit target, an internal message, no end
+                           (["--power", "1e308,1,1", "--simulate"], "(from 0 to 1e6 each"),
+                           (["--target-ms", "1e300", "--simulate"], "--target-ms: a number > 0 and at most 3.6e+06"),
+                           (["--max-rps", "1e300"], "--max-rps: a number > 0 and at most 1e+09"),
+                           (["--profiled-speed", "1e300", "--simulate"], "--profiled-speed: a speed ratio from 0.001"),
+                           (["--seeds", "1000000000", "--simulate"], "--seeds: 1 to 1000, got 1000000000"),
                            (["--react-ms", "-5", "--simulate"], "--react-ms: 0 (off) or a tick shorter"),
                            (["--react-ms", "1000", "--simulate"], "--react-ms: 0 (off) or a tick shorter"),
                            # 5e8 ticks an interval grew to 2 GB, then a MemoryError traceback (session 48's audit)

@@ -194,3 +194,37 @@ def test_live_rates_are_over_the_time_covered(wire_tools, can_capture, memcached
     span = max(r["t_resp"] for r in wire.records) - min(r["t"] for r in wire.records)
     assert s["rps"] == pytest.approx(s["requests"] / span, rel=1e-4)  # epoch seconds in f64
     assert s["rps"] == pytest.approx(load.summary["rps"], rel=0.1)
+
+
+def test_a_stopped_capture_stops_at_once(wire_tools, can_capture):
+    """A SIGSTOPped perflearn-sniff held the SIGINT that stops it until SIGCONT: 30 s, then
+    a kill (a manager's exit after its capture was stopped)."""
+    import signal
+
+    sniffer = LiveSniffer("lo", bpf="tcp port 9", ports=[9]).start()
+    os.kill(sniffer._proc.pid, signal.SIGSTOP)
+    result = sniffer.stop()  # before, a PerflearnError: killed after 30 s
+    assert sniffer._proc.returncode in (0, -signal.SIGINT)  # stopped by its SIGINT, not killed
+    assert result.summary["requests"] == 0  # and it wrote its summary
+
+
+def test_a_capture_that_ran_again_puts_its_backlog_where_it_was_stamped(wire_tools, can_capture, memcached):
+    """A stopped (or starved) capture closed the intervals it missed on its timer before it
+    read the packets waiting in the kernel's buffer: their requests went to the interval it
+    resumed in (a 1.5-s stop of 2 000/s: 3 000 requests too many in one 0.5-s interval).
+    Each request now counts in the interval its packets were stamped in."""
+    import signal
+    import threading
+
+    with LiveSniffer("lo", bpf=f"tcp port {memcached.port}", ports=[memcached.port], interval=0.5) as sniffer:
+        pid = sniffer._proc.pid
+        threading.Timer(1.0, os.kill, (pid, signal.SIGSTOP)).start()
+        threading.Timer(2.5, os.kill, (pid, signal.SIGCONT)).start()
+        load = run_load(memcached.address, "memcache-binary", rate=2000, duration=4.0, connections=4,
+                        extra=["--arrivals", "uniform"])
+    wire = sniffer.result
+    assert wire.summary["kernel"]["dropped"] == 0  # nothing lost: 3 000 requests fit the buffer
+    assert wire.summary["requests"] == load.summary["completed"]
+    busy = [i for i in wire.intervals if i["start"] >= load.summary["start"] + 0.1 and i["end"] <= load.summary["end"] - 0.1]
+    assert len(busy) >= 5
+    assert max(i["requests"] for i in busy) <= 1000 * 1.2, [i["requests"] for i in wire.intervals]

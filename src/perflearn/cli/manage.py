@@ -126,9 +126,11 @@ def manage(
     if not (0 < miss_budget < 1):  # NaN too
         raise UsageError(f"--miss-budget: a share of the intervals in (0, 1), got {miss_budget:g}")
     # NaN passes every comparison as False: finite and positive, said positively
-    for option, value in (("--target-ms", target_ms), ("--max-rps", max_rps), ("--mu", mu)):
-        if value is not None and not (0 < value < math.inf):
-            raise UsageError(f"{option}: a finite number > 0, got {value:g}")
+    # bounded far beyond any service, so that none overflows (--target-ms 1e300 printed a 200-digit target)
+    for option, value, most, what in (("--target-ms", target_ms, 3.6e6, "one hour"),
+                                      ("--max-rps", max_rps, 1e9, "1e9 requests/s"), ("--mu", mu, 1e9, "1e9 requests/s")):
+        if value is not None and not (0 < value <= most):
+            raise UsageError(f"{option}: a number > 0 and at most {most:g} ({what}), got {value:g}")
     if headroom is not None and not (0 < headroom <= 1):  # NaN too
         raise UsageError(f"--headroom: a fraction of the capacity in (0, 1], got {headroom:g}")
     if not (0 <= base_us <= 1e6):  # NaN too
@@ -141,8 +143,8 @@ def manage(
     check_output(csv, "--csv")  # it failed at the end, the whole run lost with it
     if trace not in TRACES:
         raise UsageError(f"--trace: expected {', '.join(TRACES)}, got {trace!r}")
-    if seeds < 1:
-        raise UsageError(f"--seeds: at least 1, got {seeds}")
+    if not (1 <= seeds <= MAX_SEEDS):  # each is the whole protocol again: 1e9 ran until killed
+        raise UsageError(f"--seeds: 1 to {MAX_SEEDS}, got {seeds}")
     if not (0 <= slow_host <= 1):  # NaN too
         raise UsageError(f"--slow-host: a share of the intervals in [0, 1], got {slow_host:g}")
     if slow_host and not simulate:
@@ -152,8 +154,8 @@ def manage(
                                 ("--seeds", seeds != 1), ("--profiled-speed", profiled_speed != 1.0)) if v]
         if given:
             raise UsageError(f"{given[0]}: the simulator's option (--simulate); a live run measures its service")
-    if not (0 < profiled_speed < math.inf):
-        raise UsageError(f"--profiled-speed: a speed ratio > 0, got {profiled_speed:g}")
+    if not (1e-3 <= profiled_speed <= 1e3):  # 1e300 failed inside the simulator, naming no option
+        raise UsageError(f"--profiled-speed: a speed ratio from 0.001 to 1000, got {profiled_speed:g}")
     if not (0.01 <= interval < math.inf) or not (interval <= step_seconds < math.inf):  # NaN fails both
         raise UsageError("--interval must be at least 0.01 s and --step-seconds at least one interval, both finite")
     if not (0 <= react_ms / 1e3 < interval):  # NaN too
@@ -203,10 +205,11 @@ def manage(
     slot = max(1, round(step_seconds / interval)) if interleave else None
     order = ([] if profiling else ["static"]) + [n for n in names if n != "static"]
     rows = with_learning(order)
+    rapl = None if simulate else rapl_or_none()  # looked up once: the label said and the energy read agree
     recording = _recording(store, name or f"manage-{'sim' if simulate else 'live'}-{time.strftime('%Y%m%d-%H%M%S')}",
                            rows if seeds == 1 or not simulate else [f"{r}@{s}" for s in range(seed, seed + seeds) for r in rows],
                            f"{'simulated' if simulate else service} on the {trace} trace, {cores} cores x {levels} levels",
-                           power_.label if simulate or rapl_or_none() is None else Rapl.label)
+                           power_.label if rapl is None else Rapl.label)
     cpus = _service_cpus(service_cpus, cores, simulate, live=bool(service) and not simulate)
     if simulate:
         _check_simulation_size(space, trace, step_seconds, interval, mu)
@@ -225,7 +228,7 @@ def manage(
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, models,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
               shlex.split(load_args), power_, tick, cost_models, order, headroom, cpus, experience, miss_budget, slot,
-              quantiles)
+              quantiles, rapl)
 
 
 LABEL = re.compile(r"[A-Za-z0-9_.-]+")
@@ -333,6 +336,7 @@ def _service_cpus(text: str | None, cores: int, simulate: bool, live: bool = Fal
 # forecasts (configurations x intervals): 64 cores x 32 levels on the steps trace (1.1
 # million) took 4 min a policy here, 32 x 10 (176 000) 15 s.
 SIMULATION_INTERVALS = 100_000
+MAX_SEEDS = 1_000  # --seeds: a thousand repetitions of the protocol is hours already
 MAX_TICKS = 1_000  # per interval (the default 20-ms tick: 50 in a second)
 # at the maximum load; fewer, and a load step is long within a tick's Poisson noise (simulated, 2-s steps:
 # 100 % of intervals met at 20-ms ticks, 670 requests; 95 % at 10 ms, 91 % at 3 ms, 77 % at 1 ms)
@@ -379,14 +383,13 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 
 def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, trace, step_seconds, interval,
           figure, csv, record, load_args, power, tick, cost_dirs, order, headroom, service_cpus=None, experience_csvs=None,
-          miss_budget=0.01, slot=None, quantiles: dict | None = None) -> None:
+          miss_budget=0.01, slot=None, quantiles: dict | None = None, rapl=None) -> None:
     from perflearn.manage.compare import check_unit, figure as draw, model_predictor
     from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.journal import IntervalCsv
     from perflearn.manage.live import LiveService, work_directory, write_trace
     from perflearn.manage.loop import comparison, summarize
     from perflearn.manage.policies import HOST_QUANTILE, make_policy, variant
-    from perflearn.manage.power import rapl_or_none
     from perflearn.manage.simulator import per_interval
     from perflearn.runner.process import free_port
 
@@ -408,7 +411,6 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
              for label, path in cost_dirs.items()}
     if any(n.startswith("heimdall") for n in names):
         _say_if_ticks_hold_too_few(tick, max_rps)
-    rapl = rapl_or_none()
     if rapl is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
     else:  # measured, every interval; --power still prices the same intervals afterwards (--from-csv)
@@ -535,7 +537,7 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
 
     if store is None:
         raise UsageError("--from-csv records in a results store: give --store")
-    passes = {label: energy_under(frame, power).reset_index(drop=True) for label, frame in read_passes(path).items()}
+    passes = {label: energy_under(frame, power).reset_index(drop=True) for label, frame in read_passes(path, terminal.warn).items()}
     power_label = power.label
     intervals = len(per_interval(_live_segments(trace, 1.0, step_seconds, interval), interval))
     labels = sorted(passes, key=lambda p: p != "static")  # static first, as run: the energy's reference

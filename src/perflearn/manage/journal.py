@@ -7,7 +7,9 @@ such a file back, pass by pass (``perflearn manage --from-csv`` records them).""
 from __future__ import annotations
 
 import csv
+import io
 import math
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 
@@ -55,15 +57,24 @@ def _cell(value):
     return value
 
 
-def read_passes(path: Path) -> dict[str, pd.DataFrame]:
+def read_passes(path: Path, warn: Callable[[str], None] | None = None) -> dict[str, pd.DataFrame]:
     """The passes of a live ``--csv`` file by label, in the order they first ran, each
-    its intervals in the order it ran them. Anything else is one ``UsageError`` line."""
+    its intervals in the order it ran them. Anything else is one ``UsageError`` line. A
+    last row cut short (no line end: the file copied while it was written, a full disk)
+    is left out, ``warn`` told: it is at most the interval in flight, and it made the
+    whole file unreadable."""
     try:
-        frame = pd.read_csv(path, low_memory=False)
+        data = path.read_bytes()
+        cut = data[-1:] not in (b"", b"\n", b"\r")
+        if cut:  # what follows the last line end; a quote opened in it made the whole file "not a CSV file"
+            data = data[:data.rfind(b"\n") + 1]
+        frame = pd.read_csv(io.BytesIO(data), low_memory=False)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise UsageError(f"{path}: not a CSV file ({str(exc).splitlines()[0]})") from None
+    if cut and warn is not None:
+        warn(f"{path}: its last line (row {len(frame) + 2}) has no line end, cut short as it was written: left out")
     if "seed" in frame:  # a simulated run: one pass per policy and seed, and reproducible
         raise UsageError(f"{path}: the --csv of a simulation; run it again with --store (the same seeds give "
                          "the same intervals)")

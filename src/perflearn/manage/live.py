@@ -41,6 +41,11 @@ from .loop import Measured, Service
 from .power import Rapl
 
 
+# How late after its end an interval's line may come and still be the stream's: perflearn-sniff
+# closes intervals on a timer of at most 100 ms, 20 ms behind the packets
+SNIFFER_DELAY_S = 0.15
+
+
 def _usage(group: cgroups.Group) -> tuple[float | None, float | None]:
     """(CPU seconds the group used so far, seconds its run queues were throttled by its CFS
     quota so far), each None where the kernel does not report it. CPU time: v1
@@ -130,6 +135,9 @@ class LiveService(Service):
         self.lines: queue.Queue = queue.Queue()
         self.carry: list[dict] = []  # ticks read after their interval's line
         self.intervals_seen = 0
+        self.origin: float | None = None  # wall-clock start of the first interval of the trace (the sniffer's clock)
+        self.expected = 0  # the interval of the load's clock the loop asks for next
+        self.lost = 0  # packets the kernel dropped from the capture so far, as the last interval recorded said
         self.load_started = threading.Event()
         self.load_start = float("inf")  # wall-clock time the load profile began (after any preload)
         self.sniffer = LiveSniffer(interface, bpf=f"tcp port {port}", protocol=protocol, ports=[port],
@@ -152,7 +160,14 @@ class LiveService(Service):
             if obj["type"] == "interval" and not self.intervals_seen and \
                     float(obj.get("end", 0.0)) - float(obj["start"]) < self.interval / 2:
                 return
-            self.intervals_seen += obj["type"] == "interval"
+            if obj["type"] == "interval":
+                self.intervals_seen += 1
+                if self.origin is None:
+                    self.origin = float(obj["start"])
+            # its place on the load's clock: the sniffer's intervals lie on a grid from the mark, one line each
+            # (those it could not write while stopped come together when it runs again)
+            obj["index"] = math.floor((float(obj.get("start", 0.0)) - self.origin) / self.interval + 1e-6) \
+                if self.origin is not None else 0
             self.lines.put(obj)
 
     def _read_load(self) -> None:
@@ -197,14 +212,23 @@ class LiveService(Service):
         self.config = config
 
     def observe(self, t: float, react=None) -> Measured | None:
+        """The interval ``self.expected`` of the load's clock, measured; None if its line is
+        not there half an interval (and the sniffer's own delay) after it ended: the stream
+        stalled. Lines of intervals already given up as stalled are passed over when they
+        come; when the loop fell behind (lines of later intervals wait), the newest is the
+        one returned, those before it in ``behind``."""
         self._check_running()
-        deadline = time.monotonic() + self.interval * 1.5
+        origin = self.origin if self.origin is not None else self.load_start
+        deadline = origin + (self.expected + 1.5) * self.interval + SNIFFER_DELAY_S  # wall clock, the sniffer's
         line, ticks = None, []
         while line is None:
             try:
-                got = self.carry.pop(0) if self.carry else self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                got = self.carry.pop(0) if self.carry else self.lines.get(timeout=max(0.0, deadline - time.time()))
             except queue.Empty:
+                self.expected += 1  # given up: its line, if it comes, is passed over
                 return None  # the latency stream stalled
+            if got["index"] < self.expected:  # of an interval given up as stalled, or a tick of one
+                continue
             if got.get("type") != "tick":
                 line = got
                 continue
@@ -214,11 +238,19 @@ class LiveService(Service):
         waiting = []
         while not self.lines.empty():
             waiting.append(self.lines.get_nowait())
-        newest = max((i for i, obj in enumerate(waiting) if obj.get("type") != "tick"), default=None)
-        if newest is not None:  # the loop fell behind: the newest interval, the ticks after it
-            ticks += [obj for obj in waiting[:newest] if obj.get("type") == "tick"]
-            line, waiting = waiting[newest], waiting[newest + 1:]
+        earlier = []  # (line, ticks) of intervals the loop fell behind on
+        newest = max((k for k, obj in enumerate(waiting) if obj.get("type") != "tick"), default=None)
+        if newest is not None:  # the loop fell behind: the newest interval is the one to decide on
+            pending = []  # ticks come before the interval line they end with
+            for obj in waiting[:newest + 1]:
+                if obj.get("type") == "tick":
+                    pending.append(obj)
+                else:
+                    earlier.append((line, ticks))
+                    line, ticks, pending = obj, pending, []
+            waiting = waiting[newest + 1:]
         self.carry = waiting  # ticks of the next interval
+        self.expected = line["index"] + 1
         now, (cpu, throttled) = time.monotonic(), _usage(self.group)
         utilisation, power = 0.0, {}
         if cpu is not None and self.last_cpu is not None and now > self.last_time:
@@ -235,10 +267,25 @@ class LiveService(Service):
         if throttled is not None and self.last_throttled is not None:  # ms the quota held the service back
             extra["throttled_ms"] = max(0.0, throttled - self.last_throttled) * 1e3
         self.last_throttled = throttled
+        behind = [_measured(old, old_ticks, utilisation, power, self._lost(old)) for old, old_ticks in earlier]
         p95, p99, note = interval_latency(line, ticks)
+        lost = self._lost(line)
+        note = "; ".join(filter(None, [note, lost]))
         if note:
             extra["note"] = note
-        return Measured(rps, p95, p99, utilisation, **power, **extra)
+        return Measured(rps, p95, p99, utilisation, **power, **extra, index=line["index"], behind=behind,
+                        partial=lost is not None)
+
+    def _lost(self, line: dict) -> str | None:
+        """What to say of packets the kernel dropped from the capture by the end of ``line``
+        since the interval recorded before it (the capture's buffer was full: it was stopped
+        or starved): its rate and latency are of the requests it still saw."""
+        kernel = line.get("kernel") or {}
+        lost = int(kernel.get("dropped") or 0) + int(kernel.get("if_dropped") or 0)
+        new, self.lost = lost - self.lost, max(lost, self.lost)
+        if new <= 0:
+            return None
+        return f"the capture lost {new} packets in the kernel by the interval's end: its rate and latency are of the rest"
 
     def _check_running(self) -> None:
         """A service or load generator that has exited ends the run, saying so: its intervals
@@ -289,6 +336,14 @@ class LiveService(Service):
             self.group.remove()
             if self.harness:
                 _place_threads(self.affinity)
+
+
+def _measured(line: dict, ticks: list[dict], utilisation: float, power: dict, lost: str | None) -> Measured:
+    """An interval the loop fell behind on: its own rate and latency; the CPU time and energy
+    read since the last decision, over all of them."""
+    p95, p99, note = interval_latency(line, ticks)
+    return Measured(float(line.get("rps", 0.0)), p95, p99, utilisation, **power, note="; ".join(filter(None, [note, lost])),
+                    index=line["index"])
 
 
 def _place_threads(cpus: list[int]) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import partial
 
 import pandas as pd
@@ -44,6 +44,13 @@ class Measured:
     # where the kernel does not say): where the speed level is a quota, the baselines' misses came with it
     throttled_ms: float | None = None
     note: str = ""  # what the service says of the interval's measurement (e.g. requests left unanswered)
+    # its place on the load's clock (the service's intervals from 0; None where the service does not say, as the
+    # simulator, whose intervals are its calls): the loop labels it by that, not by how many it has read
+    index: int | None = None
+    # intervals before it the loop fell behind on (measured, never decided on), oldest first, each with its index
+    behind: list[Measured] = field(default_factory=list)
+    # requests went unseen (the capture lost packets): its rate is too low to decide on (it reads as a load drop)
+    partial: bool = False
 
 
 React = Callable[[float], None]  # called with the arrival rate of each tick inside an interval
@@ -177,13 +184,24 @@ class Controller:
             self.config, self.unsure = new, False
 
         reacting = bool(service.tick_s) and policy.reacts
-        for i, offered_rps in enumerate(offered):
+        i = 0
+        while i < len(offered):
             if realtime:
                 time.sleep(max(0.0, started + (i + 1) * interval_s - time.monotonic()))
             t = (len(self.records) + 1) * interval_s  # the policy's own clock
             note = ""
             events[:] = first_note if i == 0 else []
             measured = service.observe(t, react) if reacting else service.observe(t)
+            if measured is not None and measured.index is not None and measured.index > first + i:
+                # the service's clock went past intervals this run never decided on: each in its place,
+                # so that every later interval keeps its own load (read by count, a 6-s stall of the
+                # capture left the rest of the pass one interval off)
+                said = len(first_note) if i == 0 else 0  # the run's first note goes with its first record
+                i = self._passed_over(measured, offered, first, i, events[:said])
+                del events[:said]  # a tick's reactions stay with the interval they end in
+                if i >= len(offered):  # what was measured lies past this run (the next turn's, or the trace's end)
+                    break
+                t = (len(self.records) + 1) * interval_s
             reactions = sum(e.startswith("reacted") for e in events)
             config = self.config  # a reaction's, if any
             # its configuration ran through it and the interval before: the record's and the policy's to know
@@ -194,6 +212,9 @@ class Controller:
                 note = "latency stream stalled: maximum configuration applied"
                 new = service.space.maximum
                 measured = Measured(0.0, float("nan"), float("nan"), 1.0)
+            elif measured.partial:  # as a stall: the policy would follow a load that only looks low
+                note = "maximum configuration applied"
+                new, settled = service.space.maximum, False  # nor is it a configuration's latency to learn from
             else:
                 power_w = measured.power_w if measured.power_w is not None else power.watts(config, measured.utilisation)
                 measured.power_w = power_w
@@ -207,14 +228,8 @@ class Controller:
                 except Exception as exc:  # a model that fails must not leave the service under-provisioned
                     note = f"policy failed ({type(exc).__name__}: {exc}): maximum configuration applied"
                     new = service.space.maximum
-            if measured.power_w is None:
-                measured.power_w = power.watts(config, measured.utilisation)
-            self.records.append(IntervalRecord(
-                t, offered_rps, measured.rps, measured.p95, measured.p99, policy.target,
-                config.cores, config.level, policy.predicted, measured.utilisation, measured.power_w,
-                measured.power_w * interval_s,
-                new != config, "; ".join(filter(None, [*events, measured.note, note])), reactions, settled, cost_us,
-                measured.host_probe_us, measured.host_probe_min_us, measured.throttled_ms, first + i))
+            self._append(t, offered[i], measured, config, policy.predicted, new != config,
+                         [*events, measured.note, note], reactions, settled, cost_us, first + i)
             if new != config or self.unsure:
                 try:
                     service.apply(new)
@@ -226,6 +241,39 @@ class Controller:
                         f"actuation failed: {exc}"
             if self.log is not None:
                 self.log(self.records[-1])
+            i += 1
+
+    def _append(self, t: float, offered_rps: float | None, measured: Measured, config: Configuration,
+                predicted: float | None, changed: bool, notes: list[str], reactions: int = 0, settled: bool = False,
+                cost_us: float | None = None, service_interval: int | None = None) -> None:
+        if measured.power_w is None:
+            measured.power_w = self.power.watts(config, measured.utilisation)
+        self.records.append(IntervalRecord(
+            t, offered_rps, measured.rps, measured.p95, measured.p99, self.policy.target,
+            config.cores, config.level, predicted, measured.utilisation, measured.power_w,
+            measured.power_w * self.interval, changed, "; ".join(filter(None, notes)), reactions, settled, cost_us,
+            measured.host_probe_us, measured.host_probe_min_us, measured.throttled_ms, service_interval))
+
+    def _passed_over(self, measured: Measured, offered: list[float | None], first: int, i: int,
+                     events: list[str]) -> int:
+        """Record the intervals from the run's ``i``-th up to the one ``measured`` holds, which
+        the loop never decided on (it fell behind), with the configuration in force: their
+        measurement where the service has it (``measured.behind``), else none (no latency:
+        a miss where it was offered load). The run's position after them."""
+        by_index = {m.index: m for m in measured.behind}
+        while first + i < measured.index and i < len(offered):
+            got = by_index.get(first + i)
+            note = "the loop fell behind: measured, not decided on" if got else \
+                "the loop fell behind: neither measured nor decided on"
+            if got is None:
+                got = Measured(0.0, float("nan"), float("nan"), measured.utilisation)
+            self._append((len(self.records) + 1) * self.interval, offered[i], got, self.config, None, False,
+                         [*events, got.note, note], service_interval=first + i)
+            events = []
+            if self.log is not None:
+                self.log(self.records[-1])
+            i += 1
+        return i
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([asdict(r) for r in self.records])

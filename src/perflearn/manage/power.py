@@ -55,9 +55,10 @@ def power_model(spec: str) -> PowerModel:
         values = [float(p) for p in parts]
     except ValueError:
         values = []
-    if len(values) != 3 or not all(0 <= v < math.inf for v in values) or values[1] + values[2] <= 0:  # NaN too
+    # at most a megawatt each: 1e308 printed inf kJ
+    if len(values) != 3 or not all(0 <= v <= 1e6 for v in values) or values[1] + values[2] <= 0:  # NaN too
         raise ValueError(f"expected one of {', '.join(PRESETS)} or static,idle,dynamic watts "
-                         f"(finite, non-negative, idle + dynamic above 0: a core that costs nothing leaves "
+                         f"(from 0 to 1e6 each, idle + dynamic above 0: a core that costs nothing leaves "
                          f"nothing to save; e.g. 20,1.5,6), got {spec!r}")
     return PowerModel(static_w=values[0], core_idle_w=values[1], core_dynamic_w=values[2],
                       label=f"modelled ({values[0]:g},{values[1]:g},{values[2]:g} W)")

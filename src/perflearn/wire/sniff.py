@@ -216,6 +216,8 @@ class LiveSniffer:
             return self.result
         if self._proc.poll() is None:
             self._proc.send_signal(signal.SIGINT)
+            # a stopped capture (SIGSTOP, a debugger's) holds the SIGINT until it runs again: 30 s, then a kill
+            self._proc.send_signal(signal.SIGCONT)
         try:
             self._proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -267,7 +267,14 @@ fn run(args: Args) -> Result<(), WireError> {
             if let Ok(k) = cap.stats() {
                 kernel = k;
             }
-            reporter.clock(now_ns().saturating_sub(lag_ns), &analyzer.counters(), gauges(&analyzer), Some(&kernel));
+            let closed_by = now_ns().saturating_sub(lag_ns);
+            // Behind the kernel's buffer (the frame just read is older than that), frames still
+            // waiting belong to the intervals the wall clock would close: they close them
+            // themselves. A capture stopped or starved for a while put its backlog in the
+            // interval it resumed in (8 000 requests of a 6-s SIGSTOP in one 1-s interval).
+            if frame_ts.map_or(true, |ts| ts >= closed_by) {
+                reporter.clock(closed_by, &analyzer.counters(), gauges(&analyzer), Some(&kernel));
+            }
         }
         if let Some(e) = reporter.take_error() {
             if e.kind() == io::ErrorKind::BrokenPipe {
