@@ -289,3 +289,41 @@ def test_a_capture_stopped_for_a_while_leaves_every_later_interval_at_its_own_lo
     # each later interval holds its own step (2-s steps of 1 600 req/s; one interval off read 1 600 away)
     off = (after["rps"] - after["offered_rps"]).abs()[~lost]
     assert off.max() < 400, frame[["service_interval", "offered_rps", "rps", "note"]]
+
+
+@pytest.mark.slow
+@needs_memcached
+def test_a_manager_stopped_for_a_while_records_what_it_missed_in_its_places(tmp_path):
+    """The manager itself stopped (SIGSTOP; a starved host) while the service, the load and
+    the capture ran on: the intervals it missed are recorded in their places, measured but
+    not decided on, and every later one keeps its own load."""
+    import sys
+
+    from perflearn.experiment import cgroups
+
+    if cgroups.version() is None:
+        pytest.skip("needs cgroups")
+    csv = tmp_path / "live.csv"
+    manager = subprocess.Popen([sys.executable, "-m", "perflearn", "manage", "--service", SERVICE, "--cores", "1",
+                                "--levels", "2", "--max-rps", "8000", "--target-ms", "2", "--step-seconds", "2",
+                                "--csv", str(csv), "-p", "static"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (csv.exists() and len(csv.read_text().splitlines()) > 6) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        manager.send_signal(signal.SIGSTOP)
+        time.sleep(4)
+        manager.send_signal(signal.SIGCONT)
+        output, _ = manager.communicate(timeout=90)
+    finally:
+        if manager.poll() is None:
+            manager.kill()
+    assert manager.returncode == 0, output
+    frame = pd.read_csv(csv)
+    assert list(frame["service_interval"]) == list(range(22))
+    notes = frame["note"].fillna("")
+    missed = notes.str.contains("the loop fell behind: measured, not decided on")
+    assert missed.sum() >= 1 and not notes.str.contains("stalled").any(), frame[["offered_rps", "rps", "note"]]
+    measured = frame[frame["rps"] > 0]
+    assert ((measured["rps"] - measured["offered_rps"]).abs() < 400).all(), frame[["offered_rps", "rps", "note"]]

@@ -44,6 +44,7 @@ from .power import Rapl
 # How late after its end an interval's line may come and still be the stream's: perflearn-sniff
 # closes intervals on a timer of at most 100 ms, 20 ms behind the packets
 SNIFFER_DELAY_S = 0.15
+LATE_WAIT_S = 0.25  # the least a late loop waits for a line before it calls the stream stalled
 
 
 def _usage(group: cgroups.Group) -> tuple[float | None, float | None]:
@@ -220,11 +221,17 @@ class LiveService(Service):
         self._check_running()
         origin = self.origin if self.origin is not None else self.load_start
         deadline = origin + (self.expected + 1.5) * self.interval + SNIFFER_DELAY_S  # wall clock, the sniffer's
-        line, ticks = None, []
+        line, ticks, late = None, [], False
         while line is None:
             try:
-                got = self.carry.pop(0) if self.carry else self.lines.get(timeout=max(0.0, deadline - time.time()))
+                # past the deadline, the loop is late (this process was stopped or starved): the lines may be in
+                # the pipe still, its reader thread late too (it read three intervals as stalls after a 4-s SIGSTOP)
+                got = self.carry.pop(0) if self.carry else \
+                    self.lines.get(timeout=max(LATE_WAIT_S, deadline - time.time()))
             except queue.Empty:
+                if not late and time.time() > deadline + LATE_WAIT_S:  # it woke long after: stopped while it waited
+                    late = True
+                    continue
                 self.expected += 1  # given up: its line, if it comes, is passed over
                 return None  # the latency stream stalled
             if got["index"] < self.expected:  # of an interval given up as stalled, or a tick of one
