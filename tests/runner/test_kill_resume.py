@@ -133,6 +133,53 @@ def test_a_killed_runners_sysctl_is_put_back_by_the_resume(write_spec, store_pat
         assert sorted(store.runs("spec")["point_id"]) == [1, 2, 3]
 
 
+def test_a_killed_runners_cpu_governor_is_put_back_by_the_resume(write_spec, store_path, tmp_path):
+    """A SIGKILLed runner left its CPUs in cpufreq's userspace governor at its last
+    frequency (a node's later benchmarks all ran slow); the next runner puts the governor
+    back. This machine has no cpufreq: a sysfs tree laid out as the kernel's is mounted
+    over CPU 0's in a private mount namespace, where both runners run."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare")
+    cpufreq = tmp_path / "cpu0" / "cpufreq"
+    cpufreq.mkdir(parents=True)
+    for name, text in (("scaling_available_governors", "performance powersave userspace"),
+                       ("scaling_governor", "performance"), ("scaling_available_frequencies", "800000 1600000 2400000"),
+                       ("scaling_setspeed", "<unsupported>")):
+        (cpufreq / name).write_text(text + "\n")
+    path = write_spec(f"""
+        [workload]
+        command = "{kill_runner_once('{mhz} = 1600', tmp_path / 'killed-once')}"
+        shell = true
+        [knobs.mhz]
+        values = [800, 1600, 2400]
+        apply = "cpufreq"
+        cpus = [0]
+        [metrics.t]
+        source = "time"
+    """)
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        script = (f"mount --bind {tmp_path / 'cpu0'} /sys/devices/system/cpu/cpu0 && exec {sys.executable} -m perflearn "
+                  f"run {path} --store {store_path} -q {' '.join(extra)}")
+        return subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+
+    first = run()
+    if first.returncode and "mount" in first.stderr:
+        pytest.skip(f"cannot mount in a private namespace here: {first.stderr.strip()}")
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    governor = cpufreq / "scaling_governor"
+    assert governor.read_text().strip() == "userspace" and (cpufreq / "scaling_setspeed").read_text() == "1600000"
+    resumed = run("--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "cpufreq governor of CPU 0 was left at a killed runner's value; it will be put back to 0:performance" \
+        in resumed.stderr
+    assert governor.read_text().strip() == "performance"
+    with open_store(store_path) as store:
+        assert sorted(store.runs("spec")["point_id"]) == [1, 2, 3]
+
+
 def test_a_killed_runners_run_directory_is_removed_by_the_next(write_spec, store_path, tmp_path):
     """Run directories live in /dev/shm (memory until reboot): a SIGKILLed runner's stayed
     there for good. The next runner removes it; directories kept on purpose stay."""

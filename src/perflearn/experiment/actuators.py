@@ -476,9 +476,11 @@ def _inherited_emulation(environ) -> list[str]:
     return [k for k in environ if k.startswith("PERFLEARN_EMU_") and k not in (ENV_LIB, ENV_MPI_LIB)]
 
 
-class CpuFrequency(Actuator):
+class CpuFrequency(MachineSetting):
     """CPU frequency in MHz through cpufreq's userspace governor (``cpus``: which CPUs,
-    default all this process may use); the governors are put back afterwards."""
+    default all this process may use). The setting is the machine's: the governors are
+    put back afterwards, by the next runner when this one was killed (``originals``; a
+    killed runner left its CPUs in userspace at its last frequency)."""
 
     kind = "cpufreq"
     OPTIONS = {"cpus": ((str, int, list), False)}
@@ -501,14 +503,28 @@ class CpuFrequency(Actuator):
 
         self._freq = CpuFreq(self.cpus)
 
+    def setting(self) -> str:
+        return f"cpufreq governor of CPU{'s' * (len(self.cpus) > 1)} {cpu_list(set(self.cpus))}"
+
+    def current(self) -> str:
+        """Each CPU's governor, as "0:schedutil,1:schedutil"."""
+        if self._freq is None:
+            self.check()
+        return ",".join(f"{cpu}:{governor}" for cpu, governor in self._freq.governors().items())
+
     def apply(self, value: Any, run: RunContext) -> None:
         if self._freq is None:
             self.check()
+        if self._original is None:
+            self.capture()
         self._freq.set_khz(int(float(value) * 1000), self.cpus)
 
-    def restore(self) -> None:
-        if self._freq is not None:
-            self._freq.restore()
+    def _set(self, value: str) -> None:
+        """Put the governors ``current`` read back (a frequency is set by ``apply``)."""
+        governors = dict(part.split(":", 1) for part in value.split(",") if ":" in part)
+        if self._freq is None:
+            self.check()
+        self._freq.put_back({int(cpu): governor for cpu, governor in governors.items()})
 
 
 def _is_entry_point(entry: str) -> bool:

@@ -47,10 +47,20 @@ class CpuFreq:
             except OSError as exc:
                 raise UnsupportedError(f"cpu{cpu}: cannot set {khz} kHz ({exc.strerror})") from None
 
+    def governors(self) -> dict[int, str]:
+        """Each CPU's governor now."""
+        return {cpu: _read(d / "scaling_governor") for cpu, d in self.dirs.items()}
+
     def restore(self) -> None:
-        for cpu, governor in self._saved.items():
+        self.put_back(self._saved)
+
+    def put_back(self, governors: dict[int, str]) -> None:
+        """Each CPU's governor as given (from ``governors``, maybe another process's); what this
+        one saved is then forgotten."""
+        for cpu, governor in governors.items():
             try:
-                (self.dirs[cpu] / "scaling_governor").write_text(governor)
+                if cpu in self.dirs and governor:
+                    (self.dirs[cpu] / "scaling_governor").write_text(governor)
             except OSError:
                 pass  # restoring is best effort: the run's outcome is already recorded
         self._saved.clear()
