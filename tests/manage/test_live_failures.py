@@ -327,3 +327,53 @@ def test_a_manager_stopped_for_a_while_records_what_it_missed_in_its_places(tmp_
     assert missed.sum() >= 1 and not notes.str.contains("stalled").any(), frame[["offered_rps", "rps", "note"]]
     measured = frame[frame["rps"] > 0]
     assert ((measured["rps"] - measured["offered_rps"]).abs() < 400).all(), frame[["offered_rps", "rps", "note"]]
+
+
+@pytest.mark.slow
+@needs_memcached
+def test_a_killed_managers_cpu_governors_are_put_back_by_the_next(tmp_path):
+    """A manager killed outright on a cpufreq machine left its CPUs in the userspace governor
+    at its last frequency; the next manager puts the governors back (kept on disk as a
+    runner keeps a cpufreq knob's). This machine has no cpufreq: sysfs trees laid out as
+    the kernel's are mounted over its CPUs' in a private mount namespace, where both run."""
+    import sys
+
+    from perflearn.experiment import cgroups
+
+    if cgroups.version() is None or shutil.which("unshare") is None:
+        pytest.skip("needs cgroups and unshare")
+    cpus = sorted(os.sched_getaffinity(0))
+    for cpu in cpus:
+        d = tmp_path / f"cpu{cpu}" / "cpufreq"
+        d.mkdir(parents=True)
+        for name, text in (("scaling_available_governors", "performance powersave userspace"),
+                           ("scaling_governor", "performance"), ("scaling_setspeed", "<unsupported>"),
+                           ("scaling_available_frequencies", "800000 1600000 2400000")):
+            (d / name).write_text(text + "\n")
+    mounts = " && ".join(f"mount --bind {tmp_path / f'cpu{cpu}'} /sys/devices/system/cpu/cpu{cpu}" for cpu in cpus)
+    csv = tmp_path / "live.csv"
+    manage = (f"{sys.executable} -m perflearn manage --service '{SERVICE}' --cores 1 --levels 3 --max-rps 4000 "
+              f"--target-ms 2 --step-seconds 1 -p ondemand")
+
+    def start(*extra: str) -> subprocess.Popen:
+        return subprocess.Popen(["unshare", "-m", "sh", "-c", f"{mounts} && exec {manage} {' '.join(extra)}"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    governors = [tmp_path / f"cpu{cpu}" / "cpufreq" / "scaling_governor" for cpu in cpus]
+    first = start("--csv", str(csv))
+    deadline = time.monotonic() + 60
+    while not (csv.exists() and len(csv.read_text().splitlines()) > 4) and first.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if first.poll() is not None and "mount" in (out := first.communicate()[0]):
+        pytest.skip(f"cannot mount in a private namespace here: {out.strip()}")
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert governors[0].read_text().strip() == "userspace"  # the speed knob: left where the killed one set it
+    second = start()
+    output, _ = second.communicate(timeout=90)
+    assert second.returncode == 0, output
+    originals = ",".join(f"{cpu}:performance" for cpu in cpus)
+    assert f"was left at a killed runner's value; it will be put back to {originals}" in output
+    assert all(g.read_text().strip() == "performance" for g in governors)
+    assert "speed level = CPU frequency (cpufreq userspace, up to 2400 MHz)" in output

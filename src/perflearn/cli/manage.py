@@ -438,7 +438,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                 "--preload", "--connections", "8", "--drain", "1", *load_args]
         terminal.info(f"{label}: {count} intervals of {interval:g} s on {command.format(port=port)}")
         live = LiveService(command.format(port=port), port, space, interval, protocol, load, tick_s=tick,
-                           service_cpus=service_cpus, rapl=rapl)
+                           service_cpus=service_cpus, rapl=rapl, warn=terminal.warn)
         if not frames:  # the first pass: say the service's speed knob and placement once
             terminal.info(live.speed)
             if live.harness:

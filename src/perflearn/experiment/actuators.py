@@ -14,13 +14,16 @@ import os
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from perflearn.errors import UnsupportedError
 
 from . import cgroups
 from .knobs import Knob, is_number
 from .launch import RunContext, env_name_problem, fill
+
+if TYPE_CHECKING:
+    from .cpufreq import CpuFreq
 
 
 MAX_CPU_ID = 65535
@@ -270,6 +273,11 @@ class MachineSetting(Actuator):
         """``restore`` will put the setting back to ``original`` (read by a runner that was killed)."""
         self._original = original
 
+    @property
+    def captured(self) -> bool:
+        """Whether ``restore`` has an original to put back."""
+        return self._original is not None
+
     def apply(self, value: Any, run: RunContext) -> None:
         if self._original is None:
             self.capture()
@@ -502,6 +510,13 @@ class CpuFrequency(MachineSetting):
         from .cpufreq import CpuFreq
 
         self._freq = CpuFreq(self.cpus)
+
+    @property
+    def cpufreq(self) -> CpuFreq:
+        """The CPUs' cpufreq (``check`` first)."""
+        if self._freq is None:
+            self.check()
+        return self._freq
 
     def setting(self) -> str:
         return f"cpufreq governor of CPU{'s' * (len(self.cpus) > 1)} {cpu_list(set(self.cpus))}"

@@ -25,13 +25,17 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from perflearn.errors import PerflearnError, RunnerError, UnsupportedError, UsageError
 from perflearn.experiment import cgroups
 from perflearn.experiment.actuators import cpu_list, parse_cpus
+from perflearn.experiment.actuators import CpuFrequency
 from perflearn.experiment.cpufreq import CpuFreq
+from perflearn.experiment.knobs import Domain, Knob
 from perflearn.lifetime import alive, died_with
+from perflearn.runner import originals
 from perflearn.runner.process import describe_status
 from perflearn.wire import LiveSniffer, locate
 
@@ -69,7 +73,8 @@ def _usage(group: cgroups.Group) -> tuple[float | None, float | None]:
 class LiveService(Service):
     def __init__(self, command: str, port: int, space: ConfigSpace, interval_s: float, protocol: str,
                  load: list[str], interface: str = "lo", name: str = "manage", tick_s: float | None = None,
-                 service_cpus: list[int] | None = None, rapl: Rapl | None = None):
+                 service_cpus: list[int] | None = None, rapl: Rapl | None = None,
+                 warn: Callable[[str], None] | None = None):
         self.affinity = sorted(os.sched_getaffinity(0))  # restored on close: the harness may be moved off the service's
         if service_cpus:
             self.cpus = check_service_cpus(service_cpus, self.affinity, max(space.cores))
@@ -92,6 +97,9 @@ class LiveService(Service):
             raise UnsupportedError(f"the manager needs cgroup cpuset and cpu controllers: {exc.message}") from None
         # what close() stops, as far as the start got: an interrupt in the preload must not leave them running
         self.freq: CpuFreq | None = None
+        self.governors: CpuFrequency | None = None  # the CPUs' governors, as a runner keeps a cpufreq knob's
+        self.held: list[Path] = []  # their originals on disk, while this manager has them
+        self.warn = warn or (lambda message: None)
         self.service: subprocess.Popen | None = None
         self.service_err = None  # the service's stderr, a temporary file
         self.load_err = None  # perflearn-load's
@@ -108,7 +116,14 @@ class LiveService(Service):
     def _start(self, command, port, space, protocol, load, interface) -> None:
         interval_s, tick_s = self.interval, self.tick_s
         try:
-            self.freq = CpuFreq(self.cpus)
+            # kept on disk as a runner keeps a cpufreq knob's (perflearn.runner.originals): a manager killed
+            # outright left its CPUs in the userspace governor at its last frequency; the next one puts them back
+            self.governors = CpuFrequency(Knob("speed", Domain("values", (1,)), "cpufreq", {"cpus": self.cpus}),
+                                          "manage")
+            self.freq = self.governors.cpufreq
+            self.held = originals.take({"speed": self.governors}, self.warn)
+            if not self.governors.captured:  # not kept on disk (said): put back at close all the same
+                self.governors.capture()
             self.speed = f"speed level = CPU frequency (cpufreq userspace, up to {self.freq.max_khz / 1e3:g} MHz)"
         except UnsupportedError as exc:
             self.speed = f"speed level = CFS quota per core: {exc.message}"
@@ -337,8 +352,9 @@ class LiveService(Service):
                     if not died:
                         raise
         finally:
-            if self.freq is not None:
-                self.freq.restore()
+            if self.governors is not None:
+                self.governors.restore()  # the governors it found, or those a killed manager found
+                originals.release(self.held)
             self.group.end_processes()  # what the service forked or daemonised ("bash -c", "memcached -d")
             self.group.remove()
             if self.harness:

@@ -223,6 +223,10 @@ class RunExecutor:
         own = next((s for s in statuses if s is not None), None) if finished else None
         if own is not None:
             exit_code, sig = own
+        # under perf stat: the command's own time, not perf's start-up with it
+        timed = next((w for c in self.collectors if (w := c.workload_wall(run)) is not None), None)
+        if finished and timed is not None:
+            wall = timed
         if not finished:
             proc_mod.stop(proc, grace=2.0)
             status, error = "timeout", f"no exit within the timeout of {timeout:g} s; process group killed"

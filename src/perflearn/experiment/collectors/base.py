@@ -67,6 +67,11 @@ class Collector:
         that hides them (perf stat exits 0 whatever its command did); None otherwise."""
         return None
 
+    def workload_wall(self, run: RunContext) -> float | None:
+        """Seconds the workload itself ran where this collector wrapped it in a program whose
+        own start-up the runner's clock would count (perf stat: about 10 ms); None otherwise."""
+        return None
+
     def values(self, run: RunContext, result: RunResult) -> dict[str, Value]:
         raise NotImplementedError
 
