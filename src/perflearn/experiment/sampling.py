@@ -244,6 +244,24 @@ class Sampler:
         not wrapped or when it never finished."""
         return None if self._status_file is None else read_status(self._status_file)
 
+    def workload_wall(self) -> float | None:
+        """Seconds the command ran under perf stat -I (its last line's time, counted from the
+        command's start: perf's own start-up, about 10 ms, is not in it); None when not wrapped
+        or when perf wrote no line."""
+        if self._perf_file is None:
+            return None
+        try:
+            lines = self._perf_file.read_text().splitlines()
+        except OSError:
+            return None
+        times = []
+        for line in lines:
+            try:
+                times.append(float(line.split(",", 1)[0]))
+            except ValueError:  # a comment, a blank line
+                continue
+        return max(times) if times else None
+
     def start(self, root: int) -> None:
         """Sample the system and the workload whose root process is ``root`` (see
         ``workload_members``)."""

@@ -223,10 +223,12 @@ class RunExecutor:
         own = next((s for s in statuses if s is not None), None) if finished else None
         if own is not None:
             exit_code, sig = own
-        # under perf stat: the command's own time, not perf's start-up with it
-        timed = next((w for c in self.collectors if (w := c.workload_wall(run)) is not None), None)
-        if finished and timed is not None:
-            wall = timed
+        # under perf stat (sampled, or a perf metric's): the command's own time, not perf's start-up with it;
+        # the innermost wrapper's is the shortest
+        timed = [w for w in ([sampler.workload_wall()] if sampler is not None else [])
+                 + [c.workload_wall(run) for c in self.collectors] if w is not None]
+        if finished and timed:
+            wall = min(timed)
         if not finished:
             proc_mod.stop(proc, grace=2.0)
             status, error = "timeout", f"no exit within the timeout of {timeout:g} s; process group killed"
