@@ -171,6 +171,11 @@ def test_a_last_row_cut_short_is_left_out_and_said(simulated, tmp_path):
         assert f"its last line (row {len(journal) + 1}) has no line end" in result.output
         last_policy = journal["policy"].iloc[-1]
         assert f"{last_policy} (21 of 22 intervals)" in result.output  # that pass, one interval short
-    # a whole file (its last line ended) is read whole, and nothing is said
+    # a whole file (its last line ended) is read whole, and nothing is said; so is one whose last row is
+    # whole without a line end (edited by hand)
     result = from_csv(whole, tmp_path / "w.duckdb")
     assert result.exit_code == 0 and "no line end" not in result.output
+    edited = tmp_path / "edited.csv"
+    edited.write_text(text.rstrip("\n"))
+    result = from_csv(edited, tmp_path / "e.duckdb")
+    assert result.exit_code == 0 and "no line end" not in result.output and "each of the 22 intervals" in result.output

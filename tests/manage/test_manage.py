@@ -900,13 +900,13 @@ def test_ticks_too_short_to_see_a_step_and_steps_of_part_intervals_are_said():
 def test_bad_flags():
     cli = CliRunner()
     for args, fragment in ((["-p", "nope", "--simulate"], "unknown policy 'nope'"),
-                           (["--target-ms", "0", "--simulate"], "--target-ms: a number > 0 and at most 3.6e+06"),
+                           (["--target-ms", "0", "--simulate"], "--target-ms: a number > 0 and at most 3,600,000"),
                            (["--headroom", "0", "--simulate"], "--headroom: a fraction of the capacity in (0, 1]"),
                            (["--headroom", "nan", "--simulate"], "--headroom: a fraction of the capacity in (0, 1]"),
                            (["--trace", "stairs", "--simulate"], "--trace: expected steps, diurnal, ladder"),
                            (["-p", "sweeps", "--simulate"], "unknown policy 'sweeps'"),
                            # fuzzing, session 19: these ran (nan: a target nothing met) or crashed
-                           (["--target-ms", "nan", "--simulate"], "--target-ms: a number > 0 and at most 3.6e+06 (one hour), got nan"),
+                           (["--target-ms", "nan", "--simulate"], "--target-ms: a number > 0 and at most 3,600,000 (one hour), got nan"),
                            (["--mu", "0", "--simulate"], "--mu: a number > 0"),
                            (["--mu", "-5", "--simulate"], "--mu: a number > 0"),
                            (["--base-us", "-1", "--simulate"], "--base-us: a delay of 0 to 1e6 us"),
@@ -933,8 +933,8 @@ def test_bad_flags():
                            (["--profiled-speed", "0", "--simulate"], "--profiled-speed: a speed ratio from 0.001 to 1000"),
                            # session 48's audit: inf kJ, a 200-digit target, an internal message, no end
                            (["--power", "1e308,1,1", "--simulate"], "(from 0 to 1e6 each"),
-                           (["--target-ms", "1e300", "--simulate"], "--target-ms: a number > 0 and at most 3.6e+06"),
-                           (["--max-rps", "1e300"], "--max-rps: a number > 0 and at most 1e+09"),
+                           (["--target-ms", "1e300", "--simulate"], "--target-ms: a number > 0 and at most 3,600,000"),
+                           (["--max-rps", "1e300"], "--max-rps: a number > 0 and at most 1,000,000,000"),
                            (["--profiled-speed", "1e300", "--simulate"], "--profiled-speed: a speed ratio from 0.001"),
                            (["--seeds", "1000000000", "--simulate"], "--seeds: 1 to 1000, got 1000000000"),
                            (["--react-ms", "-5", "--simulate"], "--react-ms: 0 (off) or a tick shorter"),

@@ -173,7 +173,7 @@ def test_a_killed_runners_cpu_governor_is_put_back_by_the_resume(write_spec, sto
     assert governor.read_text().strip() == "userspace" and (cpufreq / "scaling_setspeed").read_text() == "1600000"
     resumed = run("--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert "cpufreq governor of CPU 0 was left at a killed runner's value; it will be put back to 0:performance" \
+    assert "cpufreq governor (every CPU) was left at a killed runner's value; it will be put back to 0:performance" \
         in resumed.stderr
     assert governor.read_text().strip() == "performance"
     with open_store(store_path) as store:

@@ -130,7 +130,7 @@ def manage(
     for option, value, most, what in (("--target-ms", target_ms, 3.6e6, "one hour"),
                                       ("--max-rps", max_rps, 1e9, "1e9 requests/s"), ("--mu", mu, 1e9, "1e9 requests/s")):
         if value is not None and not (0 < value <= most):
-            raise UsageError(f"{option}: a number > 0 and at most {most:g} ({what}), got {value:g}")
+            raise UsageError(f"{option}: a number > 0 and at most {most:,.0f} ({what}), got {value:g}")
     if headroom is not None and not (0 < headroom <= 1):  # NaN too
         raise UsageError(f"--headroom: a fraction of the capacity in (0, 1], got {headroom:g}")
     if not (0 <= base_us <= 1e6):  # NaN too

@@ -519,13 +519,14 @@ class CpuFrequency(MachineSetting):
         return self._freq
 
     def setting(self) -> str:
-        return f"cpufreq governor of CPU{'s' * (len(self.cpus) > 1)} {cpu_list(set(self.cpus))}"
+        # the machine's, not these CPUs': a sweep over CPU 0 and a manager over CPUs 0-1 find each other's
+        return "cpufreq governor (every CPU)"
 
     def current(self) -> str:
-        """Each CPU's governor, as "0:schedutil,1:schedutil"."""
-        if self._freq is None:
-            self.check()
-        return ",".join(f"{cpu}:{governor}" for cpu, governor in self._freq.governors().items())
+        """Every CPU's governor, as "0:schedutil,1:schedutil"."""
+        from .cpufreq import all_governors
+
+        return ",".join(f"{cpu}:{governor}" for cpu, governor in all_governors().items())
 
     def apply(self, value: Any, run: RunContext) -> None:
         if self._freq is None:
@@ -536,10 +537,12 @@ class CpuFrequency(MachineSetting):
 
     def _set(self, value: str) -> None:
         """Put the governors ``current`` read back (a frequency is set by ``apply``)."""
+        from .cpufreq import put_back_governors
+
         governors = dict(part.split(":", 1) for part in value.split(",") if ":" in part)
-        if self._freq is None:
-            self.check()
-        self._freq.put_back({int(cpu): governor for cpu, governor in governors.items()})
+        put_back_governors({int(cpu): governor for cpu, governor in governors.items() if cpu.isdigit() and governor})
+        if self._freq is not None:
+            self._freq.forget()  # what it saved itself is no older than the original
 
 
 def _is_entry_point(entry: str) -> bool:

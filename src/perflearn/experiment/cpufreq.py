@@ -17,6 +17,7 @@ SYSFS = Path("/sys/devices/system/cpu")
 
 class CpuFreq:
     def __init__(self, cpus: list[int], root: Path = SYSFS):
+        self.root = root
         self.dirs = {cpu: root / f"cpu{cpu}" / "cpufreq" for cpu in cpus}
         missing = [str(d) for d in self.dirs.values() if not d.is_dir()]
         if missing:
@@ -47,23 +48,35 @@ class CpuFreq:
             except OSError as exc:
                 raise UnsupportedError(f"cpu{cpu}: cannot set {khz} kHz ({exc.strerror})") from None
 
-    def governors(self) -> dict[int, str]:
-        """Each CPU's governor now."""
-        return {cpu: _read(d / "scaling_governor") for cpu, d in self.dirs.items()}
-
     def restore(self) -> None:
-        self.put_back(self._saved)
-
-    def put_back(self, governors: dict[int, str]) -> None:
-        """Each CPU's governor as given (from ``governors``, maybe another process's); what this
-        one saved is then forgotten."""
-        for cpu, governor in governors.items():
-            try:
-                if cpu in self.dirs and governor:
-                    (self.dirs[cpu] / "scaling_governor").write_text(governor)
-            except OSError:
-                pass  # restoring is best effort: the run's outcome is already recorded
+        """Each CPU it took over back to the governor it had (best effort: the run's outcome is
+        already recorded)."""
+        put_back_governors({cpu: governor for cpu, governor in self._saved.items() if governor}, self.root)
         self._saved.clear()
+
+    def forget(self) -> None:
+        """The governors it saved are put back by another (a machine setting's original)."""
+        self._saved.clear()
+
+
+def all_governors(root: Path = SYSFS) -> dict[int, str]:
+    """Every CPU's cpufreq governor, where it has cpufreq: the machine's setting, whichever
+    CPUs one sweep or manager takes over (kept whole, so that any of them finds another's)."""
+    found = {}
+    for d in root.glob("cpu[0-9]*/cpufreq"):
+        governor = _read(d / "scaling_governor")
+        if governor and d.parent.name[3:].isdigit():
+            found[int(d.parent.name[3:])] = governor
+    return dict(sorted(found.items()))
+
+
+def put_back_governors(governors: dict[int, str], root: Path = SYSFS) -> None:
+    """Each CPU's governor as given (best effort: a CPU gone offline is skipped)."""
+    for cpu, governor in governors.items():
+        try:
+            (root / f"cpu{cpu}" / "cpufreq" / "scaling_governor").write_text(governor)
+        except OSError:
+            pass
 
 
 def _frequencies(d: Path) -> list[int]:

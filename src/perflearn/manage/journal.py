@@ -50,6 +50,17 @@ class IntervalCsv:
         self.close()
 
 
+def _whole(data: bytes) -> bool:
+    """Whether the last line of ``data`` (which has no line end) is a whole row all the same:
+    every column of the header, and a policy another row names (a hand-edited file; a row
+    cut inside the policy's name has every column too)."""
+    rows = list(csv.reader(io.StringIO(data.decode(errors="replace"))))
+    if len(rows) < 3 or len(rows[-1]) != len(rows[0]) or "policy" not in rows[0]:
+        return False
+    at = rows[0].index("policy")
+    return any(len(row) == len(rows[0]) and row[at] == rows[-1][at] for row in rows[1:-1])
+
+
 def _cell(value):
     """As pandas writes it: missing (None, NaN) as an empty cell."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -65,7 +76,7 @@ def read_passes(path: Path, warn: Callable[[str], None] | None = None) -> dict[s
     whole file unreadable."""
     try:
         data = path.read_bytes()
-        cut = data[-1:] not in (b"", b"\n", b"\r")
+        cut = data[-1:] not in (b"", b"\n", b"\r") and not _whole(data)
         if cut:  # what follows the last line end; a quote opened in it made the whole file "not a CSV file"
             data = data[:data.rfind(b"\n") + 1]
         frame = pd.read_csv(io.BytesIO(data), low_memory=False)

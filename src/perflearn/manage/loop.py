@@ -61,6 +61,7 @@ class Service:
 
     space: ConfigSpace
     tick_s: float | None = None  # the service reports ticks this long inside an interval (None: it does not)
+    horizon: int | None = None  # set by the loop: the first of the service's intervals past the caller's run
 
     def apply(self, config: Configuration) -> None: ...
     # None: no data for this interval (stalled); ``react`` is called at every tick before the interval ends
@@ -191,6 +192,7 @@ class Controller:
             t = (len(self.records) + 1) * interval_s  # the policy's own clock
             note = ""
             events[:] = first_note if i == 0 else []
+            service.horizon = first + len(offered)  # a live service keeps later intervals for the next turn
             measured = service.observe(t, react) if reacting else service.observe(t)
             if measured is not None and measured.index is not None and measured.index > first + i:
                 # the service's clock went past intervals this run never decided on: each in its place,
