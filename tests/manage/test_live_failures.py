@@ -353,7 +353,7 @@ def test_a_killed_managers_cpu_governors_are_put_back_by_the_next(tmp_path):
     mounts = " && ".join(f"mount --bind {tmp_path / f'cpu{cpu}'} /sys/devices/system/cpu/cpu{cpu}" for cpu in cpus)
     csv = tmp_path / "live.csv"
     manage = (f"{sys.executable} -m perflearn manage --service '{SERVICE}' --cores 1 --levels 3 --max-rps 4000 "
-              f"--target-ms 2 --step-seconds 1 -p ondemand")
+              f"--target-ms 2 --step-seconds 1 -p static")  # one pass each: at the maximum, a frequency all the same
 
     def start(*extra: str) -> subprocess.Popen:
         return subprocess.Popen(["unshare", "-m", "sh", "-c", f"{mounts} && exec {manage} {' '.join(extra)}"],
