@@ -27,6 +27,24 @@ def write_spec(tmp_path):
 
 
 @pytest.fixture
+def cpufreq_tree():
+    """cpufreq_tree(root, cpus) lays out root/cpuN/cpufreq as the kernel does (each CPU in the
+    "performance" governor): this project's machines have no cpufreq."""
+
+    def make(root: Path, cpus=(0, 1), governors: str = "performance powersave userspace",
+             frequencies: str = "800000 1600000 2400000") -> Path:
+        for cpu in cpus:
+            d = root / f"cpu{cpu}" / "cpufreq"
+            d.mkdir(parents=True)
+            for name, text in (("scaling_available_governors", governors), ("scaling_governor", "performance"),
+                               ("scaling_available_frequencies", frequencies), ("scaling_setspeed", "<unsupported>")):
+                (d / name).write_text(text + "\n")
+        return root
+
+    return make
+
+
+@pytest.fixture
 def store_path(tmp_path) -> Path:
     return tmp_path / "results.duckdb"
 

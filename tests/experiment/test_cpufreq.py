@@ -5,7 +5,6 @@ one-line refusal when the machine lacks it."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -13,19 +12,8 @@ from perflearn.errors import UnsupportedError
 from perflearn.experiment.cpufreq import SYSFS, CpuFreq
 
 
-def sysfs(root: Path, cpus=(0, 1), governors="performance powersave userspace", frequencies="800000 1600000 2400000"):
-    for cpu in cpus:
-        d = root / f"cpu{cpu}" / "cpufreq"
-        d.mkdir(parents=True)
-        (d / "scaling_available_governors").write_text(governors + "\n")
-        (d / "scaling_governor").write_text("performance\n")
-        (d / "scaling_available_frequencies").write_text(frequencies + "\n")
-        (d / "scaling_setspeed").write_text("<unsupported>\n")
-    return root
-
-
-def test_sets_frequency_and_restores_governor(tmp_path):
-    freq = CpuFreq([0, 1], sysfs(tmp_path))
+def test_sets_frequency_and_restores_governor(tmp_path, cpufreq_tree):
+    freq = CpuFreq([0, 1], cpufreq_tree(tmp_path))
     assert freq.frequencies_khz == [800000, 1600000, 2400000]
     assert freq.nearest_khz(0.6) == 1600000 and freq.nearest_khz(1.0) == 2400000
     freq.set_khz(freq.nearest_khz(0.3), [1])
@@ -36,13 +24,13 @@ def test_sets_frequency_and_restores_governor(tmp_path):
     assert (d / "scaling_governor").read_text() == "performance"
 
 
-def test_no_userspace_governor_is_said(tmp_path):
+def test_no_userspace_governor_is_said(tmp_path, cpufreq_tree):
     with pytest.raises(UnsupportedError, match="no userspace governor"):
-        CpuFreq([0], sysfs(tmp_path, governors="performance powersave"))
+        CpuFreq([0], cpufreq_tree(tmp_path, governors="performance powersave"))
 
 
-def test_intel_pstate_lists_no_frequencies(tmp_path):
-    root = sysfs(tmp_path, cpus=(0,), frequencies="")
+def test_intel_pstate_lists_no_frequencies(tmp_path, cpufreq_tree):
+    root = cpufreq_tree(tmp_path, cpus=(0,), frequencies="")
     (root / "cpu0" / "cpufreq" / "cpuinfo_min_freq").write_text("800000")
     (root / "cpu0" / "cpufreq" / "cpuinfo_max_freq").write_text("3200000")
     freq = CpuFreq([0], root)

@@ -331,7 +331,7 @@ def test_a_manager_stopped_for_a_while_records_what_it_missed_in_its_places(tmp_
 
 @pytest.mark.slow
 @needs_memcached
-def test_a_killed_managers_cpu_governors_are_put_back_by_the_next(tmp_path):
+def test_a_killed_managers_cpu_governors_are_put_back_by_the_next(tmp_path, cpufreq_tree):
     """A manager killed outright on a cpufreq machine left its CPUs in the userspace governor
     at its last frequency; the next manager puts the governors back (kept on disk as a
     runner keeps a cpufreq knob's). This machine has no cpufreq: sysfs trees laid out as
@@ -343,13 +343,7 @@ def test_a_killed_managers_cpu_governors_are_put_back_by_the_next(tmp_path):
     if cgroups.version() is None or shutil.which("unshare") is None:
         pytest.skip("needs cgroups and unshare")
     cpus = sorted(os.sched_getaffinity(0))
-    for cpu in cpus:
-        d = tmp_path / f"cpu{cpu}" / "cpufreq"
-        d.mkdir(parents=True)
-        for name, text in (("scaling_available_governors", "performance powersave userspace"),
-                           ("scaling_governor", "performance"), ("scaling_setspeed", "<unsupported>"),
-                           ("scaling_available_frequencies", "800000 1600000 2400000")):
-            (d / name).write_text(text + "\n")
+    cpufreq_tree(tmp_path, cpus)
     mounts = " && ".join(f"mount --bind {tmp_path / f'cpu{cpu}'} /sys/devices/system/cpu/cpu{cpu}" for cpu in cpus)
     csv = tmp_path / "live.csv"
     manage = (f"{sys.executable} -m perflearn manage --service '{SERVICE}' --cores 1 --levels 3 --max-rps 4000 "

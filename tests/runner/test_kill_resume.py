@@ -133,7 +133,7 @@ def test_a_killed_runners_sysctl_is_put_back_by_the_resume(write_spec, store_pat
         assert sorted(store.runs("spec")["point_id"]) == [1, 2, 3]
 
 
-def test_a_killed_runners_cpu_governor_is_put_back_by_the_resume(write_spec, store_path, tmp_path):
+def test_a_killed_runners_cpu_governor_is_put_back_by_the_resume(write_spec, store_path, tmp_path, cpufreq_tree):
     """A SIGKILLed runner left its CPUs in cpufreq's userspace governor at its last
     frequency (a node's later benchmarks all ran slow); the next runner puts the governor
     back. This machine has no cpufreq: a sysfs tree laid out as the kernel's is mounted
@@ -142,12 +142,7 @@ def test_a_killed_runners_cpu_governor_is_put_back_by_the_resume(write_spec, sto
 
     if shutil.which("unshare") is None:
         pytest.skip("no unshare")
-    cpufreq = tmp_path / "cpu0" / "cpufreq"
-    cpufreq.mkdir(parents=True)
-    for name, text in (("scaling_available_governors", "performance powersave userspace"),
-                       ("scaling_governor", "performance"), ("scaling_available_frequencies", "800000 1600000 2400000"),
-                       ("scaling_setspeed", "<unsupported>")):
-        (cpufreq / name).write_text(text + "\n")
+    cpufreq = cpufreq_tree(tmp_path, cpus=(0,)) / "cpu0" / "cpufreq"
     path = write_spec(f"""
         [workload]
         command = "{kill_runner_once('{mhz} = 1600', tmp_path / 'killed-once')}"

@@ -336,6 +336,7 @@ def _service_cpus(text: str | None, cores: int, simulate: bool, live: bool = Fal
 # forecasts (configurations x intervals): 64 cores x 32 levels on the steps trace (1.1
 # million) took 4 min a policy here, 32 x 10 (176 000) 15 s.
 SIMULATION_INTERVALS = 100_000
+SIMULATION_SLOW = 500_000
 MAX_SEEDS = 1_000  # --seeds: a thousand repetitions of the protocol is hours already
 MAX_TICKS = 1_000  # per interval (the default 20-ms tick: 50 in a second)
 # at the maximum load; fewer, and a load step is long within a tick's Poisson noise (simulated, 2-s steps:
@@ -350,7 +351,6 @@ def _say_if_ticks_hold_too_few(tick: float | None, max_rps: float) -> None:
         terminal.warn(f"--react-ms {tick * 1e3:g}: a tick holds {max_rps * tick:.3g} requests at the maximum load, "
                       f"fewer than {TICK_REQUESTS}: a load step is told from noise late or never, and Heimdall misses "
                       f"more (--react-ms {TICK_REQUESTS / max_rps * 1e3:.2g} or more)")
-SIMULATION_SLOW = 500_000
 
 
 def _check_simulation_size(space, trace: str, step_seconds: float, interval: float, mu: float) -> None:

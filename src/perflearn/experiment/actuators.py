@@ -529,11 +529,9 @@ class CpuFrequency(MachineSetting):
         return ",".join(f"{cpu}:{governor}" for cpu, governor in all_governors().items())
 
     def apply(self, value: Any, run: RunContext) -> None:
-        if self._freq is None:
-            self.check()
         if self._original is None:
             self.capture()
-        self._freq.set_khz(int(float(value) * 1000), self.cpus)
+        self.cpufreq.set_khz(int(float(value) * 1000), self.cpus)
 
     def _set(self, value: str) -> None:
         """Put the governors ``current`` read back (a frequency is set by ``apply``)."""

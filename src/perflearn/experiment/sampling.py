@@ -38,6 +38,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -250,17 +251,7 @@ class Sampler:
         or when perf wrote no line."""
         if self._perf_file is None:
             return None
-        try:
-            lines = self._perf_file.read_text().splitlines()
-        except OSError:
-            return None
-        times = []
-        for line in lines:
-            try:
-                times.append(float(line.split(",", 1)[0]))
-            except ValueError:  # a comment, a blank line
-                continue
-        return max(times) if times else None
+        return max((t for t, _ in _stamped(_read(str(self._perf_file)) or "")), default=None)
 
     def start(self, root: int) -> None:
         """Sample the system and the workload whose root process is ``root`` (see
@@ -314,11 +305,8 @@ class Sampler:
             previous, previous_time = counters, now
 
 
-def perf_interval_samples(path: Path, interval: float) -> list[tuple[str, float, float | None]]:
-    """Rows of ``perf stat -I -x,``: time,value,unit,event,... -> (perf.<event>, t, per second)."""
-    samples = []
-    text = _read(str(path)) or ""
-    last_time: dict[str, float] = {}
+def _stamped(text: str) -> Iterator[tuple[float, str]]:
+    """(time, the rest) of each line of ``perf stat -I -x,`` output; comments and blank lines skipped."""
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
@@ -327,6 +315,14 @@ def perf_interval_samples(path: Path, interval: float) -> list[tuple[str, float,
             t = float(stamp)
         except ValueError:
             continue
+        yield t, rest
+
+
+def perf_interval_samples(path: Path, interval: float) -> list[tuple[str, float, float | None]]:
+    """Rows of ``perf stat -I -x,``: time,value,unit,event,... -> (perf.<event>, t, per second)."""
+    samples = []
+    last_time: dict[str, float] = {}
+    for t, rest in _stamped(_read(str(path)) or ""):
         rows = parse_perf_csv(rest)
         for event, (value, _unit, _reason) in rows.items():
             span = t - last_time.get(event, t - interval)

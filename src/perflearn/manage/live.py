@@ -30,8 +30,7 @@ from pathlib import Path
 
 from perflearn.errors import PerflearnError, RunnerError, UnsupportedError, UsageError
 from perflearn.experiment import cgroups
-from perflearn.experiment.actuators import cpu_list, parse_cpus
-from perflearn.experiment.actuators import CpuFrequency
+from perflearn.experiment.actuators import CpuFrequency, cpu_list, parse_cpus
 from perflearn.experiment.cpufreq import CpuFreq
 from perflearn.experiment.knobs import Domain, Knob
 from perflearn.lifetime import alive, died_with
@@ -96,8 +95,7 @@ class LiveService(Service):
         except UnsupportedError as exc:
             raise UnsupportedError(f"the manager needs cgroup cpuset and cpu controllers: {exc.message}") from None
         # what close() stops, as far as the start got: an interrupt in the preload must not leave them running
-        self.freq: CpuFreq | None = None
-        self.governors: CpuFrequency | None = None  # the CPUs' governors, as a runner keeps a cpufreq knob's
+        self.governors: CpuFrequency | None = None  # the speed knob where cpufreq is: its governors kept as a runner's
         self.held: list[Path] = []  # their originals on disk, while this manager has them
         self.warn = warn or (lambda message: None)
         self.service: subprocess.Popen | None = None
@@ -118,12 +116,12 @@ class LiveService(Service):
         try:
             # kept on disk as a runner keeps a cpufreq knob's (perflearn.runner.originals): a manager killed
             # outright left its CPUs in the userspace governor at its last frequency; the next one puts them back
-            self.governors = CpuFrequency(Knob("speed", Domain("values", (1,)), "cpufreq", {"cpus": self.cpus}),
-                                          "manage")
-            self.freq = self.governors.cpufreq
-            self.held = originals.take({"speed": self.governors}, self.warn)
-            if not self.governors.captured:  # not kept on disk (said): put back at close all the same
-                self.governors.capture()
+            governors = CpuFrequency(Knob("speed", Domain("values", (1,)), "cpufreq", {"cpus": self.cpus}), "manage")
+            governors.check()  # UnsupportedError where the machine has no cpufreq
+            self.governors = governors
+            self.held = originals.take({"speed": governors}, self.warn)
+            if not governors.captured:  # not kept on disk (said): put back at close all the same
+                governors.capture()
             self.speed = f"speed level = CPU frequency (cpufreq userspace, up to {self.freq.max_khz / 1e3:g} MHz)"
         except UnsupportedError as exc:
             self.speed = f"speed level = CFS quota per core: {exc.message}"
@@ -229,6 +227,11 @@ class LiveService(Service):
                 continue
             self.close()
             raise UsageError(f"perflearn-load {why}")
+
+    @property
+    def freq(self) -> CpuFreq | None:
+        """The speed knob's cpufreq; None where the CFS quota stands in for it."""
+        return self.governors.cpufreq if self.governors is not None else None
 
     def apply(self, config: Configuration) -> None:
         cpus = self.cpus[:config.cores]
