@@ -371,29 +371,3 @@ def test_a_killed_managers_cpu_governors_are_put_back_by_the_next(tmp_path, cpuf
     assert f"was left at a killed runner's value; it will be put back to {originals}" in output
     assert all(g.read_text().strip() == "performance" for g in governors)
     assert "speed level = CPU frequency (cpufreq userspace, up to 2400 MHz)" in output
-
-
-def test_a_wire_line_is_placed_on_the_load_clock_at_any_interval():
-    """Epoch seconds in a double are good to about 2.4e-7 s: placed with a floor and 1e-6
-    to spare, 42 % of 0.01-s interval lines (12 % at 0.1 s) came one interval early, were
-    passed over as stale, and good intervals were recorded as misses."""
-    import queue
-
-    from perflearn.manage.live import LiveService
-
-    for interval in (0.01, 0.1, 1.0):
-        service = object.__new__(LiveService)  # only the line placement: no service, no capture
-        mark_ns = 1_796_018_137_806_830_600
-        service.interval, service.load_start, service.origin = interval, mark_ns / 1e9, None
-        service.intervals_seen, service.lost, service.lines = 0, 0, queue.Queue()
-        step, tick = round(interval * 1e9), round(interval * 1e9) // 10
-        for k in range(3000 if interval < 1 else 300):
-            start = mark_ns + k * step
-            for j in range(10):  # as perflearn-sniff writes them: ns over 1e9
-                service._line({"type": "tick", "start": (start + j * tick) / 1e9, "end": (start + (j + 1) * tick) / 1e9})
-            service._line({"type": "interval", "start": start / 1e9, "end": (start + step) / 1e9})
-        placed = [service.lines.get_nowait() for _ in range(service.lines.qsize())]
-        lines = [o["index"] for o in placed if o["type"] == "interval"]
-        ticks = [o["index"] for o in placed if o["type"] == "tick"]
-        assert lines == list(range(len(lines))), interval
-        assert ticks == [k for k in range(len(lines)) for _ in range(10)], interval

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import queue
 import re
 import shlex
 import shutil
@@ -42,12 +41,7 @@ from .config import ConfigSpace, Configuration
 from .hostspeed import HostSpeedProbe
 from .loop import Measured, Service
 from .power import Rapl
-
-
-# How late after its end an interval's line may come and still be the stream's: perflearn-sniff
-# closes intervals on a timer of at most 100 ms, 20 ms behind the packets
-SNIFFER_DELAY_S = 0.15
-LATE_WAIT_S = 0.25  # the least a late loop waits for a line before it calls the stream stalled
+from .stream import LineStream
 
 
 def _usage(group: cgroups.Group) -> tuple[float | None, float | None]:
@@ -146,16 +140,10 @@ class LiveService(Service):
         if self.harness:  # this process's threads, and so the sniffer and the load generator it starts: off the service's CPUs
             _place_threads(self.harness)
         self.probe = HostSpeedProbe().start()  # a thread of this process: on the harness's CPUs when there are some
-        self.lines: queue.Queue = queue.Queue()
-        self.carry: list[dict] = []  # ticks read after their interval's line
-        self.intervals_seen = 0
-        self.origin: float | None = None  # wall-clock start of the first interval of the trace (the sniffer's clock)
-        self.expected = 0  # the interval of the load's clock the loop asks for next
-        self.horizon: int | None = None  # the first interval not the caller's (the next policy's turn): not returned
+        self.stream = LineStream(interval_s)  # the sniffer's lines on the load's clock
         self.lost = 0  # packets the kernel dropped from the capture so far, as the last interval recorded said
         self.dropping = False  # the last interval recorded lost some
         self.load_started = threading.Event()
-        self.load_start = float("inf")  # wall-clock time the load profile began (after any preload)
         self.sniffer = LiveSniffer(interface, bpf=f"tcp port {port}", protocol=protocol, ports=[port],
                                    interval=interval_s, tick=tick_s or interval_s / 10, on_line=self._line).start()
         self.load_err = tempfile.TemporaryFile()  # a file, as the service's: nobody reads a pipe during the run
@@ -169,33 +157,8 @@ class LiveService(Service):
         self.last_time = time.monotonic()
 
     def _line(self, obj: dict) -> None:
-        # Intervals (and ticks) that began before the load did hold the preload's burst of
-        # sets, not the trace: the loop never sees them. Nor a sliver of an interval that
-        # began between the load's start and the sniffer's mark (a whole second fell there).
-        kind = obj.get("type")
-        if kind not in ("interval", "tick"):
-            return
-        start = float(obj.get("start", 0.0))
-        if start < self.load_start or (kind == "interval" and not self.intervals_seen
-                                       and float(obj.get("end", 0.0)) - start < self.interval / 2):
-            if kind == "interval":
-                self.lost = _dropped(obj)  # the preload's drops are not the trace's
-            return
-        if kind == "interval":
-            self.intervals_seen += 1
-            if self.origin is None:
-                self.origin = start
-        # its place on the load's clock: the sniffer's intervals lie on a grid from the mark, one line each
-        # (those it could not write while stopped come together when it runs again); a tick lies inside
-        # its interval. Epoch seconds in a double are good to about 2.4e-7 s: at 0.01-s intervals, 2.4e-5
-        # of an interval, so a line's place is rounded, a tick's floored with 1e-4 to spare (a floor with
-        # 1e-6 put 42 % of lines one interval early). A tick is at least 1/1000 of an interval (MAX_TICKS).
-        if self.origin is None:  # a tick of the first interval, before its line
-            obj["index"] = 0
-        else:
-            place = (start - self.origin) / self.interval
-            obj["index"] = round(place) if kind == "interval" else math.floor(place + 1e-4)
-        self.lines.put(obj)
+        if not self.stream.put(obj) and obj.get("type") == "interval":
+            self.lost = _dropped(obj)  # the preload's drops are not the trace's
 
     def _read_load(self) -> None:
         """Note when the load profile starts; keep the generator's stdout pipe drained."""
@@ -212,7 +175,7 @@ class LiveService(Service):
                 # lie on whole seconds, so a load step fell inside an interval, the first
                 # interval came late enough to read as a stall, and each interval was labelled
                 # with the load of the one before for part of it
-                self.load_start = time.time()
+                self.stream.load_start = time.time()
                 self.sniffer.mark()
                 self.load_started.set()
 
@@ -227,6 +190,14 @@ class LiveService(Service):
                 continue
             self.close()
             raise UsageError(f"perflearn-load {why}")
+
+    @property
+    def horizon(self) -> int | None:
+        return self.stream.horizon
+
+    @horizon.setter
+    def horizon(self, index: int | None) -> None:
+        self.stream.horizon = index
 
     @property
     def freq(self) -> CpuFreq | None:
@@ -244,55 +215,17 @@ class LiveService(Service):
         self.config = config
 
     def observe(self, t: float, react=None) -> Measured | None:
-        """The interval ``self.expected`` of the load's clock, measured; None if its line is
-        not there half an interval (and the sniffer's own delay) after it ended: the stream
-        stalled. Lines of intervals already given up as stalled are passed over when they
-        come; when the loop fell behind (lines of later intervals wait), the newest is the
-        one returned, those before it in ``behind``."""
+        """The next interval of the load's clock, measured (``LineStream.take``: None when the
+        stream stalled; the intervals the loop fell behind on in ``behind``). When the next
+        turn's line came before any this caller asked for, a Measured of no requests whose
+        ``index`` is the horizon: the loop's run ends there."""
         self._check_running()
-        origin = self.origin if self.origin is not None else self.load_start
-        deadline = origin + (self.expected + 1.5) * self.interval + SNIFFER_DELAY_S  # wall clock, the sniffer's
-        line, ticks, late = None, [], False
-        # past the deadline already, the loop is late (this process was stopped or starved): the lines may be in
-        # the pipe still, its reader thread late too (it read three intervals as stalls after a 4-s SIGSTOP)
-        least = LATE_WAIT_S if time.time() > deadline else 0.0
-        while line is None:
-            try:
-                got = self.carry.pop(0) if self.carry else \
-                    self.lines.get(timeout=max(least, deadline - time.time()))
-            except queue.Empty:
-                if not late and time.time() > deadline + LATE_WAIT_S:  # it woke long after: stopped while it waited
-                    late, least = True, LATE_WAIT_S
-                    continue
-                self.expected += 1  # given up: its line, if it comes, is passed over
-                return None  # the latency stream stalled
-            if got["index"] < self.expected:  # of an interval given up as stalled, or a tick of one
-                continue
-            if got.get("type") != "tick":
-                line = got
-                continue
-            ticks.append(got)
-            if react is not None:  # a tick of the interval under way
-                react(float(got.get("rps", 0.0)))
-        waiting = []
-        while not self.lines.empty():
-            waiting.append(self.lines.get_nowait())
-        earlier = []  # (line, ticks) of intervals the loop fell behind on
-        # lines of intervals past the caller's (another policy's turn) wait for it, with the ticks before them
-        mine = next((k for k, obj in enumerate(waiting) if self.horizon is not None and obj["index"] >= self.horizon),
-                    len(waiting))
-        newest = max((k for k, obj in enumerate(waiting[:mine]) if obj.get("type") != "tick"), default=None)
-        if newest is not None:  # the loop fell behind: the newest interval is the one to decide on
-            pending = []  # ticks come before the interval line they end with
-            for obj in waiting[:newest + 1]:
-                if obj.get("type") == "tick":
-                    pending.append(obj)
-                else:
-                    earlier.append((line, ticks))
-                    line, ticks, pending = obj, pending, []
-            waiting = waiting[newest + 1:]
-        self.carry = waiting  # ticks of the next interval
-        self.expected = line["index"] + 1
+        taken = self.stream.take((lambda tick: react(float(tick.get("rps", 0.0)))) if react is not None else None)
+        if taken is None:
+            return None  # the latency stream stalled
+        if taken.past:
+            return Measured(0.0, math.nan, math.nan, 0.0, index=taken.index)
+        line, ticks, earlier = taken.line, taken.ticks, taken.earlier
         now, (cpu, throttled) = time.monotonic(), _usage(self.group)
         utilisation, power = 0.0, {}
         if cpu is not None and self.last_cpu is not None and now > self.last_time:
