@@ -4,7 +4,10 @@ in a backlog, or belong to the next policy's turn. Real time, short intervals: t
 waiting rules are the ones a live run uses (the live runs are in test_live_failures.py)."""
 
 import math
+import threading
 import time
+
+import pytest
 
 from perflearn.manage.config import ConfigSpace
 from perflearn.manage.loop import Controller, Measured, Service, take_turns
@@ -23,9 +26,10 @@ def started(interval=INTERVAL, ago=0.0):
     return stream
 
 
-def put(stream, k, ticks=2, rps=None):
-    """Interval ``k``'s ticks and line, as perflearn-sniff writes them (ticks first)."""
-    start = stream.load_start + k * stream.interval
+def put(stream, k, ticks=2, rps=None, shift=0.0):
+    """Interval ``k``'s ticks and line, as perflearn-sniff writes them (ticks first); ``shift``:
+    how far the wall clock it stamps them on has stepped."""
+    start = stream.load_start + shift + k * stream.interval
     for j in range(ticks):
         width = stream.interval / ticks
         stream.put({"type": "tick", "start": start + j * width, "end": start + (j + 1) * width, "rps": 100.0 * k})
@@ -163,3 +167,48 @@ def test_taking_turns_a_loop_behind_at_its_turns_end_leaves_the_next_turn_whole(
     assert rps == {i: 0.0 if i == 1 else 1000.0 * (i + 1) for i in range(8)}  # each measured at its own place
     assert "neither measured" in notes[1]
     assert not any("neither" in notes[i] or "stalled" in notes[i] for i in (0, 2, 3, 4, 5, 6, 7))
+
+
+class SteppingClock:
+    """The wall clock, stepped by ``shift`` seconds from when ``step`` is called (NTP, a VM resumed)."""
+
+    def __init__(self):
+        self.shift = 0.0
+
+    def __call__(self):
+        return time.time() + self.shift
+
+
+def test_a_step_of_the_wall_clock_leaves_each_interval_with_its_load():
+    """The sniffer stamps on the wall clock and the load keeps monotonic time: a step of the
+    wall clock moved every later line's place by the step (two intervals at 1 s). Forward
+    and back, each interval keeps its place, the step is listed once, and the deadline
+    moves with the clock (no stall is called for a step forward)."""
+    for step in (1.0, -1.0, 0.001):
+        clock = SteppingClock()
+        stream = LineStream(INTERVAL, clock)
+        stream.begin()
+        stream.load_start -= 0.5  # the loop is late: the lines wait
+        stream.origin = None
+        for k in range(3):
+            put(stream, k)
+        assert stream.take().index == 2
+        clock.shift = step
+        for k in range(3, 6):
+            put(stream, k, shift=step)  # the sniffer's stamps move with its clock
+        taken = stream.take()
+        assert taken is not None and taken.index == 5, step
+        assert [line["index"] for line, _ in taken.earlier] == [3, 4], step
+        assert (stream.steps == [pytest.approx(step, abs=1e-3)]) == (abs(step) > 0.002), step
+        marked = [line.get("clock_stepped", False) for line in [*(old for old, _ in taken.earlier), taken.line]]
+        assert marked == ([True, False, False] if abs(step) > 0.002 else [False] * 3), step  # the first after it
+    # waiting when the clock steps forward: the deadline moves with it, no stall
+    clock = SteppingClock()
+    stream = LineStream(1.0, clock)
+    stream.begin()
+    put(stream, 0)
+    assert stream.take().index == 0
+    threading.Timer(0.2, lambda: setattr(clock, "shift", 5.0)).start()
+    threading.Timer(1.0, lambda: put(stream, 1, rps=7.0, shift=5.0)).start()
+    taken = stream.take()
+    assert taken is not None and taken.index == 1 and taken.line["rps"] == 7.0

@@ -175,7 +175,7 @@ class LiveService(Service):
                 # lie on whole seconds, so a load step fell inside an interval, the first
                 # interval came late enough to read as a stall, and each interval was labelled
                 # with the load of the one before for part of it
-                self.stream.load_start = time.time()
+                self.stream.begin()
                 self.sniffer.mark()
                 self.load_started.set()
 
@@ -245,11 +245,23 @@ class LiveService(Service):
         behind = [_measured(old, old_ticks, utilisation, power, self._lost(old)) for old, old_ticks in earlier]
         p95, p99, note = interval_latency(line, ticks)
         lost = self._lost(line)
-        note = "; ".join(filter(None, [note, lost]))
+        stepped = "the wall clock stepped in the interval: its requests may be of others" \
+            if line.get("clock_stepped") else None
+        note = "; ".join(filter(None, [note, lost, self._clock_steps(), stepped]))
         if note:
             extra["note"] = note
         return Measured(rps, p95, p99, utilisation, **power, **extra, index=line["index"], behind=behind,
-                        partial=lost is not None)
+                        partial=lost is not None or stepped is not None)
+
+    def _clock_steps(self) -> str | None:
+        """What to say of steps of the wall clock seen since the last interval recorded."""
+        said = []
+        while self.stream.steps:
+            step = self.stream.steps.pop(0)
+            said.append(f"the wall clock stepped {step:+.3f} s (NTP, or a VM resumed): the capture's intervals are "
+                        f"placed {self.stream.stepped:+.3f} s off it from here on, to keep each with its load")
+            self.warn(said[-1])
+        return "; ".join(said) or None
 
     def _lost(self, line: dict) -> str | None:
         """What to say of packets the kernel dropped from the capture since the interval

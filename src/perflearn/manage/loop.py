@@ -49,7 +49,8 @@ class Measured:
     index: int | None = None
     # intervals before it the loop fell behind on (measured, never decided on), oldest first, each with its index
     behind: list[Measured] = field(default_factory=list)
-    # requests went unseen (the capture lost packets): its rate is too low to decide on (it reads as a load drop)
+    # its rate is not its load's: requests went unseen (the capture lost packets: it reads as a load drop), or
+    # other intervals' requests are in it (the wall clock stepped back); not to decide on
     partial: bool = False
 
 
@@ -214,7 +215,7 @@ class Controller:
                 note = "latency stream stalled: maximum configuration applied"
                 new = service.space.maximum
                 measured = Measured(0.0, float("nan"), float("nan"), 1.0)
-            elif measured.partial:  # as a stall: the policy would follow a load that only looks low
+            elif measured.partial:  # as a stall: the policy would follow a load that only looks low (or high)
                 note = "maximum configuration applied"
                 new, settled = service.space.maximum, False  # nor is it a configuration's latency to learn from
             else:

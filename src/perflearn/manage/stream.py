@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 # closes intervals on a timer of at most 100 ms, 20 ms behind the packets
 SNIFFER_DELAY_S = 0.15
 LATE_WAIT_S = 0.25  # the least a late loop waits for a line before it calls the stream stalled
+# A change of the wall clock against the monotonic one larger than this is a step (NTP, a resumed
+# VM): reading the two clocks one after the other differs by microseconds; slewing moves both
+CLOCK_STEP_S = 0.002
 
 
 @dataclass
@@ -41,13 +44,24 @@ class Taken:
 
 class LineStream:
     """Lines of one live run. ``put`` (the sniffer's thread) places each; ``take`` (the
-    loop) waits for the next interval's. ``load_start``: the wall-clock time the load's
-    profile began, on the sniffer's clock; lines of intervals before it (the preload) are
-    refused by ``put``."""
+    loop) waits for the next interval's. ``begin`` when the load's profile begins: lines of
+    intervals before it (the preload) are refused by ``put``.
+
+    The sniffer stamps on the wall clock, the load generator keeps time on the monotonic
+    one: a step of the wall clock during the run (NTP, a VM resumed) would shift every later
+    line's place by the step. Each step is seen (the wall clock against the monotonic one),
+    added to ``stepped``, listed in ``steps`` for the loop to say, and lines are placed, and
+    deadlines set, that much later, so that each interval keeps its load. The first interval
+    line after a step is marked ``clock_stepped``: its requests may be of other intervals
+    (a step back of 2 s put four 0.5-s intervals' requests in one)."""
 
     def __init__(self, interval_s: float, clock: Callable[[], float] = time.time):
         self.interval = interval_s
         self.clock = clock  # the sniffer's: its lines carry epoch seconds
+        self.offset: float | None = None  # wall clock minus monotonic clock at the load's start
+        self.stepped = 0.0  # how far the wall clock stepped since (seconds, + forward)
+        self.steps: list[float] = []  # each step seen, not yet said
+        self.straddled = False  # a step was seen since the last interval line: the next one is marked "clock_stepped"
         self.lines: queue.Queue = queue.Queue()
         self.carry: list[dict] = []  # read, not yet the loop's: ticks after their interval's line, the next turn's
         self.intervals_seen = 0
@@ -55,6 +69,19 @@ class LineStream:
         self.expected = 0  # the interval of the load's clock the loop asks for next
         self.horizon: int | None = None  # the first interval not the caller's (the next policy's turn): not returned
         self.load_start = math.inf
+
+    def begin(self) -> None:
+        """The load's profile begins now."""
+        self.load_start = self.clock()
+        self.offset = self.load_start - time.monotonic()
+
+    def _watch_clock(self) -> None:
+        if self.offset is None:
+            return
+        drift = self.clock() - time.monotonic() - self.offset
+        if abs(drift - self.stepped) > CLOCK_STEP_S:
+            self.steps.append(drift - self.stepped)
+            self.stepped, self.straddled = drift, True
 
     def put(self, obj: dict) -> bool:
         """Place a wire line (``obj["index"]``) and queue it for the loop; False, and not
@@ -64,14 +91,18 @@ class LineStream:
         kind = obj.get("type")
         if kind not in ("interval", "tick"):
             return False
-        start = float(obj.get("start", 0.0))
+        self._watch_clock()
+        stamped = float(obj.get("start", 0.0))
+        start = stamped - self.stepped  # on the wall clock as it was at the load's start
         if start < self.load_start or (kind == "interval" and not self.intervals_seen
-                                       and float(obj.get("end", 0.0)) - start < self.interval / 2):
+                                       and float(obj.get("end", 0.0)) - stamped < self.interval / 2):
             return False
         if kind == "interval":
             self.intervals_seen += 1
             if self.origin is None:
                 self.origin = start
+            if self.straddled:  # the sniffer's grid is on the wall clock: stepped back, it held this interval
+                obj["clock_stepped"], self.straddled = True, False  # open until the clock came back (all of them)
         # the sniffer's intervals lie on a grid from the mark, one line each (those it could not write
         # while stopped come together when it runs again); a tick lies inside its interval. Epoch seconds
         # in a double are good to about 2.4e-7 s: at 0.01-s intervals, 2.4e-5 of an interval, so a line's
@@ -92,8 +123,8 @@ class LineStream:
         is the one returned, those before it in ``earlier``. Lines at or past ``horizon`` wait
         for the next call with a later horizon. ``react``: told each tick of the interval
         under way as it comes."""
-        origin = self.origin if self.origin is not None else self.load_start
-        deadline = origin + (self.expected + 1.5) * self.interval + SNIFFER_DELAY_S
+        self._watch_clock()
+        deadline = self._deadline()
         line, ticks, late = None, [], False
         # past the deadline already, the loop is late (this process was stopped or starved): the lines may be in
         # the pipe still, its reader thread late too (it read three intervals as stalls after a 4-s SIGSTOP)
@@ -103,6 +134,11 @@ class LineStream:
                 got = self.carry.pop(0) if self.carry else \
                     self.lines.get(timeout=max(least, deadline - self.clock()))
             except queue.Empty:
+                stepped = self.stepped
+                self._watch_clock()
+                if self.stepped != stepped:  # the wall clock stepped while it waited: the deadline moves with it
+                    deadline = self._deadline()
+                    continue
                 if not late and self.clock() > deadline + LATE_WAIT_S:  # it woke long after: stopped while it waited
                     late, least = True, LATE_WAIT_S
                     continue
@@ -138,6 +174,11 @@ class LineStream:
         self.carry = waiting  # ticks of the next interval, and lines of the next turn
         self.expected = line["index"] + 1
         return Taken(line["index"], line, ticks, earlier)
+
+    def _deadline(self) -> float:
+        """When the line of interval ``expected`` is late, on the wall clock."""
+        origin = (self.origin if self.origin is not None else self.load_start) + self.stepped
+        return origin + (self.expected + 1.5) * self.interval + SNIFFER_DELAY_S
 
     def _past(self, obj: dict) -> bool:
         return self.horizon is not None and obj["index"] >= self.horizon
