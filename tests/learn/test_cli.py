@@ -51,6 +51,14 @@ def test_fit_where_keeps_only_the_rows_it_names(tmp_path):
     kept = pd.read_csv(STEP).query("b == 'y' and a > 1")
     assert f"--where: {len(kept)} of 60 rows" in r.output
     assert json.loads((out / "model.json").read_text())["n_train"] == kept["T"].notna().sum() < 58
+    # a column of truths keeps its true rows; one truth keeps all or none
+    frame = pd.read_csv(STEP)
+    frame["ok"] = [True, False] * 30
+    frame.to_csv(tmp_path / "ok.csv", index=False)
+    r = run("fit", "--csv", tmp_path / "ok.csv", "-t", "T", "-f", "a,b,c", "--where", "ok", "--family", "cart", "-o", out)
+    assert r.exit_code == 0 and "--where: 30 of 60 rows" in r.output, r.output
+    r = run("fit", "--csv", STEP, "-t", "T", "--where", "1 == 1", "--family", "cart", "-o", out)
+    assert r.exit_code == 0 and "--where: 60 of 60 rows" in r.output, r.output
 
 
 def test_fit_auto_shows_candidates(tmp_path):
@@ -216,6 +224,10 @@ def test_cluster_cli(tmp_path):
         (["fit", "--csv", STEP, "-t", "T", "--where", "zz > 1"], "--where: cannot keep the rows where 'zz > 1': name 'zz'"),
         (["fit", "--csv", STEP, "-t", "T", "--where", "a >"], "--where: cannot keep the rows where 'a >': invalid syntax"),
         (["evaluate", "--csv", STEP, "-t", "T", "--where", "a > 1e9"], "--where: no row of 60 has 'a > 1e9'"),
+        # not true/false per row: pandas' query took such values as row labels (rows 0 and 1, 12 times each)
+        (["fit", "--csv", STEP, "-t", "T", "--where", "c"],
+         "--where: 'c' is not true or false for each row (it gives values such as 4): compare it, e.g. 'c == 4'"),
+        (["evaluate", "--csv", STEP, "-t", "T", "--where", "b"], "--where: 'b' is not true or false for each row"),
         (["fit", "--csv", STEP, "-t", "T", "--families", "rf,tree"], "--families: unknown model family 'tree'"),
         (["fit", "--csv", STEP, "-t", "T", "--families", ","], "--families: no candidate family given"),
         (["fit", "--csv", STEP, "-t", "T", "--family", "rf", "--families", "rf,gbm"],

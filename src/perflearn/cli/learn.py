@@ -173,15 +173,41 @@ def _keep_rows(ds: "Dataset", expression: str | None) -> "Dataset":
         return ds
     frame = ds.frame
     try:
-        kept = frame.query(expression, engine="python")
+        # eval, not query: query takes values that are not true/false as row labels (a 0/1 column
+        # "settled" kept rows 0 and 1, twelve times each)
+        held = frame.eval(expression, engine="python")
     except Exception as exc:  # pandas raises what the expression's evaluation raises
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"cannot keep the rows where {expression!r}: {why}", where="--where") from None
+    kept = frame[_row_mask(held, frame, expression)]
     if kept.empty:
         raise UsageError(f"no row of {len(frame)} has {expression!r}", where="--where")
     terminal.info(f"--where: {len(kept)} of {len(frame)} rows")
     ds.frame = kept.reset_index(drop=True)
     return ds
+
+
+def _row_mask(held, frame, expression: str):
+    """Whether each row of ``frame`` is kept: ``held``, what ``expression`` gave, must be true or
+    false (or missing: not kept) for each row, or one truth for all of them."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(held, (bool, np.bool_)):
+        return pd.Series(bool(held), index=frame.index)
+    if isinstance(held, pd.Series) and held.index.equals(frame.index):
+        given = held.dropna()
+        if held.dtype == bool or str(held.dtype) == "boolean" or \
+                given.map(lambda v: isinstance(v, (bool, np.bool_))).all():
+            return held.fillna(False).astype(bool)
+        first = given.iloc[0].item() if len(given) and hasattr(given.iloc[0], "item") else \
+            given.iloc[0] if len(given) else None
+        what, example = (f"values such as {first!r}", f"{expression} == {first!r}") if first is not None else \
+            ("no value", f"{expression} == 1")
+    else:
+        what, example = type(held).__name__, f"{expression} == 1"
+    raise UsageError(f"{expression!r} is not true or false for each row (it gives {what}): compare it, "
+                     f"e.g. {example!r}", where="--where")
 
 
 def _csv_columns(path: Path) -> list[str]:
