@@ -34,7 +34,7 @@ from perflearn.errors import UsageError
 from .features import TrainingData
 from .metrics import METRICS, QUANTILE_METRICS, all_metrics
 from .models import (FAMILIES, KNN_NEIGHBORS, AutoRegressor, check_families, check_params, make_pipeline, model_for,
-                     resolve_log_target)
+                     quantile_leaf, resolve_log_target)
 from .uncertainty import band_calibration
 
 
@@ -201,6 +201,7 @@ def evaluate(
     if repeats < 1:  # max(1, repeats) below would run once and the title say "x0"
         raise UsageError(f"repeats must be at least 1, got {repeats}", where="--repeats")
     n = len(data.y)
+    params = quantile_leaf(family, params, n)  # as fit's, so that the pooled figures are its CV's
     X, y = data.X, data.y
     groups = run_groups(data) if by_run else None
     units = n if groups is None else len(pd.unique(groups))
