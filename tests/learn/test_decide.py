@@ -51,3 +51,23 @@ def test_decide_says_which_model_and_which_context_it_took():
     with pytest.raises(UsageError, match="'sieving' is no context column"):  # a knob is no context
         decide(ds, "MBps", "max", family="cart", context={"sieving": "on"})
     assert d.lines()[0].startswith(f"model of MBps: {d.model.chosen} on ")
+
+
+def test_decide_fills_a_partly_given_context_and_warns_beyond_the_runs():
+    """Given part of the context, decide chose the rest among the settings ("size=10" as if a
+    knob); a context beyond the runs was extrapolated without a word (recommend warns)."""
+    ds = Dataset.from_csv(DATA / "sieving.csv", metrics=["MBps"], context=["hole", "size"])
+    d = decide(ds, "MBps", "max", family="cart", context={"hole": 4})
+    line = next(x for x in d.lines() if x.startswith("recommended"))
+    assert d.context["hole"] == 4 and d.context["size"] in (16, 256) and d.taken == ["size"]
+    assert "for hole=4, size=16 (size: the first of 2 contexts measured as often with hole=4" in line
+    assert "size=" not in line.split("): ", 1)[1] and not d.warnings  # a context, not a setting; measured
+    far = decide(ds, "MBps", "max", family="cart", context={"hole": 128, "size": 16})
+    assert far.taken == [] and "measured as often" not in next(x for x in far.lines() if x.startswith("recommended"))
+    assert far.warnings == ["1 point(s) with hole outside the trained range 1 to 64 (e.g. 128): extrapolated"]
+    # under auto the table's choices are a forest's (auto per context would refit its search each time): said
+    from dataclasses import replace
+
+    said = replace(d, table_family="rf").lines()[-1]
+    assert "learned choices per context (a random forest's, cross-fitted by context)" in said
+    assert "random forest" not in d.lines()[-1]

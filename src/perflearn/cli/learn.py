@@ -839,3 +839,5 @@ def decide(
                              random_state=seed, any_combination=any_combination)
     for line in decision.lines():
         terminal.out.print(line, markup=False)
+    for note in decision.warnings:
+        terminal.warn(note)

@@ -15,13 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
 from .features import training_data
 from .model import Model, fit_data
-from .recommend import DefaultsTable, Recommendation, defaults_table, recommend
+from .recommend import DefaultsTable, Recommendation, defaults_table, recommend, unseen_pairs
 from .rules import Rules, tree_rules
 from .space import search_space
 
@@ -37,8 +38,10 @@ class Decision:
     measured_best: float
     measured_median: float
     context: dict = field(default_factory=dict)  # the context recommended for
-    context_given: bool = True  # False: the most common one, taken for the user
+    taken: list[str] = field(default_factory=list)  # its columns not given: the most common, taken for the user
     tied: int = 0  # contexts measured as often as the one taken (a tie is broken by order, and said)
+    warnings: list[str] = field(default_factory=list)  # the recommended point lies beyond the runs
+    table_family: str = ""  # the model family of the defaults table's learned choices, where not the model's
 
     def lines(self) -> list[str]:
         m = self.model
@@ -56,8 +59,11 @@ class Decision:
         where = ""
         if self.context:
             chosen = f"the first of {self.tied} contexts measured as often" if self.tied > 1 else "the most common context"
-            where = " for " + ", ".join(f"{k}={v}" for k, v in self.context.items()) + (
-                "" if self.context_given else f" ({chosen}; --context NAME=VALUE for another)")
+            given = [f"{k}={_shown(v)}" for k, v in self.context.items() if k not in self.taken]
+            if given and self.taken:
+                chosen = f"{', '.join(self.taken)}: {chosen} with {', '.join(given)}"
+            where = " for " + ", ".join(f"{k}={_shown(v)}" for k, v in self.context.items()) + (
+                f" ({chosen}; --context NAME=VALUE for another)" if self.taken else "")
         out.append(f"recommended ({'minimise' if self.sense == 'min' else 'maximise'} {self.target}){where}: {point} "
                    f"-> predicted {pred:.4g}")
         out.extend(f"  searched only configurations where {note}" for note in rec.notes)
@@ -66,7 +72,9 @@ class Decision:
             learned = s.iloc[0]
             default = s[s.index.str.startswith("default ")].iloc[0]
             gain = (default["mean"] - learned["mean"]) * (1 if self.sense == "min" else -1)
-            out.append(f"learned choices per context vs best single default ({default.name[8:]}): "
+            by = f" (a {'random forest' if self.table_family == 'rf' else self.table_family}'s, cross-fitted by context)" \
+                if self.table_family else ""
+            out.append(f"learned choices per context{by} vs best single default ({default.name[8:]}): "
                        f"mean {learned['mean']:.4g} vs {default['mean']:.4g}, gain {_gain(gain, default['mean'])}, "
                        f"loss to best measured {learned['loss']:.4g}")
         else:
@@ -86,21 +94,35 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
     for k in fixed:
         if k not in ds.context:
             raise UsageError(f"{k!r} is no context column (context: {', '.join(ds.context) or 'none'})", where="--context")
-    if ds.context and not fixed:  # recommend for the most common context (the first of a tie, and say so)
-        sizes = data.X.groupby(ds.context).size()
+    taken = [c for c in ds.context if c not in fixed]
+    tied = 0
+    if taken:  # recommend for the most common context (with what was given; the first of a tie, and say so)
+        match = np.ones(len(data.X), dtype=bool)
+        for k, v in fixed.items():
+            match &= (data.X[k] == v).to_numpy()
+        sizes = data.X[match if match.any() else slice(None)].groupby(taken).size()
         top = sizes.idxmax()
-        top = top if isinstance(top, tuple) else (top,)
-        fixed = dict(zip(ds.context, top))
+        fixed.update(zip(taken, top if isinstance(top, tuple) else (top,)))
         tied = int((sizes == sizes.max()).sum())
     space = search_space(ds, [f for f in model.features if f not in fixed], fixed,
                          any_combination=any_combination)
     rec = recommend({target: model}, target, sense, space, fixed, seed=random_state)
-    table = defaults_table(ds, target, sense, family="rf" if family == "auto" else family,
-                           random_state=random_state) if ds.context else None
+    # the point beyond the runs (a context not measured, settings never together): said, as recommend says it
+    used = [f for f in model.features if f in rec.point]
+    warnings = [*model.schema.outside(pd.DataFrame([rec.point])[model.features]),
+                *unseen_pairs(rec.point, ds.ok(), used)]
+    # auto for every context's cross-fit would refit its whole search per context: the table's choices are a forest's
+    table_family = "rf" if family == "auto" else family
+    table = defaults_table(ds, target, sense, family=table_family, random_state=random_state) if ds.context else None
     means = data.rows.groupby("point_id")[target].mean().to_numpy()
     best = float(np.min(means) if sense == "min" else np.max(means))
-    return Decision(target, sense, model, rules, rec, table, best, float(np.median(means)), fixed, bool(context),
-                    tied if ds.context and not context else 0)
+    return Decision(target, sense, model, rules, rec, table, best, float(np.median(means)), fixed, taken, tied,
+                    warnings, table_family if family == "auto" else "")
+
+
+def _shown(value) -> str:
+    """A context value as given: 10, not the 10.0 of a numeric column."""
+    return str(int(value)) if isinstance(value, (float, np.floating)) and float(value).is_integer() else str(value)
 
 
 def _gain(gain: float, reference: float) -> str:
