@@ -39,6 +39,12 @@ class StoreError(PerflearnError):
     """The results store cannot be opened, is of another schema, or lacks data."""
 
 
+class UnknownExperiment(StoreError):
+    """The store has no experiment of the name given: the user's input, as a bad flag is."""
+
+    exit_code = 2
+
+
 class UnsupportedError(PerflearnError):
     """This machine lacks a feature (PMU, cpufreq, cgroup controller, ethtool)."""
 

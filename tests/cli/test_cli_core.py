@@ -82,7 +82,7 @@ def test_bad_inputs_are_one_line(cli, write_spec, store_path, tmp_path):
     assert_one_line_error(cli("show", "nope", "--store", store_path), 1, "no results store here")
     good = write_spec(SPEC, "good.toml")
     cli("run", good, "--store", store_path)
-    assert_one_line_error(cli("show", "nope", "--store", store_path), 1, "no experiment named 'nope'", "cli-demo")
+    assert_one_line_error(cli("show", "nope", "--store", store_path), 2, "no experiment named 'nope'", "cli-demo")
     assert_one_line_error(cli("show", "cli-demo", "--store", store_path, "-m", "zzz"), 2, "no metric 'zzz'")
     assert_one_line_error(cli("export", "cli-demo", "--store", store_path, "--format", "xls"), 2, "unknown format 'xls'")
     assert_one_line_error(cli("import", tmp_path / "none.csv", "--metric", "p", "--store", store_path), 2, "no such file")

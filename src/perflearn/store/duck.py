@@ -16,7 +16,7 @@ import duckdb
 import pandas as pd
 
 from perflearn import __version__
-from perflearn.errors import StoreError
+from perflearn.errors import StoreError, UnknownExperiment
 
 from .base import STATUSES, ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
 from .dataset import Dataset
@@ -180,7 +180,7 @@ class DuckDBStore(ResultsStore):
         if info is None:
             names = [r[0] for r in self.db.execute("SELECT name FROM experiments ORDER BY name").fetchall()]
             known = f" (experiments: {', '.join(names)})" if names else " (the store has no experiments yet)"
-            raise StoreError(f"no experiment named {name!r}{known}", where=self.path)
+            raise UnknownExperiment(f"no experiment named {name!r}{known}", where=self.path)
         return info
 
     def experiments(self):
