@@ -49,3 +49,16 @@ def test_every_command_that_learns_says_the_runs_it_left_out(tmp_path):
                  ["cluster", "--metrics", "t"]):
         out = CliRunner().invoke(app, [argv[0], "--csv", str(path), *argv[1:]], terminal_width=200)
         assert out.exit_code == 0 and "4 run(s) left out" in out.output, (argv, out.output)
+
+
+def test_unseen_pairs_take_missing_values_as_not_had():
+    """A nullable column's missing values are no setting a run had (the matrix form refused them)."""
+    import pandas as pd
+
+    from perflearn.learn.recommend import unseen_pairs
+
+    runs = pd.DataFrame({"a": pd.array([1] * 6 + [0] * 6 + [pd.NA] * 2, dtype="Int64"),
+                         "b": pd.array([0] * 6 + [1] * 6 + [1] * 2, dtype="Int64")})
+    notes = unseen_pairs({"a": 1, "b": 1}, runs, ["a", "b"])
+    assert notes == ["a=1 with b=1: no run had both (6 had the first, 8 the second); the system may not allow it, "
+                     "and the prediction is a guess from runs unlike it"]

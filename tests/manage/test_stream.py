@@ -22,7 +22,7 @@ SPACE = ConfigSpace(cores=(1, 2), levels=(0.5, 1.0))
 def started(interval=INTERVAL, ago=0.0):
     """A stream whose load began ``ago`` seconds ago."""
     stream = LineStream(interval)
-    stream.load_start = time.time() - ago
+    stream.begin(ago)
     return stream
 
 
@@ -170,7 +170,7 @@ def test_taking_turns_a_loop_behind_at_its_turns_end_leaves_the_next_turn_whole(
 
 
 class SteppingClock:
-    """The wall clock, stepped by ``shift`` seconds from when ``step`` is called (NTP, a VM resumed)."""
+    """The wall clock, stepped by ``shift`` seconds (NTP, a VM resumed)."""
 
     def __init__(self):
         self.shift = 0.0
@@ -179,36 +179,108 @@ class SteppingClock:
         return time.time() + self.shift
 
 
+def grid(stream, clock, k, rps, ticks=10):
+    """Interval ``k`` of perflearn-sniff's grid, which stays on the wall clock from its mark
+    (a step does not move it): its ticks and line, stamped there."""
+    start = stream.origin if stream.origin is not None else stream.load_start
+    width = stream.interval / ticks
+    for j in range(ticks):
+        stream.put({"type": "tick", "start": start + k * stream.interval + j * width,
+                    "end": start + k * stream.interval + (j + 1) * width, "rps": rps})
+    stream.put({"type": "interval", "start": start + k * stream.interval, "end": start + (k + 1) * stream.interval,
+                "rps": rps})
+
+
 def test_a_step_of_the_wall_clock_leaves_each_interval_with_its_load():
-    """The sniffer stamps on the wall clock and the load keeps monotonic time: a step of the
-    wall clock moved every later line's place by the step (two intervals at 1 s). Forward
-    and back, each interval keeps its place, the step is listed once, and the deadline
-    moves with the clock (no stall is called for a step forward)."""
-    for step in (1.0, -1.0, 0.001):
+    """The sniffer stamps on the wall clock and keeps its grid there; the load keeps monotonic
+    time. A step forward of 1 s in interval 3 (0.05-s intervals) closes the sniffer's interval
+    3 (the requests before the step), writes the 19 it jumped over (empty), and its interval
+    23 holds the rest of interval 3. That one is taken as interval 3, marked; the empty ones
+    are not taken; later intervals keep their places (placed by count or by the wall clock,
+    every later interval was 20 off). A step of 1.4 intervals places lines one interval off
+    and keeps every tick with its line (a fractional correction dropped 4 of 10)."""
+    for step, whole in ((1.0, 20), (0.07, 1)):
         clock = SteppingClock()
         stream = LineStream(INTERVAL, clock)
-        stream.begin()
-        stream.load_start -= 0.5  # the loop is late: the lines wait
-        stream.origin = None
+        stream.begin(ago=3.5 * INTERVAL)  # now: inside interval 3
         for k in range(3):
-            put(stream, k)
-        assert stream.take().index == 2
+            grid(stream, clock, k, 1000.0 * (k + 1))
+            assert stream.take().index == k
         clock.shift = step
-        for k in range(3, 6):
-            put(stream, k, shift=step)  # the sniffer's stamps move with its clock
+        grid(stream, clock, 3, 700.0)  # the requests of interval 3 before the step
+        for k in range(4, 3 + whole):
+            grid(stream, clock, k, 0.0)  # jumped over
+        grid(stream, clock, 3 + whole, 300.0)  # the rest of interval 3
         taken = stream.take()
-        assert taken is not None and taken.index == 5, step
-        assert [line["index"] for line, _ in taken.earlier] == [3, 4], step
-        assert (stream.steps == [pytest.approx(step, abs=1e-3)]) == (abs(step) > 0.002), step
-        marked = [line.get("clock_stepped", False) for line in [*(old for old, _ in taken.earlier), taken.line]]
-        assert marked == ([True, False, False] if abs(step) > 0.002 else [False] * 3), step  # the first after it
-    # waiting when the clock steps forward: the deadline moves with it, no stall
+        assert (taken.index, taken.line["rps"], taken.line.get("clock_stepped")) == (3, 300.0, True), step
+        assert not taken.earlier and len(taken.ticks) == 10, step
+        grid(stream, clock, 4 + whole, 5000.0)  # interval 4 on the load's clock
+        taken = stream.take()
+        assert (taken.index, taken.line["rps"], "clock_stepped" in taken.line) == (4, 5000.0, False), step
+        assert len(taken.ticks) == 10 and {t["index"] for t in taken.ticks} == {4}, step
+        assert stream.steps == [pytest.approx(step, abs=2e-3)], step
+
+
+def test_a_step_back_is_stalls_then_one_interval_marked():
+    """A step back of 0.5 s (ten 0.05-s intervals) in interval 3: the sniffer holds its
+    interval open until the wall clock comes back, so the loop's intervals 3-12 stall (the
+    maximum applied), and the one line that holds all their requests is marked."""
     clock = SteppingClock()
-    stream = LineStream(1.0, clock)
+    stream = LineStream(INTERVAL, clock)
+    stream.begin(ago=3.5 * INTERVAL)
+    for k in range(3):
+        grid(stream, clock, k, 1000.0)
+        assert stream.take().index == k
+    clock.shift = -0.5
+    got = []
+    threading.Timer(0.5 + 0.6 * INTERVAL, lambda: grid(stream, clock, 3, 11_000.0)).start()
+    while not got or got[-1] is None:
+        got.append(stream.take())
+    # stalls until the line comes (intervals 3-9 at these deadlines); then it is 13's, marked
+    assert len(got) >= 6 and set(got[:-1]) == {None} and got[-1].index == 13 and got[-1].line["clock_stepped"]
+    assert stream.steps == [pytest.approx(-0.5, abs=2e-3)]
+
+
+def test_a_clock_that_does_not_step_is_never_taken_for_one():
+    """Reading the wall clock between two monotonic reads, preempted between them, read as a
+    step of up to 100 ms under load: such samples are not taken."""
+    stream = LineStream(INTERVAL)
     stream.begin()
+    for _ in range(20_000):
+        stream._watch_clock()
+    assert stream.steps == [] and stream.at_risk == []
+    reads = iter([0.0, 5.0, 0.02])  # a 20-ms gap between the monotonic reads: the sample is left out
+    original = time.monotonic
+    try:
+        time.monotonic = lambda: next(reads)
+        assert stream._sample() is None
+    finally:
+        time.monotonic = original
+
+
+def test_ticks_go_with_their_own_interval_whatever_order_they_come_in():
+    """perflearn-sniff writes the ticks a late timer closes before the interval lines: a
+    tick of the next turn's interval came before this turn's last line, which was then taken
+    for the next turn's and lost; in a backlog, ticks went to the interval read first."""
+    stream = started(ago=1.0)
+    stream.horizon = 2
     put(stream, 0)
     assert stream.take().index == 0
-    threading.Timer(0.2, lambda: setattr(clock, "shift", 5.0)).start()
-    threading.Timer(1.0, lambda: put(stream, 1, rps=7.0, shift=5.0)).start()
+    stream.put({"type": "tick", "start": stream.load_start + 2 * INTERVAL, "end": stream.load_start + 2.5 * INTERVAL})
+    put(stream, 1, ticks=0)
     taken = stream.take()
-    assert taken is not None and taken.index == 1 and taken.line["rps"] == 7.0
+    assert not taken.past and taken.index == 1
+    stream.horizon = 5
+    put(stream, 2, ticks=1)
+    taken = stream.take()
+    assert taken.index == 2 and len(taken.ticks) == 2  # the early tick, and its own
+    # a backlog: every tick first, then the lines
+    for k in (3, 4):
+        for j in range(3):
+            stream.put({"type": "tick", "start": stream.load_start + (k + j / 3) * INTERVAL,
+                        "end": stream.load_start + (k + (j + 1) / 3) * INTERVAL})
+    put(stream, 3, ticks=0)
+    put(stream, 4, ticks=0)
+    taken = stream.take()
+    assert taken.index == 4 and len(taken.ticks) == 3
+    assert [(line["index"], len(ticks)) for line, ticks in taken.earlier] == [(3, 3)]

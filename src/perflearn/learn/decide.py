@@ -42,6 +42,7 @@ class Decision:
     tied: int = 0  # contexts measured as often as the one taken (a tie is broken by order, and said)
     warnings: list[str] = field(default_factory=list)  # the recommended point lies beyond the runs
     table_family: str = ""  # the model family of the defaults table's learned choices, where not the model's
+    with_given: bool = True  # the context taken is the most common with what was given (some run had that)
 
     def lines(self) -> list[str]:
         m = self.model
@@ -61,7 +62,8 @@ class Decision:
             chosen = f"the first of {self.tied} contexts measured as often" if self.tied > 1 else "the most common context"
             given = [f"{k}={_shown(v)}" for k, v in self.context.items() if k not in self.taken]
             if given and self.taken:
-                chosen = f"{', '.join(self.taken)}: {chosen} with {', '.join(given)}"
+                chosen = f"{', '.join(self.taken)}: {chosen}" + \
+                    (f" with {', '.join(given)}" if self.with_given else f" of all runs (no run had {', '.join(given)})")
             where = " for " + ", ".join(f"{k}={_shown(v)}" for k, v in self.context.items()) + (
                 f" ({chosen}; --context NAME=VALUE for another)" if self.taken else "")
         out.append(f"recommended ({'minimise' if self.sense == 'min' else 'maximise'} {self.target}){where}: {point} "
@@ -96,10 +98,14 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
             raise UsageError(f"{k!r} is no context column (context: {', '.join(ds.context) or 'none'})", where="--context")
     taken = [c for c in ds.context if c not in fixed]
     tied = 0
+    match = np.ones(len(data.X), dtype=bool)
+    for k, v in fixed.items():
+        match &= (data.X[k] == v).to_numpy()
+    # a context no run had: the recommendation is a prediction for a situation never measured, said
+    unmeasured = [] if match.any() or not fixed else \
+        [f"no run had {', '.join(f'{k}={_shown(v)}' for k, v in fixed.items())}: a context never measured"
+         + (f" ({', '.join(taken)}: the most common of all runs)" if taken else "")]
     if taken:  # recommend for the most common context (with what was given; the first of a tie, and say so)
-        match = np.ones(len(data.X), dtype=bool)
-        for k, v in fixed.items():
-            match &= (data.X[k] == v).to_numpy()
         sizes = data.X[match if match.any() else slice(None)].groupby(taken).size()
         top = sizes.idxmax()
         fixed.update(zip(taken, top if isinstance(top, tuple) else (top,)))
@@ -109,7 +115,7 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
     rec = recommend({target: model}, target, sense, space, fixed, seed=random_state)
     # the point beyond the runs (a context not measured, settings never together): said, as recommend says it
     used = [f for f in model.features if f in rec.point]
-    warnings = [*model.schema.outside(pd.DataFrame([rec.point])[model.features]),
+    warnings = [*unmeasured, *model.schema.outside(pd.DataFrame([rec.point])[model.features]),
                 *unseen_pairs(rec.point, ds.ok(), used)]
     # auto for every context's cross-fit would refit its whole search per context: the table's choices are a forest's
     table_family = "rf" if family == "auto" else family
@@ -117,7 +123,7 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
     means = data.rows.groupby("point_id")[target].mean().to_numpy()
     best = float(np.min(means) if sense == "min" else np.max(means))
     return Decision(target, sense, model, rules, rec, table, best, float(np.median(means)), fixed, taken, tied,
-                    warnings, table_family if family == "auto" else "")
+                    warnings, table_family if family == "auto" else "", bool(match.any()))
 
 
 def _shown(value) -> str:

@@ -339,7 +339,7 @@ def unseen_pairs(point: dict[str, Any], runs: pd.DataFrame, knobs: list[str], le
         return []
     # which runs had each setting, then every pair's runs in one product (pair by pair in pandas took
     # 70 s on 500 knobs)
-    had = np.column_stack([(runs[k] == point[k]).to_numpy(dtype=bool) for k in names]).astype(np.int64)
+    had = np.column_stack([(runs[k] == point[k]).to_numpy(dtype=bool, na_value=False) for k in names]).astype(np.int64)
     counts, together = had.sum(axis=0), had.T @ had
     notes = []
     for a, b in itertools.combinations(range(len(names)), 2):

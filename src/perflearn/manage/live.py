@@ -245,7 +245,7 @@ class LiveService(Service):
         behind = [_measured(old, old_ticks, utilisation, power, self._lost(old)) for old, old_ticks in earlier]
         p95, p99, note = interval_latency(line, ticks)
         lost = self._lost(line)
-        stepped = "the wall clock stepped in the interval: its requests may be of others" \
+        stepped = "the wall clock stepped in or near the interval: its requests may be of others" \
             if line.get("clock_stepped") else None
         note = "; ".join(filter(None, [note, lost, self._clock_steps(), stepped]))
         if note:
@@ -258,8 +258,10 @@ class LiveService(Service):
         said = []
         while self.stream.steps:
             step = self.stream.steps.pop(0)
+            off = round(self.stream.stepped / self.interval)
             said.append(f"the wall clock stepped {step:+.3f} s (NTP, or a VM resumed): the capture's intervals are "
-                        f"placed {self.stream.stepped:+.3f} s off it from here on, to keep each with its load")
+                        f"placed {off:+d} interval{'s' * (abs(off) != 1)} off it from here on, to keep each with its "
+                        "load; the intervals it may have mixed are marked")
             self.warn(said[-1])
         return "; ".join(said) or None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import queue
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,8 +22,11 @@ from dataclasses import dataclass, field
 SNIFFER_DELAY_S = 0.15
 LATE_WAIT_S = 0.25  # the least a late loop waits for a line before it calls the stream stalled
 # A change of the wall clock against the monotonic one larger than this is a step (NTP, a resumed
-# VM): reading the two clocks one after the other differs by microseconds; slewing moves both
-CLOCK_STEP_S = 0.002
+# VM); slewing moves both clocks. A sample whose two monotonic reads, around the wall-clock read,
+# lie further apart than READ_GAP_S is no sample: the thread was preempted between the reads (under
+# load that read as steps of up to 100 ms, in pairs, where the clock never stepped)
+CLOCK_STEP_S = 0.01
+READ_GAP_S = 0.001
 
 
 @dataclass
@@ -45,15 +49,17 @@ class Taken:
 class LineStream:
     """Lines of one live run. ``put`` (the sniffer's thread) places each; ``take`` (the
     loop) waits for the next interval's. ``begin`` when the load's profile begins: lines of
-    intervals before it (the preload) are refused by ``put``.
+    intervals before it (the preload) are refused by ``put``. Deadlines are on the monotonic
+    clock, as the load generator's schedule.
 
-    The sniffer stamps on the wall clock, the load generator keeps time on the monotonic
-    one: a step of the wall clock during the run (NTP, a VM resumed) would shift every later
-    line's place by the step. Each step is seen (the wall clock against the monotonic one),
-    added to ``stepped``, listed in ``steps`` for the loop to say, and lines are placed, and
-    deadlines set, that much later, so that each interval keeps its load. The first interval
-    line after a step is marked ``clock_stepped``: its requests may be of other intervals
-    (a step back of 2 s put four 0.5-s intervals' requests in one)."""
+    The sniffer stamps on the wall clock and keeps its grid of intervals there: a step of
+    the wall clock during the run (NTP, a VM resumed) would shift every later line's place by
+    the step. Each step is seen (the wall clock against the monotonic one), listed in
+    ``steps`` for the loop to say, and later lines are placed that many whole intervals off
+    (the sniffer's grid does not move). The intervals a step may have mixed are marked
+    ``clock_stepped``: from the last check that saw no step to its discovery, and, for a step
+    back, as far again (the sniffer holds its interval open until the clock comes back: a
+    step back of 2 s put four 0.5-s intervals' requests in one)."""
 
     def __init__(self, interval_s: float, clock: Callable[[], float] = time.time):
         self.interval = interval_s
@@ -61,27 +67,54 @@ class LineStream:
         self.offset: float | None = None  # wall clock minus monotonic clock at the load's start
         self.stepped = 0.0  # how far the wall clock stepped since (seconds, + forward)
         self.steps: list[float] = []  # each step seen, not yet said
-        self.straddled = False  # a step was seen since the last interval line: the next one is marked "clock_stepped"
+        self.at_risk: list[tuple[int, int]] = []  # (first, last) intervals each step may have mixed
+        self.checked: float | None = None  # the load's clock at the last check that saw no step
+        self.watch = threading.Lock()  # both threads check the clock
         self.lines: queue.Queue = queue.Queue()
-        self.carry: list[dict] = []  # read, not yet the loop's: ticks after their interval's line, the next turn's
+        self.carry: list[dict] = []  # read, not yet the loop's: ticks of later intervals, the next turn's lines
         self.intervals_seen = 0
-        self.origin: float | None = None  # start of the first interval of the trace
+        self.origin: float | None = None  # start of the first interval of the trace, on the load's clock
         self.expected = 0  # the interval of the load's clock the loop asks for next
         self.horizon: int | None = None  # the first interval not the caller's (the next policy's turn): not returned
         self.load_start = math.inf
 
-    def begin(self) -> None:
-        """The load's profile begins now."""
-        self.load_start = self.clock()
-        self.offset = self.load_start - time.monotonic()
+    def begin(self, ago: float = 0.0) -> None:
+        """The load's profile began ``ago`` seconds ago (now, live)."""
+        while (offset := self._sample()) is None:
+            pass
+        self.offset = offset
+        self.load_start = time.monotonic() + offset - ago
+
+    def now(self) -> float:
+        """The load's clock: epoch seconds as the wall clock read at the load's start, moved on by
+        the monotonic clock."""
+        return time.monotonic() + self._offset()
+
+    def _offset(self) -> float:
+        return self.offset if self.offset is not None else self.clock() - time.monotonic()
+
+    def _sample(self) -> float | None:
+        before = time.monotonic()
+        wall = self.clock()
+        after = time.monotonic()
+        return None if after - before > READ_GAP_S else wall - (before + after) / 2
 
     def _watch_clock(self) -> None:
-        if self.offset is None:
+        if self.offset is None or (sample := self._sample()) is None:
             return
-        drift = self.clock() - time.monotonic() - self.offset
-        if abs(drift - self.stepped) > CLOCK_STEP_S:
-            self.steps.append(drift - self.stepped)
-            self.stepped, self.straddled = drift, True
+        drift = sample - self.offset
+        with self.watch:
+            now = self.now()
+            if abs(drift - self.stepped) > CLOCK_STEP_S:
+                step = drift - self.stepped
+                since = self.checked if self.checked is not None else now
+                self.at_risk.append((self._index(since), self._index(now + max(0.0, -step))))
+                self.steps.append(step)
+                self.stepped = drift
+            self.checked = now
+
+    def _index(self, t: float) -> int:
+        return math.floor((t - (self.origin if self.origin is not None else self.load_start)) / self.interval)
 
     def put(self, obj: dict) -> bool:
         """Place a wire line (``obj["index"]``) and queue it for the loop; False, and not
@@ -93,7 +126,8 @@ class LineStream:
             return False
         self._watch_clock()
         stamped = float(obj.get("start", 0.0))
-        start = stamped - self.stepped  # on the wall clock as it was at the load's start
+        # on the load's clock: the sniffer's grid stays where it was on the wall clock, so whole intervals off
+        start = stamped - self.interval * round(self.stepped / self.interval)
         if start < self.load_start or (kind == "interval" and not self.intervals_seen
                                        and float(obj.get("end", 0.0)) - stamped < self.interval / 2):
             return False
@@ -101,8 +135,6 @@ class LineStream:
             self.intervals_seen += 1
             if self.origin is None:
                 self.origin = start
-            if self.straddled:  # the sniffer's grid is on the wall clock: stepped back, it held this interval
-                obj["clock_stepped"], self.straddled = True, False  # open until the clock came back (all of them)
         # the sniffer's intervals lie on a grid from the mark, one line each (those it could not write
         # while stopped come together when it runs again); a tick lies inside its interval. Epoch seconds
         # in a double are good to about 2.4e-7 s: at 0.01-s intervals, 2.4e-5 of an interval, so a line's
@@ -113,6 +145,8 @@ class LineStream:
         else:
             place = (start - self.origin) / self.interval
             obj["index"] = round(place) if kind == "interval" else math.floor(place + 1e-4)
+        if kind == "interval" and any(first <= obj["index"] <= last for first, last in self.at_risk):
+            obj["clock_stepped"] = True
         self.lines.put(obj)
         return True
 
@@ -121,64 +155,62 @@ class LineStream:
         sniffer's own delay) after it ended: the stream stalled, and its line, if it comes,
         is passed over. When the loop fell behind (lines of later intervals wait), the newest
         is the one returned, those before it in ``earlier``. Lines at or past ``horizon`` wait
-        for the next call with a later horizon. ``react``: told each tick of the interval
-        under way as it comes."""
+        for the next call with a later horizon. ``react``: told each tick of the turn as it
+        comes while the line is awaited."""
         self._watch_clock()
         deadline = self._deadline()
-        line, ticks, late = None, [], False
+        seen: list[dict] = []  # ticks of this turn read while waiting
+        later: list[dict] = []  # ticks of the next turn read while waiting: its own
+        line, late = None, False
         # past the deadline already, the loop is late (this process was stopped or starved): the lines may be in
         # the pipe still, its reader thread late too (it read three intervals as stalls after a 4-s SIGSTOP)
-        least = LATE_WAIT_S if self.clock() > deadline else 0.0
+        least = LATE_WAIT_S if time.monotonic() > deadline else 0.0
         while line is None:
             try:
                 got = self.carry.pop(0) if self.carry else \
-                    self.lines.get(timeout=max(least, deadline - self.clock()))
+                    self.lines.get(timeout=max(least, deadline - time.monotonic()))
             except queue.Empty:
-                stepped = self.stepped
-                self._watch_clock()
-                if self.stepped != stepped:  # the wall clock stepped while it waited: the deadline moves with it
-                    deadline = self._deadline()
-                    continue
-                if not late and self.clock() > deadline + LATE_WAIT_S:  # it woke long after: stopped while it waited
+                if not late and time.monotonic() > deadline + LATE_WAIT_S:  # it woke long after: stopped while it waited
                     late, least = True, LATE_WAIT_S
                     continue
                 self.expected += 1
+                self.carry[:0] = [*(t for t in seen if t["index"] >= self.expected), *later]
                 return None
             if got["index"] < self.expected:  # of an interval given up as stalled, or a tick of one
                 continue
-            if self._past(got):  # the next turn's: the intervals asked for were never written
-                self.carry.insert(0, got)
+            if self._past(got):
+                if got.get("type") == "tick":  # the sniffer writes the ticks a late timer closes before the lines
+                    later.append(got)
+                    continue
+                self.carry[:0] = [*later, got]  # the next turn's line came: the intervals asked for were never written
                 self.expected = self.horizon
                 return Taken(self.horizon, None)
-            if got.get("type") != "tick":
-                line = got
+            if got.get("type") == "tick":
+                seen.append(got)
+                if react is not None:
+                    react(got)
                 continue
-            ticks.append(got)
-            if react is not None:
-                react(got)
+            line = got
         waiting, self.carry = self.carry, []  # what was read before (the next turn's lines), then what came since
         while not self.lines.empty():
             waiting.append(self.lines.get_nowait())
-        earlier = []
-        mine = next((k for k, obj in enumerate(waiting) if self._past(obj)), len(waiting))
-        newest = max((k for k, obj in enumerate(waiting[:mine]) if obj.get("type") != "tick"), default=None)
-        if newest is not None:  # the loop fell behind: the newest interval is the one to decide on
-            pending = []  # ticks come before the interval line they end with
-            for obj in waiting[:newest + 1]:
-                if obj.get("type") == "tick":
-                    pending.append(obj)
-                else:
-                    earlier.append((line, ticks))
-                    line, ticks, pending = obj, pending, []
-            waiting = waiting[newest + 1:]
-        self.carry = waiting  # ticks of the next interval, and lines of the next turn
+        mine = [obj for obj in waiting if not self._past(obj) and obj["index"] >= self.expected]
+        ticks_by: dict[int, list[dict]] = {}
+        for tick in [*seen, *(obj for obj in mine if obj.get("type") == "tick")]:
+            ticks_by.setdefault(tick["index"], []).append(tick)
+        # the loop fell behind when lines of later intervals wait: the newest is the one to decide on
+        lines = [line, *(obj for obj in mine if obj.get("type") != "tick")]
+        line = lines[-1]
+        earlier = [(old, ticks_by.get(old["index"], [])) for old in lines[:-1]]
+        self.carry = [*(t for k in sorted(ticks_by) if k > line["index"] for t in ticks_by[k]),  # intervals under way
+                      *later, *(obj for obj in waiting if self._past(obj))]
         self.expected = line["index"] + 1
-        return Taken(line["index"], line, ticks, earlier)
+        return Taken(line["index"], line, ticks_by.get(line["index"], []), earlier)
 
     def _deadline(self) -> float:
-        """When the line of interval ``expected`` is late, on the wall clock."""
-        origin = (self.origin if self.origin is not None else self.load_start) + self.stepped
-        return origin + (self.expected + 1.5) * self.interval + SNIFFER_DELAY_S
+        """When the line of interval ``expected`` is late, on the monotonic clock."""
+        origin = self.origin if self.origin is not None else self.load_start
+        return origin - self._offset() + (self.expected + 1.5) * self.interval + SNIFFER_DELAY_S
 
     def _past(self, obj: dict) -> bool:
         return self.horizon is not None and obj["index"] >= self.horizon
