@@ -712,14 +712,46 @@ def test_an_interrupted_interleaved_comparison_keeps_the_turns_taken():
 
     names = ["static", "hipster", "ondemand"]
     policies = {n: make_policy(n, SPACE, TARGET, 10_000, 1.0, power=PowerModel(), intervals=len(loads)) for n in names}
-    got = []
+    got, stopped = [], []
     with pytest.raises(KeyboardInterrupt):
         for label, frame, wall, complete in comparison(policies, service, loads, 1.0, PowerModel(), slot=4):
             got.append((label, len(frame), complete))
+            if not complete:
+                stopped.append(frame.attrs["stopped"])
     assert got[0] == ("hipster (learning)", 8, True)
     # 10 intervals on the shared service: static's first turn (4), hipster's (4), ondemand's first two
     assert sorted(got[1:]) == [("hipster", 4, False), ("ondemand", 2, False), ("static", 4, False)]
     assert services["interleaved"].config == SPACE.maximum  # left at maximum
+    # each cut-short pass says why (its failed run's error in the store said "cut short" whatever stopped it)
+    assert sorted(stopped) == ["interrupted after 2 intervals", "interrupted after 4 intervals",
+                               "interrupted after 4 intervals"]
+
+
+def test_passes_ended_before_static_are_priced_against_it():
+    """With --interleave a learning pass ends before static's turns do: it was stored
+    without an energy reduction. It now waits for static; interrupted first, it is stored
+    unpriced; a cut-short pass is stored with why."""
+    import pandas as pd
+
+    from perflearn.cli.manage import StaticFirst
+
+    stored = []
+    record = lambda label, frame, static_j, wall, complete, why: stored.append((label, static_j, complete, why))  # noqa: E731
+    frame = lambda joules: pd.DataFrame({"energy_j": [joules]})  # noqa: E731
+    priced = StaticFirst(record, static_comes=True)
+    priced.add("hipster (learning)", frame(5.0), 1.0, True)
+    assert stored == []  # waits for static
+    cut = frame(3.0)
+    cut.attrs["stopped"] = "terminated after 1 intervals"
+    priced.add("static", frame(8.0), 1.0, True)
+    priced.add("hipster", cut, 1.0, False)
+    assert stored == [("hipster (learning)", 8.0, True, None), ("static", 8.0, True, None),
+                      ("hipster", 8.0, False, "terminated after 1 intervals")]
+    stored.clear()
+    early = StaticFirst(record, static_comes=True)
+    early.add("hipster (learning)", frame(5.0), 1.0, True)
+    early.flush()  # interrupted before static ended
+    assert stored == [("hipster (learning)", None, True, None)]
 
 
 def test_every_interval_is_on_disk_as_it_ends(tmp_path):
@@ -1249,6 +1281,9 @@ def test_a_terminated_interleaved_comparison_keeps_its_intervals(tmp_path):
     with open_store(store, read_only=True) as results:
         runs, samples = results.dataset("cut").frame, results.samples("cut")
     assert sorted(runs["policy"]) == ["ondemand", "static"] and (runs["status"] == "failed").all()
+    with open_store(store, read_only=True) as results:
+        errors = results.runs("cut")["error"]
+    assert errors.str.match(r"terminated after \d+ intervals").all(), errors  # it said "cut short", whatever cut it
     assert sorted(samples.loc[samples["metric"] == "service_interval", "value"]) == \
         sorted(frame["service_interval"].astype(float))
 

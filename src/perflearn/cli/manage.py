@@ -197,7 +197,8 @@ def manage(
         return
     if "sweep" in names and step_seconds / interval < 3 * len(space):  # Sweep.hold intervals each
         terminal.warn(f"sweep: {step_seconds:g}-s steps hold {step_seconds / interval:.0f} intervals, fewer than 3 for each "
-                      f"of the {len(space)} configurations: each load measures only the fastest of them")
+                      f"of the {len(space)} configurations: each load measures only the fastest "
+                      f"{max(1, int(step_seconds / interval) // 3)} of them it can run")
     # the passes in order, static first to compare with; a profile alone needs none: nothing is compared
     profiling = not simulate and all(n in PROFILERS for n in names)
     if interleave and any(n in PROFILERS for n in names):
@@ -456,26 +457,26 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                                           host_quantile=quantiles.get(label, quantiles.get(None, HOST_QUANTILE)),
                                           experience=experience, miss_budget=miss_budget)
         if base == "heimdall-experience":
-            terminal.info(f"{name}: a miss priced {policy.price:.3g} W; "
-                          f"{policy.expected_share * 100:.2f} % of intervals expected to miss")
+            _say_price(name, policy, miss_budget)
     # every interval on disk as it ends: a manager killed outright loses only the one in flight
     journal = IntervalCsv(csv) if csv else None
     alarms = _Alarms(journal)
     with workdir, journal or nullcontext():  # each pass recorded in the store as it ends (static's first: the energy's reference)
         try:
+            priced = StaticFirst(record, "static" in made)
             for label, frame, wall, complete in comparison(made, service, offered, interval, power, slot,
                                                            log=alarms):
                 frames[label] = frame
-                static = frames.get("static")
-                record(label, frame, None if static is None else static["energy_j"].sum(), wall, complete)
+                priced.add(label, frame, wall, complete)
         except BaseException as exc:  # interrupted, or the service failed: nothing measured is lost
+            priced.flush()  # what waited for static, unpriced
             if journal and journal.rows:
                 why = ("terminated" if isinstance(exc, Terminated) else "interrupted" if isinstance(exc, KeyboardInterrupt)
                        else "stopped")
                 terminal.warn(f"{why}: the {journal.rows} intervals run so far are in {csv}")
             raise
     static_energy = frames["static"]["energy_j"].sum() if "static" in frames else None
-    shown = {n: f for n, f in frames.items() if n != "static" or "static" in names}
+    shown = frames  # static too when not asked for: the energy's reference, as the simulator shows it
     slow = slow_intervals(frames)
     table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label if rapl is None else rapl.label})",
                   "vs static", "changes",
@@ -492,6 +493,30 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         draw({n: frames[n] for n in names}, figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
     if csv:
         terminal.info(f"intervals: {csv}")
+
+
+class StaticFirst:
+    """Each pass to ``record`` as it ends, priced against static's energy: passes that end
+    before static's (a learning pass ahead of interleaved turns) wait for it (they were
+    stored without an energy reduction); ``flush`` records what still waits, unpriced. A
+    pass cut short is stored with why (``frame.attrs["stopped"]``)."""
+
+    def __init__(self, record, static_comes: bool):
+        self.record, self.static_comes = record, static_comes
+        self.static_energy: float | None = None
+        self.waiting: list[tuple] = []
+
+    def add(self, label: str, frame, wall: float, complete: bool) -> None:
+        if label == "static":
+            self.static_energy = float(frame["energy_j"].sum())
+        self.waiting.append((label, frame, wall, complete))
+        if self.static_energy is not None or not self.static_comes:
+            self.flush()
+
+    def flush(self) -> None:
+        for label, frame, wall, complete in self.waiting:
+            self.record(label, frame, self.static_energy, wall, complete, frame.attrs.get("stopped"))
+        self.waiting = []
 
 
 class _Alarms:
@@ -569,6 +594,17 @@ def _warn_if_hosts_differ(slow: dict[str, float]) -> None:
         terminal.warn(f"the host ran fixed work {SLOW_RATIO:g}x or more slower than its fastest in {slow[slowest]:.0f}% of "
                       f"{slowest}'s intervals but {slow[fastest]:.0f}% of {fastest}'s: their QoS is not comparable; "
                       "run them again (docs/manage.md, \"A slow host\")")
+
+
+def _say_price(name: str, policy, miss_budget: float) -> None:
+    """heimdall-experience's price of a miss, and whether its plan keeps to --miss-budget
+    (at the highest price it may not: the experience says misses there, whatever it costs)."""
+    said = f"{name}: a miss priced {policy.price:.3g} W; {policy.expected_share * 100:.2f} % of intervals expected to miss"
+    if policy.expected_share > miss_budget + 1e-12:
+        terminal.warn(f"{said}: more than --miss-budget {miss_budget * 100:g} % at any price (its experience missed "
+                      "there in every configuration it priced)")
+    else:
+        terminal.info(said)
 
 
 def _say_experience(experience) -> None:

@@ -15,12 +15,15 @@ service that exits ends the run, and one that stops answering is measured as lat
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
 import pandas as pd
+
+from perflearn.errors import PerflearnError, Terminated
 
 from .config import ConfigSpace, Configuration
 from .policies import learning_label
@@ -368,8 +371,24 @@ def passes(policy: Policy, name: str, new_service: Callable[[str], Service], int
         finally:
             _leave(service)
             if not complete and controller.records:
-                yield label, controller.frame(), False  # then the exception goes on
+                yield label, _stopped(controller.frame(), sys.exc_info()[1]), False  # then the exception goes on
         yield label, controller.frame(), True
+
+
+def _stopped(frame: pd.DataFrame, exc: BaseException | None) -> pd.DataFrame:
+    """``frame``, a pass cut short by ``exc``, with why in ``frame.attrs["stopped"]`` (its
+    failed run's error in the store: it said "cut short" whatever stopped it)."""
+    after = f"after {len(frame)} intervals"
+    if isinstance(exc, Terminated):
+        why = f"terminated {after}"
+    elif isinstance(exc, KeyboardInterrupt):
+        why = f"interrupted {after}"
+    elif isinstance(exc, PerflearnError):
+        why = f"{exc.message} ({after})"
+    else:
+        why = f"cut short {after}" if exc is None else f"{type(exc).__name__}: {exc} ({after})"
+    frame.attrs["stopped"] = why
+    return frame
 
 
 def comparison(policies: dict[str, Policy], new_service: Callable[..., Service], offered: list[float],
@@ -405,9 +424,11 @@ def comparison(policies: dict[str, Policy], new_service: Callable[..., Service],
         complete = True
     finally:  # interrupted too: the turns taken are not lost
         wall = time.monotonic() - started
+        stopped = sys.exc_info()[1]
         for name, controller in controllers.items():
             if controller.records:
-                yield name, controller.frame(), wall, complete
+                frame = controller.frame()
+                yield name, frame if complete else _stopped(frame, stopped), wall, complete
 
 
 def _none_late(latency: float) -> float:
