@@ -161,5 +161,8 @@ def test_simulated_heimdall_experience_from_an_earlier_run(tmp_path):
     r = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "10", "--power", "tx1", "--seed", "1",
                                  "-p", "heimdall-experience", "--experience", str(first), "--miss-budget", "0.05"])
     assert r.exit_code == 0, r.output
-    row = next(line.split() for line in r.output.splitlines() if line.strip().startswith("heimdall-experience"))
+    row = next(line.split() for line in r.output.splitlines() if line.strip().startswith("heimdall-experience "))
     assert float(row[1].rstrip("%")) >= 95.0 and float(row[5].rstrip("%")) > 0  # met and saved
+    # what it learned from, and its price of a miss, said as a live run says them (the simulator said neither)
+    assert "experience: " in r.output and "intervals from 1 file(s)" in r.output
+    assert "heimdall-experience: a miss priced " in r.output and "% of intervals expected to miss" in r.output

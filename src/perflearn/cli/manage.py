@@ -491,6 +491,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         _warn_if_hosts_differ({n: slow[n] for n in dict.fromkeys(["static", *names]) if n in slow})
     if figure:
         draw({n: frames[n] for n in names}, figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
+        terminal.info(f"figure: {figure}")
     if csv:
         terminal.info(f"intervals: {csv}")
 
@@ -634,6 +635,11 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
                        HOST_QUANTILE if host_quantile is None else host_quantile)
         if s == seed and any(n.startswith("heimdall") for n in names):
             _say_if_ticks_hold_too_few(tick, run.max_rps)
+        if s == seed and run.experience is not None:  # as a live run says them
+            _say_experience(run.experience)
+            for name, policy in run.policies.items():
+                if getattr(policy, "price", None) is not None:
+                    _say_price(name, policy, miss_budget)
         terminal.info(f"seed {s}: simulated service {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s "
                       f"per core; knee p95 {run.knee_target_s * 1e3:.3f} ms; QoS target {run.target_s * 1e3:.3f} ms; "
                       f"max load {run.max_rps:.0f} req/s"

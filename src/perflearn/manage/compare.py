@@ -9,7 +9,7 @@ configurations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -92,7 +92,7 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
             target_s: float, max_rps: float, policies: list[str], model=None,
             tick_s: float | None = None, cost_model=None, headroom: float | None = None,
             experience=None, miss_budget: float = 0.01, slot: int | None = None,
-            host_quantile: float = HOST_QUANTILE) -> tuple[pd.DataFrame, dict]:
+            host_quantile: float = HOST_QUANTILE) -> tuple[pd.DataFrame, dict, dict]:
     """Every policy on the same trace; ``tick_s``: the service reports ticks this long
     inside each interval, and the policies that react to them (Heimdall's) do. A policy
     that learns first (Hipster) has its (last) learning pass in the frames and the table
@@ -110,7 +110,7 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
     frames = {label: frame for label, frame, *_ in comparison(made, service, loads, interval_s, power, slot)}
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items()]
-    return pd.DataFrame(rows), frames
+    return pd.DataFrame(rows), frames, made
 
 
 @dataclass
@@ -124,6 +124,8 @@ class Simulation:
     profiled: int
     summary: pd.DataFrame
     frames: dict[str, pd.DataFrame]
+    policies: dict = field(default_factory=dict)  # as made, by name: heimdall-experience's price is said
+    experience: object = None  # heimdall-experience's, read against this run's target and maximum load
 
 
 def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace: str, step_s: float,
@@ -154,9 +156,9 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
     segments = trace_segments(trace, max_rps, step_s, interval_s)
     loads = expand(segments, interval_s)
     experience = Experience.from_csvs(experience_csvs, space, target, max_rps) if experience_csvs else None
-    summary, frames = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s, cost,
-                              headroom, experience, miss_budget, slot, host_quantile)
-    return Simulation(knee_target, target, max_rps, profiled, summary, frames)
+    summary, frames, made = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s,
+                                    cost, headroom, experience, miss_budget, slot, host_quantile)
+    return Simulation(knee_target, target, max_rps, profiled, summary, frames, made, experience)
 
 
 def across_seeds(summaries: list[pd.DataFrame]) -> pd.DataFrame:
