@@ -40,7 +40,8 @@ class StoreError(PerflearnError):
 
 
 class UnknownExperiment(StoreError):
-    """The store has no experiment of the name given: the user's input, as a bad flag is."""
+    """The store has no experiment of the name given, or there is no store where given: the
+    user's input, as a bad flag is."""
 
     exit_code = 2
 

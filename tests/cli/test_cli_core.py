@@ -79,7 +79,7 @@ def test_bad_inputs_are_one_line(cli, write_spec, store_path, tmp_path):
     spec = write_spec(SPEC.replace("echo value {x}", "echo {y}"))
     assert_one_line_error(cli("run", spec, "--store", store_path), 2, "spec.toml:4", "unknown placeholder {y}")
     assert_one_line_error(cli("validate", tmp_path / "missing.toml"), 2, "no such spec file")
-    assert_one_line_error(cli("show", "nope", "--store", store_path), 1, "no results store here")
+    assert_one_line_error(cli("show", "nope", "--store", store_path), 2, "no results store here")
     good = write_spec(SPEC, "good.toml")
     cli("run", good, "--store", store_path)
     assert_one_line_error(cli("show", "nope", "--store", store_path), 2, "no experiment named 'nope'", "cli-demo")

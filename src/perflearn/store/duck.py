@@ -40,7 +40,7 @@ class DuckDBStore(ResultsStore):
         self._next_run_id: int | None = None
         self._closed = False
         if read_only and self.path != ":memory:" and not Path(self.path).exists():
-            raise StoreError("no results store here (run an experiment or import a CSV first)", where=self.path)
+            raise UnknownExperiment("no results store here (run an experiment or import a CSV first)", where=self.path)
         self._db: duckdb.DuckDBPyConnection | None = self._connect(WAIT_READ_S)
         self._open_schema(read_only)
 
