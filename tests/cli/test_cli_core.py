@@ -8,6 +8,8 @@ from typer.testing import CliRunner
 
 from perflearn.cli import app
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 SPEC = """
     [experiment]
     name = "cli-demo"

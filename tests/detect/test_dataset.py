@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 
 from perflearn.cli import app
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 DATA = Path(__file__).resolve().parents[2] / "examples" / "detect" / "data"
 
 

@@ -10,6 +10,8 @@ from perflearn.detect.features import STATS, window_features
 from perflearn.detect.model import Detector, evaluate, fit, rates, training_set
 from perflearn.errors import UsageError
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def test_window_statistics_are_exact():
     samples = pd.DataFrame({"run_id": 1, "metric": "x", "t": [0.1 * i for i in range(1, 9)],

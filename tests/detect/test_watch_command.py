@@ -8,6 +8,8 @@ from perflearn.detect.model import Detector
 from perflearn.detect.watch import watch
 from perflearn.errors import CommandFailed
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def _never_full() -> Detector:
     """A detector whose window never fills in these tests' seconds: it classifies nothing."""

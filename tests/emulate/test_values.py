@@ -10,6 +10,8 @@ import pytest
 from perflearn import emulate as emu
 from perflearn.errors import UnsupportedError, UsageError
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 @pytest.mark.parametrize(
     "text,ns",

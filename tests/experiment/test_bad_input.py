@@ -19,6 +19,8 @@ from perflearn.experiment.spec import load_spec
 from perflearn.experiment.timelimit import TimeLimit, time_limit
 from perflearn.runner.runner import check_machine
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 SPEC = """
 [workload]
 command = "echo {x}"

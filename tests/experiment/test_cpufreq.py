@@ -11,6 +11,8 @@ import pytest
 from perflearn.errors import UnsupportedError
 from perflearn.experiment.cpufreq import SYSFS, CpuFreq
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def test_sets_frequency_and_restores_governor(tmp_path, cpufreq_tree):
     freq = CpuFreq([0, 1], cpufreq_tree(tmp_path))

@@ -8,6 +8,8 @@ from perflearn.errors import SpecError
 from perflearn.experiment.design import plan, points
 from perflearn.experiment.spec import parse_spec
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 BASE = """
 [workload]
 command = "echo {a} {b}"

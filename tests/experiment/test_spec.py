@@ -7,6 +7,8 @@ import pytest
 from perflearn.errors import SpecError
 from perflearn.experiment.spec import load_spec
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 GOOD = """
 [experiment]
 name = "demo"

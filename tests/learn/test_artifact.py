@@ -10,6 +10,8 @@ from perflearn.learn.model import FORMAT
 
 from .conftest import step_frame
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def test_save_load_round_trip(step_ds, tmp_path):
     model = fit(step_ds, "T", family="rf", params={"n_estimators": 20})

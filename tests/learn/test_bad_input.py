@@ -12,6 +12,8 @@ from perflearn.store import Dataset
 
 from .conftest import step_frame
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def _one_line(exc):
     msg = str(exc.value)

@@ -6,6 +6,8 @@ from perflearn.errors import UsageError
 from perflearn.learn.decide import decide
 from perflearn.store import Dataset
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "learn"
 
 

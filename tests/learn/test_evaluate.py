@@ -8,6 +8,8 @@ from perflearn.learn.evaluate import (
 from perflearn.learn.features import training_data
 from perflearn.learn.metrics import mape, mre, r2, rmse
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def test_metrics_by_hand():
     y, p = np.array([10.0, 20.0, 40.0]), np.array([11.0, 18.0, 40.0])

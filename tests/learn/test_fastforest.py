@@ -12,6 +12,8 @@ from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 from perflearn.learn import fastforest, fit, load, uncertainty
 from perflearn.store import Dataset
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 needs_numba = pytest.mark.skipif(fastforest.unavailable() is not None, reason=str(fastforest.unavailable()))
 
 

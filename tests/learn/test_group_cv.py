@@ -12,6 +12,8 @@ from perflearn.learn.model import fit_data
 from perflearn.learn.models import AutoRegressor, cv_splits
 from perflearn.store import Dataset
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def per_sample_data(runs=24, samples=8, seed=0):
     """y = 100 + 50 x, times a strong per-run offset (sd 25%), times small per-sample noise (1%)."""

@@ -4,6 +4,8 @@ import pytest
 from perflearn.errors import UsageError
 from perflearn.learn.knee import find_knee
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def test_latency_knee_of_a_hockey_stick():
     load = np.arange(0, 101, 2.0)

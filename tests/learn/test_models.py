@@ -11,6 +11,8 @@ from perflearn.store import Dataset
 
 from .conftest import step_frame
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def _ard_gp():
     return build("gp", {}, random_state=0).steps[-1][1]  # the GP --family gp fits, without its scaler

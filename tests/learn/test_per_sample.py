@@ -12,6 +12,8 @@ from perflearn.errors import UsageError
 from perflearn.learn.model import Model
 from perflearn.store import Dataset
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 # Each run holds a buffer of MB mebibytes for about a second while the sampler takes the
 # workload's resident memory every 100 ms: the sampled RSS must follow the knob (memory,
 # unlike CPU time, does not depend on how busy the machine is).

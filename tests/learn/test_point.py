@@ -11,6 +11,8 @@ from perflearn.learn.model import fit_data
 from perflearn.learn.models import AutoRegressor, _RelativePoint, build, log_dist
 from perflearn.store import Dataset
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def test_exp_mu_minus_s2_minimises_expected_relative_error():
     rng = np.random.default_rng(0)

@@ -16,6 +16,8 @@ from perflearn.learn.evaluate import evaluate
 from perflearn.learn.model import load
 from perflearn.store import Dataset
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def noisy_frame(n: int, seed: int) -> pd.DataFrame:
     """log T = 1 + x + noise whose spread grows with x (0.1 at x = 0, 0.6 at x = 1); b shifts it."""

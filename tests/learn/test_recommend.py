@@ -9,6 +9,8 @@ from perflearn.learn.recommend import Constraint, defaults_table, recommend
 from perflearn.learn.space import search_space
 from perflearn.store import Dataset
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "learn"
 
 

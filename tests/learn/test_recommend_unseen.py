@@ -7,10 +7,13 @@ from __future__ import annotations
 import itertools
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from perflearn.cli.app import app
 from perflearn.learn.recommend import unseen_pairs
+
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
 
 
 def runs_without(a: int, b: int) -> pd.DataFrame:

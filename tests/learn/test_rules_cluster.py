@@ -10,6 +10,8 @@ from perflearn.learn.features import training_data
 from perflearn.learn.rules import tree_rules
 from perflearn.store import Dataset
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "learn"
 
 

@@ -15,6 +15,8 @@ from perflearn.learn.recommend import recommend
 from perflearn.learn.space import one_hot_groups, search_space
 from perflearn.store import Dataset, open_store
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 @pytest.fixture(scope="module")
 def one_hot():

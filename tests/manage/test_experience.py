@@ -14,6 +14,8 @@ from perflearn.manage.policies import make_policy
 from perflearn.manage.policy import Observation
 from perflearn.manage.power import power_model
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 SPACE = ConfigSpace.make(2, 2)  # 1c@0.5, 1c@1, 2c@0.5, 2c@1
 TARGET = 1e-3
 MAX = 10_000.0

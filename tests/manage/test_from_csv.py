@@ -11,6 +11,8 @@ from perflearn.cli import app
 from perflearn.manage.journal import COLUMNS
 from perflearn.store import open_store
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 RUN = ["--step-seconds", "2", "--cores", "2", "--levels", "4"]  # the steps trace: 22 intervals of 1 s
 
 

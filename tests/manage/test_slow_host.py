@@ -15,6 +15,8 @@ from perflearn.manage.config import ConfigSpace
 from perflearn.manage.hostspeed import slow_flags
 from perflearn.manage.simulator import SLOW_CPU, SLOW_LATENCY, ServerModel, SlowHost
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 SPACE = ConfigSpace.make(3, 4)
 
 

@@ -8,6 +8,8 @@ from perflearn.errors import StoreError, UsageError
 from perflearn.store import Dataset, KnobInfo, MetricInfo, RunRecord, open_store
 from perflearn.store.export import read_frame
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def read_everything(path) -> None:
     with open_store(path, read_only=True) as store:

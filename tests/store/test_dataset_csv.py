@@ -9,6 +9,8 @@ import pytest
 from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 
 def test_a_column_of_numbers_with_a_stray_word_is_said(tmp_path):
     """One '?' among 400 numbers made the column 400 categories and the fit 3 times worse,

@@ -15,6 +15,8 @@ from perflearn.wire import sniff_file, summary_metrics
 
 from pathlib import Path
 
+pytestmark = pytest.mark.parallel  # computes only: `make test` runs it on every core at once
+
 WIRE_DATA = Path(__file__).parent.parent / "data" / "wire"
 
 EXPECTED = json.loads((WIRE_DATA / "golden.expected.json").read_text())
