@@ -206,9 +206,12 @@ def test_cluster_inf_refused_nan_counted():
     df = step_frame(40)
     ds = Dataset.from_frame(df, metrics=["T"])
     ds.frame.loc[3, "T"] = np.inf  # past from_frame's own check, as data from elsewhere
-    with pytest.raises(UsageError, match=r"infinite values in 'T' \(1 run\(s\)\)") as exc:
+    with pytest.raises(UsageError, match=r"infinite values \(or beyond ±1e\+150\) in 'T' \(1 run\(s\)\)") as exc:
         cluster(ds, ["T"])
     _one_line(exc)
+    ds.frame.loc[3, "T"] = 1e308  # its square overflowed the scaler: T left the distances, unsaid (session 51)
+    with pytest.raises(UsageError, match=r"beyond ±1e\+150\) in 'T'"):
+        cluster(ds, ["T"])
     df.loc[3, "T"] = np.nan
     assert cluster(Dataset.from_frame(df, metrics=["T"]), ["T"]).dropped == 1
 
@@ -411,3 +414,32 @@ def test_autos_options_with_one_family_are_refused(tmp_path, flag):
     out = CliRunner().invoke(app, ["fit", "--csv", str(path), "-t", "y", "--family", "rf", *flag,
                                    "-o", str(tmp_path / "m")])
     assert out.exit_code == 2 and f"{flag[0]}: applies to auto's choice; --family rf" in out.output, out.output
+
+
+def test_a_seed_scikit_learn_refuses_a_degree_it_ignored_and_mixed_model_files(step_ds, tmp_path):
+    """Session 51's audit: --seed -1 was blamed on RandomForestRegressor's random_state; degree=0
+    and 2.5 fitted degree 1 and recorded 0; model.json of one fit beside pipeline.joblib of
+    another was an internal error at predict."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    step_frame(60).to_csv(tmp_path / "s.csv", index=False)
+    result = CliRunner().invoke(app, ["fit", "--csv", str(tmp_path / "s.csv"), "-t", "T", "--family", "rf",
+                                      "--seed", "-1", "-o", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "'--seed'" in result.output and "random_state" not in result.output, result.output
+    for degree in (0, 2.5, "two"):
+        with pytest.raises(UsageError, match=r"degree must be a whole number >= 1") as exc:
+            fit(step_ds, "T", family="linear", params={"degree": degree})
+        _one_line(exc)
+    fit(step_ds, "T", ["a", "b"], family="cart").save(tmp_path / "ab")
+    fit(step_ds, "T", ["a", "c"], family="cart").save(tmp_path / "ac")
+    shutil.copy(tmp_path / "ac" / "pipeline.joblib", tmp_path / "ab" / "pipeline.joblib")
+    from perflearn.learn.model import load
+
+    with pytest.raises(UsageError, match="model.json and pipeline.joblib disagree: the schema names a, b, the "
+                                         "pipeline takes a, c; refit it") as exc:
+        load(tmp_path / "ab")
+    _one_line(exc)

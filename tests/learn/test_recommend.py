@@ -137,3 +137,41 @@ def test_local_search_finds_the_known_optimum_of_many_knobs():
     assert r.method == "sampling+local"
     assert r.point == {f"k{i}": int(effects[i] > 0) for i in range(60)}
     assert r.predicted["T"] == pytest.approx(100 + effects[effects > 0].sum(), rel=1e-6)
+
+
+def test_relative_is_undefined_where_a_value_is_not_positive(tmp_path):
+    """A score below 0 gave the worst default a "relative" of 9.04, above the best's 1; a best of 0
+    gave nan for some rows and 0 for others, and decide a gain of "+nan%" (session 51's audit).
+    The loss is a difference and stays; the ratio is NaN where it means nothing."""
+    rows = [(c, k, -(1.0 + c) * (2.0 if k == "a" else 1.0)) for c in range(1, 7) for k in "ab" for _ in range(2)]
+    csv = tmp_path / "neg.csv"
+    pd.DataFrame(rows, columns=["c", "k", "score"]).to_csv(csv, index=False)
+    ds = Dataset.from_csv(csv, metrics=["score"], context=["c"])
+    s = defaults_table(ds, "score", "max", family="rf").summary.set_index("choice")
+    assert s["relative"].isna().all() and s.loc["default k=a", "loss"] > s.loc["default k=b", "loss"] >= 0
+    from perflearn.learn.decide import _gain
+
+    assert _gain(0.0, 0.0) == "0" and _gain(2.0, 0.0) == "2" and _gain(1.0, 4.0) == "1 (+25.0%)"
+
+
+def test_a_constraint_on_a_knob_says_so_and_a_family_named_twice_is_one_candidate(tmp_path):
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+    from perflearn.learn.models import AutoRegressor
+
+    rows = [(t, g, 100.0 / t * (1.3 if g == "s" else 1.0)) for t in (1, 2, 4, 8) for g in "ps" for _ in range(3)]
+    frame = pd.DataFrame(rows, columns=["threads", "gov", "perf"])
+    frame["p95"] = 1.5 * frame["perf"]
+    frame.to_csv(tmp_path / "r.csv", index=False)
+    result = CliRunner().invoke(app, ["recommend", "--csv", str(tmp_path / "r.csv"), "-m", "perf,p95", "-t", "perf",
+                                      "-w", "threads<=2"])
+    assert result.exit_code == 2 and "constraint 'threads<=2': threads is a knob or context" in result.output, \
+        result.output  # it said "unknown target 'threads'"
+    result = CliRunner().invoke(app, ["recommend", "--csv", str(tmp_path / "r.csv"), "-m", "perf", "-t", "perf",
+                                      "-w", "p95<=30"])
+    assert result.exit_code == 2 and "p95 is a knob or context" in result.output and "name others with -m" in \
+        " ".join(result.output.split()), result.output
+    twice = AutoRegressor(families=["rf", "rf", "linear"]).candidates(40, 3, True)
+    once = AutoRegressor(families=["rf", "linear"]).candidates(40, 3, True)
+    assert [c.label() for c in twice] == [c.label() for c in once]

@@ -97,8 +97,29 @@ def test_from_csv_bad_input(simulated, tmp_path):
         odd = journal.copy()
         odd.loc[3, column] = value  # -1 counted as met, inf made the tardiness inf
         odd.to_csv(tmp_path / f"{name}.csv", index=False)
+    # session 51's audit: an empty cores cell crashed the summary; 1e20 cores priced static at 1.8e20 J
+    for name, column, value in (("nocores", "cores", None), ("manycores", "cores", 1e20), ("half", "cores", 2.5),
+                                ("before", "t", -100.0), ("fast", "level", 5.0), ("busy", "utilisation", float("inf"))):
+        odd = journal.astype({column: object})
+        odd.loc[3, column] = value
+        odd.to_csv(tmp_path / f"{name}.csv", index=False)
+    (tmp_path / "store.duckdb").write_bytes(b"DUCK\x00\x01\r\n\x00binary\nno csv\r\x00")
     pd.concat([journal, journal.iloc[[0]]]).to_csv(tmp_path / "twice.csv", index=False)
     cases = [
+        (["manage", "--from-csv", str(tmp_path / "nocores.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "row 5, column cores: empty"),
+        (["manage", "--from-csv", str(tmp_path / "manycores.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "row 5, column cores: not a whole number of cores, 1 to 4096 (1e+20)"),
+        (["manage", "--from-csv", str(tmp_path / "half.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "row 5, column cores: not a whole number of cores"),
+        (["manage", "--from-csv", str(tmp_path / "before.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "row 5, column t: not a time >= 0 (-100.0)"),
+        (["manage", "--from-csv", str(tmp_path / "fast.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "row 5, column level: not a level in (0, 1] (5.0)"),
+        (["manage", "--from-csv", str(tmp_path / "busy.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "row 5, column utilisation: not a utilisation in [0, 1] (inf)"),
+        (["manage", "--from-csv", str(tmp_path / "store.duckdb"), "--store", str(tmp_path / "a.duckdb")],
+         "store.duckdb: not a CSV file"),
         (["manage", "--from-csv", str(tmp_path / "neg.csv"), "--store", str(tmp_path / "a.duckdb")],
          "row 5, column p95: not a latency >= 0 (-1.0)"),
         (["manage", "--from-csv", str(tmp_path / "inf.csv"), "--store", str(tmp_path / "a.duckdb")],
@@ -181,3 +202,58 @@ def test_a_last_row_cut_short_is_left_out_and_said(simulated, tmp_path):
     edited.write_text(text.rstrip("\n"))
     result = from_csv(edited, tmp_path / "e.duckdb")
     assert result.exit_code == 0 and "no line end" not in result.output and "each of the 22 intervals" in result.output
+
+
+def test_a_gzipped_csv_is_read_as_the_csv_it_holds(simulated, tmp_path):
+    """The rounds under bench/ are kept gzipped; --from-csv crashed on them (session 51's audit)."""
+    import gzip
+
+    where, journal = simulated
+    plain, packed = tmp_path / "r.csv", tmp_path / "r.csv.gz"
+    journal.to_csv(plain, index=False)
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    for path, store in ((plain, "p.duckdb"), (packed, "g.duckdb")):
+        result = from_csv(path, tmp_path / store, "--name", "r")
+        assert result.exit_code == 0, result.output
+    with open_store(tmp_path / "p.duckdb", read_only=True) as a, open_store(tmp_path / "g.duckdb", read_only=True) as b:
+        x, y = a.dataset("r").frame, b.dataset("r").frame
+        assert len(x) == journal["policy"].nunique() and x.drop(columns="run_id").equals(y.drop(columns="run_id"))
+
+
+def test_an_interrupted_simulation_keeps_the_passes_that_ended(tmp_path, monkeypatch):
+    """Ctrl-C after some passes had ended stored none of them, and said only "interrupted"
+    (session 51's audit): each pass is recorded as it ends now."""
+    import perflearn.manage.compare as compare_module
+
+    real = compare_module.comparison
+
+    def two_then_interrupt(*args, **kwargs):
+        for i, item in enumerate(real(*args, **kwargs)):
+            if i == 2:
+                raise KeyboardInterrupt
+            yield item
+
+    monkeypatch.setattr(compare_module, "comparison", two_then_interrupt)
+    result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "static", "-p", "ondemand", "-p", "heracles", *RUN,
+                                      "--store", str(tmp_path / "s.duckdb"), "--name", "cut"])
+    assert result.exit_code == 130, result.output
+    assert "interrupted: the 2 pass(es) that had ended are recorded (static, ondemand)" in " ".join(result.output.split())
+    with open_store(tmp_path / "s.duckdb", read_only=True) as store:
+        runs = store.dataset("cut").frame
+    assert sorted(runs["policy"]) == ["ondemand", "static"] and (runs["status"] == "ok").all()
+
+
+def test_a_policy_that_fails_every_interval_is_said_beside_its_row(tmp_path, monkeypatch):
+    """A model failing every interval ran the maximum throughout; its row read 100 % met
+    and no energy saved, as if it were the policy's (session 51's audit)."""
+    from perflearn.manage.baselines import Ondemand
+
+    def broken(self, obs):
+        raise ValueError("no model of this")
+
+    monkeypatch.setattr(Ondemand, "decide", broken)
+    result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "static", "-p", "ondemand", *RUN])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "ondemand: its policy failed in 22 of 22 intervals, which ran the maximum configuration" in said, said
+    assert "static: its policy failed" not in said

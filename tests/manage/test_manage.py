@@ -1315,7 +1315,7 @@ def test_knee_command_on_a_stored_sweep(tmp_path):
     assert result.exit_code == 0, result.output
     knee_x = float(result.output.split("knee at rate = ")[1].split(",")[0])
     assert 12000 <= knee_x <= 18000  # where the curve turns up
-    assert "p95 has no unit stored: give --target-ms in ms" in result.output  # an import says none
+    assert "p95 has no unit stored: give perflearn manage --target-ms in ms" in result.output  # an import says none
     bad = CliRunner().invoke(app, ["knee", "sweep", "--x", "rate", "--y", "p99", "-s", str(tmp_path / "s.duckdb")])
     assert bad.exit_code == 2 and "no column 'p99'" in bad.output
     ds = Dataset.from_frame(pd.DataFrame({"rate": rates, "p95": latency}), metrics=["p95"], name="us")
@@ -1326,7 +1326,7 @@ def test_knee_command_on_a_stored_sweep(tmp_path):
         store.import_dataset(negative, "negative")
     result = CliRunner().invoke(app, ["knee", "us", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
     target = float(result.output.split("QoS target ")[1].split(",")[0])
-    assert f"p95 is in us: --target-ms {target / 1e3:g}" in result.output, result.output
+    assert f"p95 is in us: perflearn manage --target-ms {target / 1e3:g}" in result.output, result.output
     bad = CliRunner().invoke(app, ["knee", "negative", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
     assert bad.exit_code == 2 and "a negative rate" in bad.output
     holes = Dataset.from_frame(pd.DataFrame({"rate": rates, "p95": [*latency[:5], None, *latency[6:]]}), metrics=["p95"])
@@ -1796,6 +1796,40 @@ def test_labelled_policies_run_their_own_models_in_one_round(tmp_path):
 
     with open_store(tmp_path / "m.duckdb", read_only=True) as store:
         assert sorted(store.dataset("pair").frame["policy"]) == sorted(set(frame["policy"]))
+
+
+def test_models_swapped_and_all_with_others_are_one_line(tmp_path):
+    """Session 51's audit: a cost model given as --model (and the p95 model as --cost-model)
+    passed the unit check, and Heimdall would read CPU µs as latency; -p all with another
+    policy dropped it, an unknown one too, without a word."""
+    import pandas as pd
+
+    grid = pd.DataFrame([(c, lv, r) for c in (1, 2) for lv in (0.5, 1.0) for r in range(500, 9000, 1000)],
+                        columns=["cores", "level", "offered_rps"])
+    grid["p95"], grid["cpu_us_per_request"] = 2e-4 / (grid["cores"] * grid["level"]), 20.0 + grid["cores"]
+    grid.to_csv(tmp_path / "g.csv", index=False)
+    for target in ("p95", "cpu_us_per_request"):
+        result = CliRunner().invoke(app, ["fit", "--csv", str(tmp_path / "g.csv"), "-m", "p95,cpu_us_per_request",
+                                          "-t", target, "--family", "rf", "-o", str(tmp_path / f"{target}.model")])
+        assert result.exit_code == 0, result.output
+    live = ["manage", "--service", "memcached -u root -p {port}", "--max-rps", "4000", "--target-ms", "1", "--cores", "2",
+            "--levels", "2", "-p", "heimdall-cheapest", "--model-unit", "s", "--store", str(tmp_path / "m.duckdb")]
+    for models, message in (
+            (["--model", str(tmp_path / "cpu_us_per_request.model")],
+             "--model is a model of cpu_us_per_request, not of tail latency: give it as --cost-model"),
+            (["--model", str(tmp_path / "p95.model"), "--cost-model", str(tmp_path / "p95.model")],
+             "--cost-model is a model of p95, not of the CPU time per request: give it as --model")):
+        result = CliRunner().invoke(app, [*live, *models])
+        assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+    from perflearn.store import open_store
+
+    with open_store(tmp_path / "m.duckdb", read_only=True) as store:  # no empty experiment left to block the name
+        assert store.experiments().empty
+    result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "all", "-p", "nonsense"])
+    assert result.exit_code == 2 and "unknown policy 'nonsense'" in result.output, result.output
+    result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "all", "-p", "heimdall-experience",
+                                      "--step-seconds", "1", "--cores", "2", "--levels", "2"])
+    assert "heimdall-experience needs --experience" in result.output, result.output  # kept, not dropped
 
 
 def test_labelled_models_bad_flags(tmp_path):

@@ -37,7 +37,7 @@ WhereOpt = Annotated[Optional[str], typer.Option("--where", help="Keep only the 
 PerSampleOpt = Annotated[bool, typer.Option("--per-sample", help="Experiment: one row per sample time of each run (e.g. every wire interval); sampled signals are metrics, or features when named in --context-cols.")]
 FamilyOpt = Annotated[str, typer.Option("--family", help="cart, rf, gbm, svr, mlp, linear, bayes, knn, gp, or auto (chosen by CV).")]
 FamiliesOpt = Annotated[Optional[str], typer.Option("--families", help="auto: choose only among these families, comma-separated (e.g. rf,gbm,gp; default: all).")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Random seed (0 to 2^32 - 1, as scikit-learn takes).")]
 QuantileOpt = Annotated[Optional[float], typer.Option("--quantile", help="Model this quantile of the target instead of its middle (e.g. 0.9: nine values in ten at or under it): rf (a quantile regression forest) or gbm (pinball loss). Judged by coverage and pinball loss.")]
 ParamOpt = Annotated[Optional[list[str]], typer.Option("--param", help="A hyperparameter of --family as NAME=VALUE, repeatable (e.g. n_estimators=200, max_depth=None, hidden_layer_sizes=32,32).")]
 AnyCombinationOpt = Annotated[bool, typer.Option(
@@ -89,7 +89,8 @@ def _families(value: str | None) -> list[str] | None:
     families = _split(value)
     if value is not None and not families:
         raise UsageError("no candidate family given (e.g. rf,gbm,gp)", where="--families")
-    return families
+    # a family named twice was two candidates, averaged with itself at twice its weight
+    return list(dict.fromkeys(families)) if families else families
 
 
 EXPORTED = {"run_id", "point_id", "rep", "status"}  # the columns `perflearn export` writes before knobs and metrics
@@ -649,6 +650,12 @@ def recommend(
     constraints = [Constraint.parse(w) for w in (where_ or [])]
     wanted = [target, *[c.metric for c in constraints if c.metric != target]]
     ds = load_dataset(csv, experiment, store, _split(metrics) or wanted, _split(context_cols))
+    for c in constraints:  # else fitting it said "unknown target", of a column that is no target
+        if c.metric not in ds.metrics:
+            what = (f"{c.metric} is a knob or context, which recommend chooses or is given (--context)"
+                    if c.metric in ds.features else f"no metric {c.metric!r}")
+            raise UsageError(f"constraint {str(c)!r}: {what}; a constraint bounds a metric "
+                             f"(metrics: {', '.join(ds.metrics)}; name others with -m)", where="--where")
     feats = _split(features)
     for k in fixed:
         if k not in ds.features:
@@ -714,6 +721,9 @@ def _print_defaults(t) -> None:
     ctx = f"per context ({', '.join(t.context)})" if t.context else "(no context columns: one context)"
     terminal.out.print(_frame_table(t.summary, title=f"learned vs system-wide defaults, {ctx}; "
                                     f"{'cross-fitted by context' if t.cross_fitted else 'in-sample'}"))
+    if t.summary["relative"].isna().any():
+        terminal.out.print("  relative: nan where the target is 0 or negative in a context (a ratio needs "
+                           "positive values); loss is the difference")
     if t.defaults_left_out:
         terminal.out.print(f"  {t.defaults_left_out} more default(s), measured in every context, not shown: "
                            "each worse on average than the last shown")

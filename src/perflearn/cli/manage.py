@@ -110,7 +110,8 @@ def manage(
     from perflearn.manage.config import ConfigSpace
     from perflearn.manage.policies import EXPERIENCED, POLICY_NAMES, PROFILERS, variant, with_learning
 
-    names = list(POLICY_NAMES) if "all" in policy else list(dict.fromkeys(policy))
+    # all and others: every baseline, then the others (they were dropped without a word, an unknown one too)
+    names = list(dict.fromkeys([*(POLICY_NAMES if "all" in policy else ()), *(p for p in policy if p != "all")]))
     known = (*POLICY_NAMES, *EXPERIENCED, *PROFILERS)
     bases = [variant(n)[0] for n in names]
     unknown = [n for n in bases if n not in known]
@@ -217,7 +218,7 @@ def manage(
         with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
                       csv, record, power_, tick, profiled_speed, follow_cost, headroom, experience, miss_budget, slot,
-                      slow_host, quantiles.get(None))
+                      slow_host, quantiles.get(None), stored=store is not None)
         return
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
@@ -382,6 +383,24 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
         yield recorder.record
 
 
+# what the manager's own records hold besides latency: a model of one of them given as --model
+# (the two models swapped) passed the unit check, and Heimdall took CPU µs for seconds of latency
+NOT_LATENCY = ("cpu_us_per_request", "power_w", "energy_j", "utilisation", "rps", "offered_rps", "host_probe_us",
+               "throttled_ms")
+TAIL = re.compile(r"(^|[._])p9\d")  # p95, p99, wire.p95, p95_us: what tail latency is called here
+
+
+def _of(model, kind: str, what: str):
+    """``model``, if its target is of ``kind`` (latency for --model, cost for --cost-model), as
+    far as its name tells: a model of another of the manager's columns is refused in one line."""
+    if kind == "latency" and model.target in NOT_LATENCY:
+        raise UsageError(f"{what} is a model of {model.target}, not of tail latency"
+                         + (": give it as --cost-model" if model.target == "cpu_us_per_request" else ""))
+    if kind == "cost" and TAIL.search(model.target):
+        raise UsageError(f"{what} is a model of {model.target}, not of the CPU time per request: give it as --model")
+    return model
+
+
 def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, trace, step_seconds, interval,
           figure, csv, record, load_args, power, tick, cost_dirs, order, headroom, service_cpus=None, experience_csvs=None,
           miss_budget=0.01, slot=None, quantiles: dict | None = None, rapl=None) -> None:
@@ -403,12 +422,14 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
     if experience is not None:
         _say_experience(experience)
     # each label's model of p95, and of the CPU µs per request the service took when profiled
-    predictors = {label: model_predictor(load(path), scale, what=_option("--model", label))
+    predictors = {label: model_predictor(_of(load(path), "latency", _option("--model", label)), scale,
+                                         what=_option("--model", label))
                   for label, path in model_dirs.items()}
     for label, predict in predictors.items():
         check_unit(predict, space, target, max_rps, _option("--model", label),
                    {1e-6: "us", 1e-3: "ms", 1.0: "s"}.get(scale, f"units of {scale:g} s"))
-    costs = {label: model_predictor(load(path), 1e-6, what=_option("--cost-model", label))
+    costs = {label: model_predictor(_of(load(path), "cost", _option("--cost-model", label)), 1e-6,
+                                    what=_option("--cost-model", label))
              for label, path in cost_dirs.items()}
     if any(n.startswith("heimdall") for n in names):
         _say_if_ticks_hold_too_few(tick, max_rps)
@@ -487,6 +508,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                       f"{row['energy_reduction']:+.1f}%" if static_energy else "-", str(row["changes"]),
                       *([f"{slow[name]:.0f}%"] if slow else []))
     terminal.out.print(table)
+    _say_policy_failures(frames)
     if slow:  # the evaluated passes and static, the energy's reference even when not shown; not a learning pass
         _warn_if_hosts_differ({n: slow[n] for n in dict.fromkeys(["static", *names]) if n in slow})
     if figure:
@@ -618,39 +640,73 @@ def _say_experience(experience) -> None:
 
 def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, seeds, figure, csv, record,
               power, tick, profiled_speed, follow_cost, headroom=None, experience=None, miss_budget=0.01,
-              slot=None, slow_host=0.0, host_quantile=None) -> None:
-    import pandas as pd
-
-    from perflearn.manage.compare import across_seeds, figure as draw, simulate
+              slot=None, slow_host=0.0, host_quantile=None, stored=False) -> None:
+    from perflearn.manage.compare import simulate
     from perflearn.manage.heimdall import HOST_QUANTILE
-    from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.simulator import ServerModel, SlowHost
 
-    runs = []
+    runs, ended = [], []
     host = SlowHost(slow_host) if slow_host else None
-    for s in range(seed, seed + seeds):
-        run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s, host=host), space, names, trace, step_seconds,
-                       interval, power, target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost,
-                       headroom, experience if "heimdall-experience" in names else None, miss_budget, slot,
-                       HOST_QUANTILE if host_quantile is None else host_quantile)
-        if s == seed and any(n.startswith("heimdall") for n in names):
-            _say_if_ticks_hold_too_few(tick, run.max_rps)
-        if s == seed and run.experience is not None:  # as a live run says them
-            _say_experience(run.experience)
-            for name, policy in run.policies.items():
-                if getattr(policy, "price", None) is not None:
-                    _say_price(name, policy, miss_budget)
-        terminal.info(f"seed {s}: simulated service {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s "
-                      f"per core; knee p95 {run.knee_target_s * 1e3:.3f} ms; QoS target {run.target_s * 1e3:.3f} ms; "
-                      f"max load {run.max_rps:.0f} req/s"
-                      + (f"; heimdall model: random forest on {run.profiled} profiling intervals" if run.profiled else "")
-                      + (f", profiled at {profiled_speed:g}x its speed" if run.profiled and profiled_speed != 1 else "")
-                      # every pass met the same host, interval by interval: static's share is every pass's
-                      + (f"; host slow in {slow_intervals({'static': run.frames['static']})['static']:.0f}% of the "
-                         "intervals" if host else ""))
-        for name, frame in run.frames.items():
-            record(name if seeds == 1 else f"{name}@{s}", frame, run.frames["static"]["energy_j"].sum(), 0.0)
-        runs.append(run)
+
+    def keeper(s: int):
+        def keep(name, frame, static_energy_j):  # each pass as it ends: an interrupt loses only the one running
+            label = name if seeds == 1 else f"{name}@{s}"
+            record(label, frame, static_energy_j, 0.0)
+            ended.append(label)
+        return keep
+
+    try:
+        for s in range(seed, seed + seeds):
+            run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s, host=host), space, names, trace, step_seconds,
+                           interval, power, target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost,
+                           headroom, experience if "heimdall-experience" in names else None, miss_budget, slot,
+                           HOST_QUANTILE if host_quantile is None else host_quantile, on_pass=keeper(s))
+            _say_seed(run, s == seed, s, names, space, mu, tick, profiled_speed, host, miss_budget)
+            runs.append(run)
+    except KeyboardInterrupt:  # every finished pass was recorded as it ended: say so (it said only "interrupted")
+        if ended and stored:
+            terminal.warn(f"interrupted: the {len(ended)} pass(es) that had ended are recorded ({', '.join(ended)}); "
+                          "the one running is not")
+        raise
+    _say_simulation(runs, names, trace, seed, seeds, power, figure, csv)
+
+
+def _say_seed(run, first: bool, s, names, space, mu, tick, profiled_speed, host, miss_budget) -> None:
+    from perflearn.manage.hostspeed import slow_intervals
+
+    if first and any(n.startswith("heimdall") for n in names):
+        _say_if_ticks_hold_too_few(tick, run.max_rps)
+    if first and run.experience is not None:  # as a live run says them
+        _say_experience(run.experience)
+        for name, policy in run.policies.items():
+            if getattr(policy, "price", None) is not None:
+                _say_price(name, policy, miss_budget)
+    terminal.info(f"seed {s}: simulated service {len(space.cores)} cores x {len(space.levels)} levels, {mu:g} req/s "
+                  f"per core; knee p95 {run.knee_target_s * 1e3:.3f} ms; QoS target {run.target_s * 1e3:.3f} ms; "
+                  f"max load {run.max_rps:.0f} req/s"
+                  + (f"; heimdall model: random forest on {run.profiled} profiling intervals" if run.profiled else "")
+                  + (f", profiled at {profiled_speed:g}x its speed" if run.profiled and profiled_speed != 1 else "")
+                  # every pass met the same host, interval by interval: static's share is every pass's
+                  + (f"; host slow in {slow_intervals({'static': run.frames['static']})['static']:.0f}% of the "
+                     "intervals" if host else ""))
+
+
+def _say_policy_failures(frames: dict) -> None:
+    """A pass whose policy failed in an interval ran the maximum there: its row is partly the
+    maximum's (a model that failed every interval showed 100 % met and -0.2 % energy, unsaid
+    but for one warning at its first failure)."""
+    for name, frame in frames.items():
+        failed = int(frame["note"].fillna("").str.contains("policy failed").sum()) if "note" in frame else 0
+        if failed:
+            terminal.warn(f"{name}: its policy failed in {failed} of {len(frame)} intervals, which ran the maximum "
+                          "configuration: its row is that much the maximum's, not the policy's")
+
+
+def _say_simulation(runs, names, trace, seed, seeds, power, figure, csv) -> None:
+    import pandas as pd
+
+    from perflearn.manage.compare import across_seeds, figure as draw
+
     if seeds == 1:
         table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes",
                       box=None)
@@ -665,6 +721,8 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
                           f"{row.saved_mean:+.1f} ± {row.saved_std:.1f}%, {row.saved_min:+.1f}%",
                           f"{row.goal_seeds} of {row.seeds} seeds")
     terminal.out.print(table)
+    for run in runs:
+        _say_policy_failures(run.frames)
     if figure:
         draw({n: runs[0].frames[n] for n in names}, figure, f"{trace} load, target {runs[0].target_s * 1e3:.2f} ms")
         terminal.info(f"figure: {figure} (seed {seed})")
@@ -697,8 +755,10 @@ def knee(
         if column not in frame:
             raise UsageError(f"no column {column!r} in {experiment!r} (knobs: {', '.join(dataset.features)}; "
                              f"metrics: {', '.join(dataset.metrics)})")
-        if not pd.api.types.is_numeric_dtype(frame[column]):
-            raise UsageError(f"column {column!r} of {experiment!r} is not numeric (e.g. {frame[column].iloc[0]!r})",
+        if not pd.api.types.is_numeric_dtype(frame[column]):  # the example is a cell that is no number
+            words = frame[column][pd.to_numeric(frame[column], errors="coerce").isna() & frame[column].notna()]
+            example = f" (e.g. {words.iloc[0]!r})" if len(words) else ""
+            raise UsageError(f"column {column!r} of {experiment!r} is not numeric{example}",
                              where="--x" if column == x else "--y")
     medians = frame.groupby(x)[y].median()
     unmeasured = medians[medians.isna()].index.tolist()
@@ -714,7 +774,7 @@ def knee(
     found = load_knee(curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float))
     if found is None:
         raise UsageError(f"{y} does not turn up within the loads measured (highest {x} = {curve.index.max():g}): "
-                         f"measure higher loads, or give --target-ms and --max-rps yourself")
+                         f"measure higher loads, or give perflearn manage --target-ms and --max-rps yourself")
     loads, latencies = curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float)
     if before_jump and (moved := knee_before_jump(loads, latencies, found)) != found:
         terminal.warn(f"kneedle's knee at {x} = {found.x:g} ({y} = {found.y:g}) is past a latency jump; "
@@ -726,7 +786,7 @@ def knee(
     # the number stays right after "QoS target" (scripts read it); its unit, and --target-ms, after
     unit = dataset.units.get(y) or ""
     per_ms = {"ns": 1e6, "us": 1e3, "µs": 1e3, "ms": 1.0, "s": 1e-3}.get(unit)
-    in_ms = f"; {y} is in {unit}: --target-ms {found.y / per_ms:g}" if per_ms else (
-        f"; {y} has no unit stored: give --target-ms in ms" if not unit else f"; {y} is in {unit}")
+    in_ms = f"; {y} is in {unit}: perflearn manage --target-ms {found.y / per_ms:g}" if per_ms else (
+        f"; {y} has no unit stored: give perflearn manage --target-ms in ms" if not unit else f"; {y} is in {unit}")
     terminal.out.print(f"knee at {x} = {found.x:g}, {y} = {found.y:g}: QoS target {found.y:g}, "
                        f"maximum load {0.95 * found.x:g} (95 % of the knee){in_ms}")

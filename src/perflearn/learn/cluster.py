@@ -67,6 +67,9 @@ class ClusterResult:
         return Path(path)
 
 
+PROFILE_MAX = 1e150  # |value| whose square the scaler still holds
+
+
 def cluster(
     ds: Dataset,
     columns: list[str] | None = None,
@@ -97,11 +100,14 @@ def cluster(
             raise UsageError(f"column {c!r} is categorical; cluster over numeric columns", where=where)
     frame = ds.ok()
     # inf is no profile value (it breaks the scaling); NaN is NULL, left out below
-    infinite = {c: int(np.isinf(pd.to_numeric(frame[c], errors="coerce").to_numpy(dtype=float)).sum()) for c in columns}
+    # beyond PROFILE_MAX the scaler's squares overflow and the column dropped out of the distances unsaid
+    infinite = {c: int((np.abs(pd.to_numeric(frame[c], errors="coerce").to_numpy(dtype=float)) > PROFILE_MAX).sum())
+                for c in columns}
     infinite = {c: k for c, k in infinite.items() if k}
     if infinite:
-        raise UsageError("infinite values in " + ", ".join(f"{c!r} ({k} run(s))" for c, k in infinite.items())
-                         + "; remove or cap them", where=where)
+        raise UsageError(f"infinite values (or beyond ±{PROFILE_MAX:.0e}) in "
+                         + ", ".join(f"{c!r} ({k} run(s))" for c, k in infinite.items()) + "; remove or cap them",
+                         where=where)
     if by == "point":
         agg = {c: "mean" for c in columns}
         agg.update({f: "first" for f in ds.features if f not in columns})
@@ -147,12 +153,13 @@ def cluster(
         reps.append({label: c, size: len(members), "_row": row, **prof.iloc[row].to_dict()})
     prof[label] = labels
     ncomp = min(2, Z.shape[1])
-    p2 = PCA(n_components=ncomp, random_state=random_state).fit(Z)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a constant profile has no variance to share out
+        p2 = PCA(n_components=ncomp, random_state=random_state).fit(Z)
     coords = p2.transform(Z)
     if ncomp == 1:
         coords = np.column_stack([coords[:, 0], np.zeros(n)])
     return ClusterResult(chosen, ks, inertias, elbow is not None, labels, prof, pd.DataFrame(reps), coords,
-                         [float(v) for v in p2.explained_variance_ratio_], columns, pca, before - n, null)
+                         [float(v) if np.isfinite(v) else 0.0 for v in p2.explained_variance_ratio_], columns, pca, before - n, null)
 
 
 def _unused(name: str, taken) -> str:

@@ -135,5 +135,7 @@ def _gain(gain: float, reference: float) -> str:
     """A gain and its share of ``reference``, one sign for both (a loss is negative in
     both), and no "-0" where nothing was gained."""
     gain += 0.0  # -0.0 + 0.0 is 0.0
+    if not reference or not np.isfinite(reference):  # no share of 0 (it printed "+nan%")
+        return f"{gain:.4g}"
     share = gain / abs(reference) * 100
     return f"{gain:.4g} ({share:+.1f}%)" if round(share, 1) else f"{gain:.4g} (0.0%)"

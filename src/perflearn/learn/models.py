@@ -10,6 +10,7 @@ by K-fold cross-validation on the data it is fitted on, and nothing else.
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -174,7 +175,14 @@ def build(
             net = BaggingRegressor(net, n_estimators=bag, bootstrap=False, random_state=random_state)
         model = _scaled_target(Pipeline([("scale", MinMaxScaler()), ("mlp", net)]))
     elif family == "linear":
-        degree = int(p.pop("degree", 1))
+        given = p.pop("degree", 1)
+        try:
+            degree = float(given)
+        except (TypeError, ValueError):
+            degree = math.nan
+        if isinstance(given, bool) or not degree.is_integer() or degree < 1:  # 0 and 2.5 fitted degree 1, unsaid
+            raise ValueError(f"linear: degree must be a whole number >= 1 (2: pairwise interactions), got {given!r}")
+        degree = int(degree)
         steps: list = []
         if degree > 1:
             steps.append(("poly", PolynomialFeatures(degree, interaction_only=True, include_bias=False)))
@@ -526,7 +534,8 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
 
     def candidates(self, n_samples: int, n_features: int, positive: bool,
                    max_width: float = AUTO_MAX_WIDTH) -> list[Candidate]:
-        families = tuple(self.families) if self.families is not None else AUTO_FAMILIES
+        # a family named twice is one candidate, not two averaged at twice its weight
+        families = tuple(dict.fromkeys(self.families)) if self.families is not None else AUTO_FAMILIES
         for f in families:
             if f not in FAMILIES:
                 raise ValueError(f"unknown model family {f!r} (families: {', '.join(FAMILIES)})")

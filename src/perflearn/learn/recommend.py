@@ -281,7 +281,7 @@ def defaults_table(
         return (values - best_val) if sense == "min" else (best_val - values)
 
     def rel(values: pd.Series) -> pd.Series:
-        return (best_val / values) if sense == "min" else (values / best_val)
+        return _ratio(best_val, values) if sense == "min" else _ratio(values, best_val)
 
     default_means = {s: measured[s].mean() for s in complete}
     order = sorted(complete, key=lambda s: default_means[s], reverse=(sense == "max"))
@@ -307,9 +307,18 @@ def defaults_table(
                     "best_value": best_val[ctx], "loss_vs_best": loss(learned_val)[ctx] + 0.0,  # + 0.0: no "-0"
                     "relative_to_best": rel(learned_val)[ctx],
                     "gain_vs_default": (default - learned_val[ctx]) * (1 if sense == "min" else -1) + 0.0,
-                    "relative_to_default": (default / learned_val[ctx]) if sense == "min" else (learned_val[ctx] / default)})
+                    "relative_to_default": _ratio(default, learned_val[ctx]) if sense == "min"
+                    else _ratio(learned_val[ctx], default)})
     return DefaultsTable(pd.DataFrame(per), pd.DataFrame(summary_rows), knobs, context, n_ctx >= 2,
                          max(0, len(order) - max_defaults))
+
+
+def _ratio(num, den):
+    """num / den where both are positive, else NaN: a ratio of a negative score, or one over a best
+    of 0, is no share of anything (the worst default read 9.04 "relative to the best")."""
+    if isinstance(num, pd.Series) or isinstance(den, pd.Series):
+        return (num / den).where((num > 0) & (den > 0))
+    return float(num) / float(den) if num > 0 and den > 0 else float("nan")
 
 
 def _setting_label(knobs, row) -> str:

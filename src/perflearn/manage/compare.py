@@ -92,8 +92,9 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
             target_s: float, max_rps: float, policies: list[str], model=None,
             tick_s: float | None = None, cost_model=None, headroom: float | None = None,
             experience=None, miss_budget: float = 0.01, slot: int | None = None,
-            host_quantile: float = HOST_QUANTILE) -> tuple[pd.DataFrame, dict, dict]:
-    """Every policy on the same trace; ``tick_s``: the service reports ticks this long
+            host_quantile: float = HOST_QUANTILE, on_pass=None) -> tuple[pd.DataFrame, dict, dict]:
+    """Every policy on the same trace (``on_pass(label, frame, static_energy_j)`` told as each
+    pass ends, so that an interrupted comparison keeps those); ``tick_s``: the service reports ticks this long
     inside each interval, and the policies that react to them (Heimdall's) do. A policy
     that learns first (Hipster) has its (last) learning pass in the frames and the table
     as ``learning_label(name)``, ahead of its evaluated pass. ``slot``: the evaluated
@@ -107,7 +108,11 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
                               cost_model=cost_model, headroom=headroom, experience=experience, miss_budget=miss_budget,
                               host_quantile=host_quantile)
             for name in names}
-    frames = {label: frame for label, frame, *_ in comparison(made, service, loads, interval_s, power, slot)}
+    frames = {}
+    for label, frame, *_ in comparison(made, service, loads, interval_s, power, slot):
+        frames[label] = frame
+        if on_pass is not None:  # static runs first: every pass is priced against it as it ends
+            on_pass(label, frame, frames["static"]["energy_j"].sum())
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items()]
     return pd.DataFrame(rows), frames, made
@@ -132,7 +137,8 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
              interval_s: float, power: PowerModel, target_s: float | None = None,
              tick_s: float | None = None, profiled_speed: float = 1.0, follow_cost: bool = True,
              headroom: float | None = None, experience_csvs: list | None = None,
-             miss_budget: float = 0.01, slot: int | None = None, host_quantile: float = HOST_QUANTILE) -> Simulation:
+             miss_budget: float = 0.01, slot: int | None = None, host_quantile: float = HOST_QUANTILE,
+             on_pass=None) -> Simulation:
     """The whole simulated protocol for one noise seed (``server.seed``): knee -> target and
     maximum load, profiling -> Heimdall's model, the trace, every policy on it.
     ``profiled_speed``: the server Heimdall's model was profiled on served this many
@@ -157,7 +163,7 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
     loads = expand(segments, interval_s)
     experience = Experience.from_csvs(experience_csvs, space, target, max_rps) if experience_csvs else None
     summary, frames, made = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s,
-                                    cost, headroom, experience, miss_budget, slot, host_quantile)
+                                    cost, headroom, experience, miss_budget, slot, host_quantile, on_pass)
     return Simulation(knee_target, target, max_rps, profiled, summary, frames, made, experience)
 
 
@@ -252,7 +258,7 @@ def model_predictor(model, scale: float, what: str = "the model"):
         host = frame["host_probe_us"] if "host_probe_us" in frame else pd.Series(np.nan, index=frame.index)
         full = frame.assign(quota=frame["cores"] * frame["level"], rate=frame["rps"], offered_rps=frame["rps"],
                             host_probe_us=host.fillna(slowest_host), **{"wire.rps": frame["rps"]})
-        dist = model.predict_dist(full[model.features])
+        dist = model.predict_dist(full[model.features], where=what)  # a category it never saw names the model
         return dist["pred"].to_numpy() * scale, dist["std"].to_numpy() * scale
 
     return predict

@@ -7,6 +7,7 @@ such a file back, pass by pass (``perflearn manage --from-csv`` records them).""
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import math
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from .loop import IntervalRecord
 COLUMNS = [f.name for f in fields(IntervalRecord)] + ["policy"]
 # what a pass is summarised from; the other columns came in later versions, and a file
 # without them has them missing (NULL), not 0
+MAX_CORES = 4096  # more than any node has
 NEEDED = ("t", "rps", "p95", "target", "cores", "level", "utilisation", "power_w", "energy_j", "changed", "policy")
 
 
@@ -76,14 +78,16 @@ def read_passes(path: Path, warn: Callable[[str], None] | None = None) -> dict[s
     whole file unreadable."""
     try:
         data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":  # gzipped, as the rounds under bench/ are kept
+            data = gzip.decompress(data)
         cut = data[-1:] not in (b"", b"\n", b"\r") and not _whole(data)
         if cut:  # what follows the last line end; a quote opened in it made the whole file "not a CSV file"
             data = data[:data.rfind(b"\n") + 1]
         frame = pd.read_csv(io.BytesIO(data), low_memory=False)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise UsageError(f"{path}: not a CSV file ({str(exc).splitlines()[0]})") from None
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise UsageError(f"{path}: not a CSV file ({(str(exc).splitlines() or [type(exc).__name__])[0]})") from None
     if cut and warn is not None:
         warn(f"{path}: its last line (row {len(frame) + 2}) has no line end, cut short as it was written: left out")
     if "seed" in frame:  # a simulated run: one pass per policy and seed, and reproducible
@@ -107,11 +111,18 @@ def read_passes(path: Path, warn: Callable[[str], None] | None = None) -> dict[s
                 raise UsageError(f"{path}: row {row + 2}, column {column}: not a number "
                                  f"({frame[column].iloc[row]!r})")
             frame[column] = values
+    for column in ("t", "cores", "level"):  # every interval has them: an empty cores cell crashed the summary
+        empty = frame[column].isna()
+        if empty.any():
+            raise UsageError(f"{path}: row {int(empty.to_numpy().argmax()) + 2}, column {column}: empty")
     for column, ok, what in (("p95", lambda v: v >= 0, "a latency >= 0"), ("p99", lambda v: v >= 0, "a latency >= 0"),
-                             ("target", lambda v: v > 0, "a target > 0")):
+                             ("target", lambda v: v > 0, "a target > 0"), ("t", lambda v: v >= 0, "a time >= 0"),
+                             ("cores", lambda v: 1 <= v <= MAX_CORES and v == int(v), f"a whole number of cores, 1 to {MAX_CORES}"),
+                             ("level", lambda v: 0 < v <= 1, "a level in (0, 1]"),
+                             ("utilisation", lambda v: 0 <= v <= 1, "a utilisation in [0, 1]")):
         given = frame[column].notna()  # missing is no request (a p95) or an older file
         bad = given & ~(frame[column].map(lambda v: math.isfinite(v) and ok(v)) if given.any() else given)
-        if bad.any():  # a p95 of -1 counted as met, inf made the tardiness inf
+        if bad.any():  # a p95 of -1 counted as met, inf made the tardiness inf, 1e20 cores the energy 1e20 J
             row = int(bad.to_numpy().argmax())
             raise UsageError(f"{path}: row {row + 2}, column {column}: not {what} ({float(frame[column].iloc[row])!r})")
     for column in ("changed", "settled"):  # written as True/False; missing (older files) is not a change

@@ -30,19 +30,27 @@ SERIES = (("rps", "req/s"), ("offered_rps", "req/s"), ("p95", "s"), ("p99", "s")
 
 class PolicyRecorder:
     def __init__(self, store: ResultsStore, name: str, policies: list[str], description: str, energy_label: str):
-        knob = KnobInfo("policy", "knob", "categorical", None, {"values": policies})
-        metrics = [MetricInfo(m, "manage", unit) for m, unit in SUMMARY]  # the series are samples, not metrics
-        self.store = store
-        self.experiment = store.create_experiment(name, "manage", [knob], metrics,
-                                                  description=f"{description}; energy {energy_label}")
+        self.store, self.name, self.policies = store, name, policies
+        self.description = f"{description}; energy {energy_label}"
         self.ids = {p: i for i, p in enumerate(policies)}
-        store.add_points(self.experiment, [(i, json.dumps({"policy": p}), {"policy": p}) for p, i in self.ids.items()])
+        self.experiment = None  # created with the first run: a run that fails before any pass left an empty
+        if store.experiment(name) is not None:  # experiment whose name the next try was refused
+            self._create()  # its own error: the name is taken
+
+    def _create(self):
+        knob = KnobInfo("policy", "knob", "categorical", None, {"values": self.policies})
+        metrics = [MetricInfo(m, "manage", unit) for m, unit in SUMMARY]  # the series are samples, not metrics
+        self.experiment = self.store.create_experiment(self.name, "manage", [knob], metrics, description=self.description)
+        self.store.add_points(self.experiment, [(i, json.dumps({"policy": p}), {"policy": p})
+                                                for p, i in self.ids.items()])
 
     def record(self, policy: str, frame: pd.DataFrame, static_energy_j: float | None, wall_s: float,
                complete: bool = True, why: str | None = None) -> None:
         """``complete``: False for a pass cut short (interrupted, or its service failed): a
         failed run, ``why`` its error (by default "cut short after N intervals"), its intervals
         kept as samples."""
+        if self.experiment is None:
+            self._create()
         summary = summarize(frame, static_energy_j)
         notes = sorted({n for n in frame.get("note", pd.Series(dtype=str)) if n})
         error = None if complete else why or f"cut short after {len(frame)} intervals"  # show --runs said nothing

@@ -121,7 +121,10 @@ class Dataset:
         kinds, notes, columns = {}, [], {}  # joined at the end: a column at a time warned per column past 100
         for col in features:
             columns[col] = raw[col]
-            kinds[col] = "numeric" if pd.api.types.is_numeric_dtype(raw[col]) else "categorical"
+            # true/false are two categories: as numbers 0 and 1, --set flag=True was refused and
+            # recommend said flag=1, a value the data never had
+            numeric = pd.api.types.is_numeric_dtype(raw[col]) and not pd.api.types.is_bool_dtype(raw[col])
+            kinds[col] = "numeric" if numeric else "categorical"
             if kinds[col] == "categorical":
                 notes += _mostly_numbers(raw[col])
         for col in metrics:
@@ -211,6 +214,8 @@ def csv_header(path: str | Path) -> list[str]:
     where = str(path)
     first: dict[str, int] = {}
     for position, name in enumerate(header, start=1):
+        if not name.strip() and position < len(header):  # the last may be a trailing delimiter's: read_csv_runs
+            raise UsageError(_no_name(position), where=where)
         if name in first:
             raise UsageError(f"column {name!r} appears twice in the header (columns {first[name]} and {position})",
                              where=where)
@@ -233,6 +238,12 @@ def _mostly_numbers(column: pd.Series) -> list[str]:
     row = int(words.index[0])
     return [f"column {column.name!r} is read as categories: {len(given) - len(words)} of its {len(given)} values "
             f"are numbers, but {words.iloc[0]!r} (data row {row + 1}) is not; fix the cell if it is a typo"]
+
+
+def _no_name(position: int) -> str:
+    # pandas calls such a column "Unnamed: 0" and every later command would offer it as a knob
+    why = ": pandas' to_csv writes its row index there unless index=False" if position == 1 else ""
+    return f"column {position} has no name in the header{why}; name it or leave it out"
 
 
 def _beyond_header(path: str | Path) -> str:
@@ -260,6 +271,12 @@ def read_csv_runs(path: str | Path) -> pd.DataFrame:
             raw = pd.read_csv(path, keep_default_na=False, na_values=[""], index_col=False)
         except pd.errors.ParserWarning:
             raise UsageError(_beyond_header(path), where=str(path)) from None
+    last = csv_header(path)[-1]
+    if not last.strip():  # a trailing delimiter on every line, the header's included: nothing there
+        column = raw.columns[-1]
+        if raw[column].notna().any():
+            raise UsageError(_no_name(len(raw.columns)), where=str(path))
+        raw = raw.drop(columns=column)
     for col in raw.columns:
         if raw[col].dtype == object or pd.api.types.is_string_dtype(raw[col]):
             text = raw[col].where(~raw[col].isin(MISSING_WORDS))
