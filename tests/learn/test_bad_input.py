@@ -443,3 +443,16 @@ def test_a_seed_scikit_learn_refuses_a_degree_it_ignored_and_mixed_model_files(s
                                          "pipeline takes a, c; refit it") as exc:
         load(tmp_path / "ab")
     _one_line(exc)
+
+
+def test_cluster_of_a_constant_profile_warns_nothing():
+    """scikit-learn's 0/0 RuntimeWarning reached the terminal before the result (session 51's audit)."""
+    import warnings
+
+    from perflearn.learn.cluster import cluster
+
+    ds = Dataset.from_frame(pd.DataFrame({"k": range(12), "T": 7.0}), metrics=["T"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = cluster(ds, ["T"])
+    assert result.k == 1 and all(np.isfinite(result.explained))

@@ -1334,6 +1334,13 @@ def test_knee_command_on_a_stored_sweep(tmp_path):
         store.import_dataset(holes, "holes")
     said = CliRunner().invoke(app, ["knee", "holes", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
     assert said.exit_code == 0 and "1 rate value(s) without a p95 in any ok run, left out of the curve: 16000" in said.output
+    # the example of a column that is not numeric is a cell that is no number (it quoted '1000')
+    wordy = Dataset.from_frame(pd.DataFrame({"rate": [str(r) for r in rates[:3]] + ["fast"] + [str(r) for r in rates[4:]],
+                                             "p95": latency}), metrics=["p95"])
+    with open_store(tmp_path / "s.duckdb") as store:
+        store.import_dataset(wordy, "wordy")
+    bad = CliRunner().invoke(app, ["knee", "wordy", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
+    assert bad.exit_code == 2 and "column 'rate' of 'wordy' is not numeric (e.g. 'fast')" in bad.output, bad.output
 
 
 def test_knee_in_saturation_is_doubted(tmp_path):
@@ -1821,6 +1828,14 @@ def test_models_swapped_and_all_with_others_are_one_line(tmp_path):
              "--cost-model is a model of p95, not of the CPU time per request: give it as --model")):
         result = CliRunner().invoke(app, [*live, *models])
         assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+    named = grid.assign(cores=grid["cores"].map({1: "one", 2: "two"}))  # cores as words: categories
+    named.to_csv(tmp_path / "named.csv", index=False)
+    result = CliRunner().invoke(app, ["fit", "--csv", str(tmp_path / "named.csv"), "-m", "p95,cpu_us_per_request",
+                                      "-t", "p95", "--family", "rf", "-o", str(tmp_path / "named.model")])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, [*live, "--model", str(tmp_path / "named.model")])
+    assert result.exit_code == 2 and "--model: feature 'cores' has category '2' not seen" in result.output, \
+        result.output  # it named "points"
     from perflearn.store import open_store
 
     with open_store(tmp_path / "m.duckdb", read_only=True) as store:  # no empty experiment left to block the name
