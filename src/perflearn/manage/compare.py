@@ -108,11 +108,14 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
                               cost_model=cost_model, headroom=headroom, experience=experience, miss_budget=miss_budget,
                               host_quantile=host_quantile)
             for name in names}
-    frames = {}
+    frames, waiting = {}, []
     for label, frame, *_ in comparison(made, service, loads, interval_s, power, slot):
         frames[label] = frame
-        if on_pass is not None:  # static runs first: every pass is priced against it as it ends
-            on_pass(label, frame, frames["static"]["energy_j"].sum())
+        waiting.append(label)
+        if on_pass is not None and "static" in frames:  # priced against static: a learning pass that ran
+            for done in waiting:                          # before it (--interleave) waits for it
+                on_pass(done, frames[done], frames["static"]["energy_j"].sum())
+            waiting.clear()
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items()]
     return pd.DataFrame(rows), frames, made
