@@ -649,18 +649,21 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     host = SlowHost(slow_host) if slow_host else None
 
     def keeper(s: int):
-        def keep(name, frame, static_energy_j):  # each pass as it ends: an interrupt loses only the one running
+        def keep(name, *args):
             label = name if seeds == 1 else f"{name}@{s}"
-            record(label, frame, static_energy_j, 0.0)
+            record(label, *args)
             ended.append(label)
         return keep
 
     try:
         for s in range(seed, seed + seeds):
+            # each pass recorded as it ends, priced against static's (a learning pass ahead of it waits)
+            priced = StaticFirst(keeper(s), True)
             run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s, host=host), space, names, trace, step_seconds,
                            interval, power, target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost,
                            headroom, experience if "heimdall-experience" in names else None, miss_budget, slot,
-                           HOST_QUANTILE if host_quantile is None else host_quantile, on_pass=keeper(s))
+                           HOST_QUANTILE if host_quantile is None else host_quantile,
+                           on_pass=lambda name, frame: priced.add(name, frame, 0.0, True))
             _say_seed(run, s == seed, s, names, space, mu, tick, profiled_speed, host, miss_budget)
             runs.append(run)
     except KeyboardInterrupt:  # every finished pass was recorded as it ended: say so (it said only "interrupted")

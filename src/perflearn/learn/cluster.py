@@ -158,8 +158,9 @@ def cluster(
     coords = p2.transform(Z)
     if ncomp == 1:
         coords = np.column_stack([coords[:, 0], np.zeros(n)])
+    explained = [float(v) if np.isfinite(v) else 0.0 for v in p2.explained_variance_ratio_]
     return ClusterResult(chosen, ks, inertias, elbow is not None, labels, prof, pd.DataFrame(reps), coords,
-                         [float(v) if np.isfinite(v) else 0.0 for v in p2.explained_variance_ratio_], columns, pca, before - n, null)
+                         explained, columns, pca, before - n, null)
 
 
 def _unused(name: str, taken) -> str:

@@ -93,8 +93,8 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
             tick_s: float | None = None, cost_model=None, headroom: float | None = None,
             experience=None, miss_budget: float = 0.01, slot: int | None = None,
             host_quantile: float = HOST_QUANTILE, on_pass=None) -> tuple[pd.DataFrame, dict, dict]:
-    """Every policy on the same trace (``on_pass(label, frame, static_energy_j)`` told as each
-    pass ends, so that an interrupted comparison keeps those); ``tick_s``: the service reports ticks this long
+    """Every policy on the same trace (``on_pass(label, frame)`` told as each pass ends, so
+    that an interrupted comparison keeps those); ``tick_s``: the service reports ticks this long
     inside each interval, and the policies that react to them (Heimdall's) do. A policy
     that learns first (Hipster) has its (last) learning pass in the frames and the table
     as ``learning_label(name)``, ahead of its evaluated pass. ``slot``: the evaluated
@@ -108,14 +108,11 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
                               cost_model=cost_model, headroom=headroom, experience=experience, miss_budget=miss_budget,
                               host_quantile=host_quantile)
             for name in names}
-    frames, waiting = {}, []
+    frames = {}
     for label, frame, *_ in comparison(made, service, loads, interval_s, power, slot):
         frames[label] = frame
-        waiting.append(label)
-        if on_pass is not None and "static" in frames:  # priced against static: a learning pass that ran
-            for done in waiting:                          # before it (--interleave) waits for it
-                on_pass(done, frames[done], frames["static"]["energy_j"].sum())
-            waiting.clear()
+        if on_pass is not None:
+            on_pass(label, frame)
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items()]
     return pd.DataFrame(rows), frames, made

@@ -21,9 +21,9 @@ from perflearn.errors import UsageError
 from .loop import IntervalRecord
 
 COLUMNS = [f.name for f in fields(IntervalRecord)] + ["policy"]
+MAX_CORES = 4096  # more than any node has
 # what a pass is summarised from; the other columns came in later versions, and a file
 # without them has them missing (NULL), not 0
-MAX_CORES = 4096  # more than any node has
 NEEDED = ("t", "rps", "p95", "target", "cores", "level", "utilisation", "power_w", "energy_j", "changed", "policy")
 
 

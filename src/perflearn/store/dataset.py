@@ -71,7 +71,6 @@ class Dataset:
         """
         path = Path(path)
         with csv_errors(path):
-            csv_header(path)  # a column named twice is refused
             raw = read_csv_runs(path)
         return cls.from_frame(raw, metrics, knobs, context, name or path.stem, where=str(path))
 
@@ -259,9 +258,11 @@ def _beyond_header(path: str | Path) -> str:
 
 
 def read_csv_runs(path: str | Path) -> pd.DataFrame:
-    """A CSV of runs: an empty cell is missing; a word such as "None" or "NA" is missing
-    in a column of numbers and a category in a column of words (pandas' default reads it
-    as missing everywhere, and the runs of one category vanished from a fit)."""
+    """A CSV of runs, its header checked (``csv_header``): an empty cell is missing; a word
+    such as "None" or "NA" is missing in a column of numbers and a category in a column of
+    words (pandas' default reads it as missing everywhere, and the runs of one category
+    vanished from a fit)."""
+    last = csv_header(path)[-1]  # a column named twice, or without a name, is refused
     with warnings.catch_warnings():
         # index_col=False: a row with one field more than the header made pandas take the first
         # column as the index (a trailing comma on every row left the target NULL in every run);
@@ -271,7 +272,6 @@ def read_csv_runs(path: str | Path) -> pd.DataFrame:
             raw = pd.read_csv(path, keep_default_na=False, na_values=[""], index_col=False)
         except pd.errors.ParserWarning:
             raise UsageError(_beyond_header(path), where=str(path)) from None
-    last = csv_header(path)[-1]
     if not last.strip():  # a trailing delimiter on every line, the header's included: nothing there
         column = raw.columns[-1]
         if raw[column].notna().any():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from perflearn.errors import UsageError
 
-from .dataset import Dataset, csv_header, read_csv_runs
+from .dataset import Dataset, read_csv_runs
 
 FORMATS = ("csv", "parquet")
 
@@ -37,8 +37,7 @@ def read_frame(path: str | Path):
     try:
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
-        csv_header(path)  # a column named twice is refused
-        return read_csv_runs(path)
+        return read_csv_runs(path)  # a column named twice is refused
     except UsageError:
         raise
     except Exception as exc:  # pyarrow and pandas raise many types for a file that is not theirs
