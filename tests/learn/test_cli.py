@@ -400,6 +400,18 @@ def test_evaluate_mape_is_na_with_zero_targets(tmp_path):
     assert "n/a" in mape_row and "e+" not in mape_row
 
 
+def test_evaluate_says_over_how_many_splits_r2_is_averaged(tmp_path):
+    """Session 51's audit: -k 19 on two runs per configuration averaged R² over the one
+    fold where it is defined (the others hold one configuration: one value), unsaid."""
+    rows = [(a, b, a * 10 + b) for a in range(1, 11) for b in (1, 2) for _ in range(2)]
+    pd.DataFrame(rows, columns=["a", "b", "y"]).to_csv(tmp_path / "rep.csv", index=False)
+    r = run("evaluate", "-t", "y", "--csv", str(tmp_path / "rep.csv"), "--family", "cart", "-k", "19")
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "R² is undefined in 18 of the 19 splits (their held-out target is one value)" in text
+    assert "R² (1 of 19 splits)" in text and "MRE % (PAAE) (" not in text  # defined everywhere: as before
+
+
 @pytest.mark.parametrize("curve, message", [
     ("fraction", "--curve fraction: 5 runs are too few for this learning curve"),
     ("inverse-kfold", "--curve inverse-kfold: 5 runs are too few"),

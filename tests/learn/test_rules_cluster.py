@@ -151,3 +151,20 @@ def test_cluster_keeps_a_knob_called_size_and_skips_a_metric_null_everywhere():
     assert sorted(reps["k-means size"]) == [12, 12, 12, 12] and set(reps["size"]) <= {100, 1000}
     with pytest.raises(UsageError, match="NULL in every run"):
         cluster(ds, ["instructions"])
+
+
+def test_a_points_profile_is_of_the_runs_that_measured_every_column():
+    """Session 51's audit: with one repetition NULL in one column, a point's profile mixed
+    means over different runs (gbps over both, ipc over the other only)."""
+    raw, _ = _groups()
+    again = raw.assign(gbps=raw["gbps"] * 10)  # a second repetition of every point, far off in gbps
+    again.loc[again.index[0], "ipc"] = np.nan  # ... and without ipc at the first point
+    both = pd.concat([raw, again], ignore_index=True)
+    ds = Dataset.from_frame(both.drop(columns=["group"]), metrics=["gbps", "l3hit", "ipc"], name="groups")
+    r = cluster(ds)
+    first = r.profiles.set_index("flow_core").loc[raw.loc[0, "flow_core"]]
+    assert first["gbps"] == pytest.approx(raw.loc[0, "gbps"])  # its complete run only (5.5x that before)
+    assert first["ipc"] == pytest.approx(raw.loc[0, "ipc"])
+    assert r.incomplete_runs == 1 and r.dropped == 0 and len(r.profiles) == len(raw)
+    other = r.profiles.set_index("flow_core").loc[raw.loc[1, "flow_core"]]
+    assert other["gbps"] == pytest.approx(raw.loc[1, "gbps"] * 5.5)  # both runs, as before

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,7 +11,7 @@ from typer.testing import CliRunner
 
 from perflearn.cli import app
 from perflearn.manage.config import ConfigSpace, Configuration
-from perflearn.manage.experience import LEAST, STALE, Experience, load_bucket, misses_at_least
+from perflearn.manage.experience import LEAST, STALE, Experience, _read, load_bucket, misses_at_least
 from perflearn.manage.policies import make_policy
 from perflearn.manage.policy import Observation
 from perflearn.manage.power import power_model
@@ -168,3 +170,18 @@ def test_simulated_heimdall_experience_from_an_earlier_run(tmp_path):
     # what it learned from, and its price of a miss, said as a live run says them (the simulator said neither)
     assert "experience: " in r.output and "intervals from 1 file(s)" in r.output
     assert "heimdall-experience: a miss priced " in r.output and "% of intervals expected to miss" in r.output
+    # the file's intervals, said after the run, without the run's own (the policy learns into a copy)
+    said = int(re.search(r"experience: (\d+) intervals from", r.output).group(1))
+    assert said == len(_read(first)) > 0
+
+
+def test_simulated_experience_that_knows_nothing_says_so(tmp_path):
+    """A file with no usable interval printed "nan % of intervals expected to miss", and
+    the run's own intervals as its experience."""
+    empty = tmp_path / "empty.csv"
+    empty.write_text("rps,p95,cores,level,utilisation\n")
+    r = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "5", "-p", "heimdall-experience",
+                                 "--experience", str(empty)])
+    assert r.exit_code == 0, r.output
+    assert "experience: 0 intervals from 1 file(s)" in r.output
+    assert "its experience knows no configuration at any load" in r.output and "nan" not in r.output

@@ -968,6 +968,10 @@ def test_bad_flags():
                            (["--target-ms", "1e300", "--simulate"], "--target-ms: a number > 0 and at most 3,600,000"),
                            (["--max-rps", "1e300"], "--max-rps: a number > 0 and at most 1,000,000,000"),
                            (["--profiled-speed", "1e300", "--simulate"], "--profiled-speed: a speed ratio from 0.001"),
+                           # session 51's audit: blamed an internal data set ("heimdall-profile: target 'p95' is constant")
+                           (["--profiled-speed", "0.001", "--simulate", "--step-seconds", "5"],
+                            "--profiled-speed 0.001: the server profiled at that speed leaves Heimdall nothing to learn"),
+                           (["--profiled-speed", "0.05", "--simulate", "--step-seconds", "5"], "nearer 1 or --no-follow-cost"),
                            (["--seeds", "1000000000", "--simulate"], "--seeds: 1 to 1000, got 1000000000"),
                            (["--react-ms", "-5", "--simulate"], "--react-ms: 0 (off) or a tick shorter"),
                            (["--react-ms", "1000", "--simulate"], "--react-ms: 0 (off) or a tick shorter"),
@@ -1836,10 +1840,11 @@ def test_models_swapped_and_all_with_others_are_one_line(tmp_path):
     result = CliRunner().invoke(app, [*live, "--model", str(tmp_path / "named.model")])
     assert result.exit_code == 2 and "--model: feature 'cores' has category '2' not seen" in result.output, \
         result.output  # it named "points"
-    from perflearn.store import open_store
-
-    with open_store(tmp_path / "m.duckdb", read_only=True) as store:  # no empty experiment left to block the name
-        assert store.experiments().empty
+    # no empty experiment left to block the name, nor a store file made for nothing (session 51's audit)
+    assert not (tmp_path / "m.duckdb").exists()
+    result = CliRunner().invoke(app, [*live[:-2], "--store", str(tmp_path / "no" / "m.duckdb"),
+                                      "--model", str(tmp_path / "p95.model")])
+    assert result.exit_code == 2 and f"--store {tmp_path / 'no' / 'm.duckdb'}: no folder" in result.output, result.output
     result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "all", "-p", "nonsense"])
     assert result.exit_code == 2 and "unknown policy 'nonsense'" in result.output, result.output
     result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "all", "-p", "heimdall-experience",
@@ -1997,3 +2002,18 @@ def test_a_model_read_in_the_wrong_unit_is_refused():
     # a model in µs read as ms: 1000 times over, 750 times the target (a bound of 1000 let it through)
     with pytest.raises(UsageError, match=r"--model read in ms forecasts 0.15 s .* 750 times"):
         check_unit(in_seconds(1e3), space, 2e-4, 8000, "--model", "ms")
+
+
+def test_a_large_simulation_says_it_takes_minutes_profiling_included(capsys):
+    """Session 51's audit: 64 x 64 ran 3 min before its first pass without a word (54 s of
+    profiling, 140 s fitting Heimdall's forest); the note counted forecasts only."""
+    from perflearn.cli.manage import _check_simulation_size
+    from perflearn.manage.config import ConfigSpace
+
+    _check_simulation_size(ConfigSpace.make(64, 64), "steps", 5, 1.0, 12000, profiles=True)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "4096 configurations: profiling them for Heimdall's model (245,760 simulated intervals)" in said
+    assert "this simulation takes minutes per policy" not in said  # 225 280 forecasts: under that note's bound
+    _check_simulation_size(ConfigSpace.make(64, 64), "steps", 5, 1.0, 12000, profiles=False)  # no heimdall: none
+    _check_simulation_size(ConfigSpace.make(32, 10), "steps", 5, 1.0, 12000, profiles=True)  # 13 s in all: none
+    assert capsys.readouterr().err == ""

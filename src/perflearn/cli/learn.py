@@ -243,6 +243,11 @@ def _frame_table(df: "pd.DataFrame", title: str | None = None, exact: tuple | li
     return table
 
 
+# why a split has no value of a metric
+_undefined = {"r2": "their held-out target is one value", "mre": "their held-out target is 0 in every run",
+              "rmse": "no held-out prediction"}
+
+
 def _log_opt(value: str) -> bool | str:
     v = value.lower()
     if v in ("auto",):
@@ -511,6 +516,11 @@ def evaluate(
     pooled = all_metrics(res.y_true, res.y_pred, quantile)
     for m, label in (("mre", "MRE % (PAAE)"), ("mape", "MAPE %"), ("rmse", "RMSE" + _in(data.schema.unit)), ("r2", "R²")):
         # undefined is n/a, not "nan": MAPE of a zero target, R² of a test set with one value, the std of one split
+        defined = int(res.splits[m].notna().sum())
+        if m != "mape" and 0 < defined < len(res.splits):  # the mean is of the others: said (it was not)
+            label += f" ({defined} of {len(res.splits)} splits)"
+            terminal.warn(f"{label.split(' (')[0]} is undefined in {len(res.splits) - defined} of the {len(res.splits)} "
+                          f"splits ({_undefined[m]}): its mean and std are over the other {defined}")
         t.add_row(label, *("n/a" if not math.isfinite(v) else _fmt(v) for v in (summ[m]["mean"], summ[m]["std"], pooled[m])))
     if quantile is not None:
         t.add_row(f"coverage (goal {quantile:g})", _fmt(summ["coverage"]["mean"]), _fmt(summ["coverage"]["std"]),
@@ -811,6 +821,9 @@ def cluster(
         terminal.warn(f"{not_ok} run(s) left out (not ok)")
     if r.null_metrics:
         terminal.warn(f"left out of the profile: {', '.join(r.null_metrics)} (NULL in every run)")
+    if r.incomplete_runs:
+        terminal.warn(f"{r.incomplete_runs} run(s) left out of their point's profile: NULL in some of "
+                      f"{', '.join(r.columns)} (a profile is the mean of the runs that measured every column)")
     if r.dropped:
         terminal.warn(f"{r.dropped} profile(s) left out (NULL in {', '.join(r.columns)})")
     how = "elbow (kneedle)" if k is None and r.elbow_found else ("given" if k is not None else "no elbow found")

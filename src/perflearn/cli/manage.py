@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -214,7 +215,7 @@ def manage(
                            power_.label if rapl is None else Rapl.label)
     cpus = _service_cpus(service_cpus, cores, simulate, live=bool(service) and not simulate)
     if simulate:
-        _check_simulation_size(space, trace, step_seconds, interval, mu)
+        _check_simulation_size(space, trace, step_seconds, interval, mu, any(n.startswith("heimdall") for n in names))
         with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
                       csv, record, power_, tick, profiled_speed, follow_cost, headroom, experience, miss_budget, slot,
@@ -319,7 +320,6 @@ def _option(option: str, label: str | None) -> str:
 
 def _service_cpus(text: str | None, cores: int, simulate: bool, live: bool = False) -> list[int] | None:
     """--service-cpus checked before anything starts: CPUs this process may use, at least --cores of them."""
-    import os
 
     if text is None:
         usable = len(os.sched_getaffinity(0))
@@ -339,6 +339,9 @@ def _service_cpus(text: str | None, cores: int, simulate: bool, live: bool = Fal
 # million) took 4 min a policy here, 32 x 10 (176 000) 15 s.
 SIMULATION_INTERVALS = 100_000
 SIMULATION_SLOW = 500_000
+# and a note above this many profiling rows for Heimdall's model: 64 x 64 (245 760) took 54 s to simulate and
+# 140 s to fit before the first pass, without a word; 32 x 10 (19 200) 13 s in all
+PROFILE_SLOW = 60_000
 MAX_SEEDS = 1_000  # --seeds: a thousand repetitions of the protocol is hours already
 MAX_TICKS = 1_000  # per interval (the default 20-ms tick: 50 in a second)
 # at the maximum load; fewer, and a load step is long within a tick's Poisson noise (simulated, 2-s steps:
@@ -355,7 +358,8 @@ def _say_if_ticks_hold_too_few(tick: float | None, max_rps: float) -> None:
                       f"more (--react-ms {TICK_REQUESTS / max_rps * 1e3:.2g} or more)")
 
 
-def _check_simulation_size(space, trace: str, step_seconds: float, interval: float, mu: float) -> None:
+def _check_simulation_size(space, trace: str, step_seconds: float, interval: float, mu: float,
+                           profiles: bool) -> None:
     if not 1 <= mu <= 1e9:  # the simulated service's latencies stay representable
         raise UsageError(f"--mu: requests/s one core serves, 1 to 1e9 in the simulator, got {mu:g}")
     intervals = (12 if trace == "diurnal" else 11) * step_seconds / interval
@@ -365,22 +369,44 @@ def _check_simulation_size(space, trace: str, step_seconds: float, interval: flo
     if len(space) * intervals > SIMULATION_SLOW:
         terminal.info(f"{len(space)} configurations x {intervals:.0f} intervals: this simulation takes minutes "
                       "per policy")
+    from perflearn.manage.compare import PROFILE_INTERVALS, PROFILE_LOADS
+
+    rows = len(space) * PROFILE_LOADS * PROFILE_INTERVALS
+    if profiles and rows > PROFILE_SLOW:
+        terminal.info(f"{len(space)} configurations: profiling them for Heimdall's model ({rows:,} simulated "
+                      "intervals) and fitting it takes minutes before the first pass, each seed")
 
 
 @contextmanager
 def _recording(store: Path | None, name: str, policies: list[str], description: str, power_label: str):
-    """Where each policy's run goes as its loop ends: the store (opened on entry, so bad
-    flags found later create nothing), or nowhere."""
+    """Where each policy's run goes as its loop ends: the store, or nowhere. A store that
+    exists is opened on entry (another schema, or the name taken, is refused before anything
+    runs); a new one is made with the first pass recorded, so a bad flag found later (a
+    model refused) leaves no file behind."""
     if store is None:
         yield lambda policy, frame, static_energy, wall_s, complete=True, why=None: None
         return
     from perflearn.manage.record import PolicyRecorder
     from perflearn.store import open_store
 
-    with open_store(store) as results:
-        recorder = PolicyRecorder(results, name, policies, description, power_label)
+    if not store.exists():
+        folder = store.parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise UsageError(f"--store {store}: no folder {folder} to write in" if not folder.is_dir()
+                             else f"--store {store}: the folder {folder} is not writable")
+    with ExitStack() as stack:
+        made: list = []
+
+        def recorder() -> PolicyRecorder:
+            if not made:
+                results = stack.enter_context(open_store(store))
+                made.append(PolicyRecorder(results, name, policies, description, power_label))
+            return made[0]
+
+        if store.exists():
+            recorder()
         terminal.info(f"recording in {store} as experiment {name!r}")
-        yield recorder.record
+        yield lambda *args, **kwargs: recorder().record(*args, **kwargs)
 
 
 # what the manager's own records hold besides latency: a model of one of them given as --model
@@ -622,6 +648,13 @@ def _warn_if_hosts_differ(slow: dict[str, float]) -> None:
 def _say_price(name: str, policy, miss_budget: float) -> None:
     """heimdall-experience's price of a miss, and whether its plan keeps to --miss-budget
     (at the highest price it may not: the experience says misses there, whatever it costs)."""
+    from perflearn.manage.experience import LEAST
+
+    if not math.isfinite(policy.expected_share):  # printed "nan %": no load had a configuration known
+        terminal.warn(f"{name}: its experience knows no configuration at any load (at least {LEAST} intervals of one "
+                      "at one load): no price is set from it, so misses are avoided at any cost where this run's own "
+                      "intervals teach it, and it decides as heimdall elsewhere")
+        return
     said = f"{name}: a miss priced {policy.price:.3g} W; {policy.expected_share * 100:.2f} % of intervals expected to miss"
     if policy.expected_share > miss_budget + 1e-12:
         terminal.warn(f"{said}: more than --miss-budget {miss_budget * 100:g} % at any price (its experience missed "

@@ -40,6 +40,7 @@ class ClusterResult:
     pca: int | None
     dropped: int = 0  # profiles left out: NULL (NaN) in a profile column
     null_metrics: list[str] = field(default_factory=list)  # left out of the default profile: NULL in every run
+    incomplete_runs: int = 0  # runs left out of their point's mean: NULL in some profile columns, not all
 
     def plot(self, path: str | Path) -> Path:
         import matplotlib
@@ -108,16 +109,23 @@ def cluster(
         raise UsageError(f"infinite values (or beyond ±{PROFILE_MAX:.0e}) in "
                          + ", ".join(f"{c!r} ({k} run(s))" for c, k in infinite.items()) + "; remove or cap them",
                          where=where)
+    for c in columns:
+        if frame[c].isna().all():
+            raise UsageError(f"column {c!r} is NULL in every run", where=where)
+    incomplete = 0
     if by == "point":
+        # a point's profile is of runs that measured every column: with a NULL in one run, its columns were
+        # means over different runs (one over both repetitions, the other over the second only)
+        before = int(frame["point_id"].nunique())
+        complete = frame[columns].notna().all(axis=1)
+        incomplete = int((~complete & frame[columns].notna().any(axis=1)
+                          & frame["point_id"].isin(frame.loc[complete, "point_id"])).sum())
         agg = {c: "mean" for c in columns}
         agg.update({f: "first" for f in ds.features if f not in columns})
-        prof = frame.groupby("point_id", sort=True).agg(agg).reset_index()
+        prof = frame[complete].groupby("point_id", sort=True).agg(agg).reset_index()
     elif by == "run":
         prof = frame[["run_id", "point_id", *[f for f in ds.features if f not in columns], *columns]].reset_index(drop=True)
-    for c in columns:
-        if prof[c].isna().all():
-            raise UsageError(f"column {c!r} is NULL in every run", where=where)
-    before = len(prof)
+        before = len(prof)
     prof = prof.dropna(subset=columns).reset_index(drop=True)
     n = len(prof)
     if n < 3:
@@ -160,7 +168,7 @@ def cluster(
         coords = np.column_stack([coords[:, 0], np.zeros(n)])
     explained = [float(v) if np.isfinite(v) else 0.0 for v in p2.explained_variance_ratio_]
     return ClusterResult(chosen, ks, inertias, elbow is not None, labels, prof, pd.DataFrame(reps), coords,
-                         explained, columns, pca, before - n, null)
+                         explained, columns, pca, before - n, null, incomplete)
 
 
 def _unused(name: str, taken) -> str:

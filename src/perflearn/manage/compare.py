@@ -51,10 +51,13 @@ def qos_from_knee(sweep: pd.DataFrame) -> tuple[float, float]:
     return float(knee.y), 0.95 * float(knee.x)
 
 
-def profile(server: ServerModel, space: ConfigSpace, max_rps: float, fractions=None, intervals: int = 3,
-            seed: int = 1) -> pd.DataFrame:
+PROFILE_LOADS, PROFILE_INTERVALS = 20, 3  # per configuration: Heimdall's profile is 60 rows of each
+
+
+def profile(server: ServerModel, space: ConfigSpace, max_rps: float, fractions=None,
+            intervals: int = PROFILE_INTERVALS, seed: int = 1) -> pd.DataFrame:
     """Profiling data for Heimdall: every configuration x load level, a few intervals each."""
-    fractions = np.linspace(0.05, 1.0, 20) if fractions is None else fractions
+    fractions = np.linspace(0.05, 1.0, PROFILE_LOADS) if fractions is None else fractions
     rows = []
     for config in space:
         for fraction in fractions:
@@ -156,14 +159,23 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
     if any(n.startswith("heimdall") for n in policies):
         profiled_on = replace(server, mu_max=server.mu_max * profiled_speed)
         samples = profile(profiled_on, space, max_rps, seed=server.seed + 1)
-        model, profiled = profile_model(samples), len(samples)
-        if follow_cost:
-            cost = profile_model(samples.dropna(subset=["cost"]), metric="cost")
+        try:
+            model, profiled = profile_model(samples), len(samples)
+            if follow_cost:
+                cost = profile_model(samples.dropna(subset=["cost"]), metric="cost")
+        except UsageError as exc:  # a server profiled far slower: saturated everywhere (blamed "heimdall-profile")
+            if profiled_speed == 1:
+                raise
+            other = " or --no-follow-cost" if model is not None else ""  # the CPU time's model failed
+            raise UsageError(f"--profiled-speed {profiled_speed:g}: the server profiled at that speed leaves Heimdall "
+                             f"nothing to learn ({exc.message}); a speed nearer 1{other}") from None
     segments = trace_segments(trace, max_rps, step_s, interval_s)
     loads = expand(segments, interval_s)
     experience = Experience.from_csvs(experience_csvs, space, target, max_rps) if experience_csvs else None
+    # the policy learns into a copy: the experience said after the run is the files' (it counted the run's own)
+    learning = None if experience is None else experience.copy()
     summary, frames, made = compare(server, space, loads, interval_s, power, target, max_rps, policies, model, tick_s,
-                                    cost, headroom, experience, miss_budget, slot, host_quantile, on_pass)
+                                    cost, headroom, learning, miss_budget, slot, host_quantile, on_pass)
     return Simulation(knee_target, target, max_rps, profiled, summary, frames, made, experience)
 
 

@@ -24,7 +24,7 @@ the shares it expected.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -144,6 +144,11 @@ class Experience:
 
     def __len__(self) -> int:
         return int(self.intervals.sum())
+
+    def copy(self) -> "Experience":
+        """An experience to learn into (heimdall-experience adds a run's own intervals)
+        that leaves this one as read."""
+        return replace(self, intervals=self.intervals.copy(), misses=self.misses.copy(), busy=self.busy.copy())
 
 
 def misses_at_least(shares: list[float], misses: int) -> float:

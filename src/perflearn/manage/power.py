@@ -10,7 +10,6 @@ utilisation. Defaults are of a small server socket; they can be set per machine
 from __future__ import annotations
 
 import glob
-import math
 import os
 from dataclasses import dataclass
 
