@@ -100,6 +100,7 @@ def main() -> None:
     ap.add_argument("--systems", default="Apache,x264,sweeps")
     ap.add_argument("--data-dir", default=str(DEEPPERF))
     ap.add_argument("--families", default="auto,rf,cart")
+    ap.add_argument("--sizes", default=None, help="only these training sizes N of the DeepPerf systems (e.g. 9,11)")
     ap.add_argument("--jsonl", default=None, help="append each result here as it finishes")
     ap.add_argument("--summarize", default=None, help="print the table of this JSONL file and stop")
     ap.add_argument("--out", default=None, help="write the table here (Markdown)")
@@ -110,7 +111,10 @@ def main() -> None:
     rows = []
     for system in args.systems.split(","):
         sets = sweep_sets(args.reps) if system == "sweeps" else deepperf_sets(system, Path(args.data_dir), args.reps)
+        sizes = {f"N={n}" for n in args.sizes.split(",")} if args.sizes else None
         for label, train, test, target in sets:
+            if sizes and label.split()[-1] not in sizes:
+                continue
             for family in args.families.split(","):
                 row = score(label, train, test, target, family)
                 rows.append(row)

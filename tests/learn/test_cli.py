@@ -555,3 +555,52 @@ def test_an_output_directory_that_cannot_be_made_is_refused_before_the_work(tmp_
     r = run("evaluate", "--csv", STEP, "-t", "T", "--family", "cart", "--scheme", "random", "--repeats", "1")
     r2 = next(line for line in r.output.splitlines() if line.startswith("│ R²"))
     assert r2.split("│")[3].strip() == "n/a"  # the std of one split (it read 0)
+
+
+def test_a_prediction_below_zero_of_a_positive_metric_is_said(tmp_path):
+    """Session 52's audit: a linear model past the data recommended y = -4 where every run
+    measured y > 0, and decide printed its gain over the median as +150 %, unsaid."""
+    rows = [(t, "a", 20 - 6 * t) for t in (1, 2, 3)] + [(t, "b", 25 - 6 * t) for t in (1, 2, 3, 4)]
+    pd.DataFrame(rows, columns=["t", "m", "y"]).to_csv(tmp_path / "n.csv", index=False)
+    for command in ("recommend", "decide"):
+        r = run(command, "--csv", str(tmp_path / "n.csv"), "-t", "y", "--family", "linear")
+        assert r.exit_code == 0, r.output
+        text = " ".join(r.output.split())
+        assert "the predicted y -4 is not positive where every run measured more than 0 (least 1)" in text, text
+
+
+def test_a_category_written_as_a_number_is_the_category_recommend_printed(tmp_path):
+    """Session 52's audit: `recommend` printed freq=1.0, a category; `--set freq=1.0` read
+    it as the number 1, refused as category '1' not seen (Python's predict took it)."""
+    rows = [(c, f, 10.0 + c + {"1.0": 1, "2.5": 2, "turbo": 3}[f] + d)
+            for c in (0, 1) for f in ("1.0", "2.5", "turbo") for d in (0, 0.1)]
+    pd.DataFrame(rows, columns=["c", "freq", "y"]).to_csv(tmp_path / "f.csv", index=False)
+    r = run("fit", "--csv", str(tmp_path / "f.csv"), "-t", "y", "--family", "rf", "-o", str(tmp_path / "f.model"))
+    assert r.exit_code == 0, r.output
+    r = run("predict", str(tmp_path / "f.model"), "--set", "c=0,freq=1.0")
+    assert r.exit_code == 0, r.output
+    r = run("predict", str(tmp_path / "f.model"), "--set", "c=0,freq=1")  # the same number: the same category
+    assert r.exit_code == 0, r.output
+    r = run("predict", str(tmp_path / "f.model"), "--set", "c=0,freq=3")
+    assert r.exit_code != 0 and "category '3' not seen" in r.output
+
+
+def test_evaluate_findings_of_session_52s_audit(tmp_path):
+    """auto on a split of one run blamed --family and named AutoRegressor; --test-size was
+    ignored under k-fold; the pooled column said "every held-out prediction" over the first
+    repeat only; the curve counted configurations as runs; -m was ignored with -e."""
+    pd.DataFrame({"a": [1, 2, 3], "y": [10.0, 20.0, 31.0]}).to_csv(tmp_path / "t.csv", index=False)
+    _one_error_line(run("evaluate", "--csv", tmp_path / "t.csv", "-t", "y", "-k", "2"),
+                    "--folds: a split trains on 1 run; auto chooses by cross-validation, which needs 2 or more")
+    _one_error_line(run("evaluate", "--csv", STEP, "-t", "T", "--family", "rf", "--test-size", "0.5"),
+                    "--test-size: applies to --scheme random")
+    r = run("evaluate", "--csv", STEP, "-t", "T", "--family", "cart", "--repeats", "2")
+    assert r.exit_code == 0 and "pooled: over the first repeat's held-out predictions" in r.output, r.output
+    rows = [(a, b, 10.0 * a + b + d) for a in range(1, 5) for b in (1, 2) for d in (0, 0.1, 0.2)]  # 8 configurations
+    pd.DataFrame(rows, columns=["a", "b", "y"]).to_csv(tmp_path / "r.csv", index=False)
+    _one_error_line(run("evaluate", "--csv", tmp_path / "r.csv", "-t", "y", "--family", "cart", "--curve", "fraction"),
+                    "--curve fraction: 8 configurations are too few for this learning curve")
+    r = run("import", STEP, "-s", tmp_path / "s.duckdb", "--name", "steps", "-m", "T,lat")
+    assert r.exit_code == 0, r.output
+    _one_error_line(run("fit", "-e", "steps", "-s", tmp_path / "s.duckdb", "-t", "T", "-m", "bogus", "--family", "cart",
+                        "-o", tmp_path / "m"), "--metrics: experiment 'steps' has no metric 'bogus' (metrics: T, lat)")

@@ -67,3 +67,16 @@ def test_load_knee_ignores_the_falling_start_and_noise():
     rate = [5e3, 20e3, 40e3, 60e3, 80e3, 100e3, 120e3, 140e3, 160e3]
     p95 = [691, 230, 167, 170, 212, 651, 585, 777, 893]
     assert load_knee(rate, p95).x == 80e3
+
+
+def test_load_knee_takes_the_median_of_repeats_as_perflearn_knee_does():
+    """Session 52's audit: the CLI took each load's median p95, load_knee its mean (one
+    sweep: 121.7 against 125.4). A spike in one repeat now moves neither."""
+    from perflearn.learn.knee import load_knee
+
+    loads = np.array([1, 2, 3, 4, 5, 6, 7, 8], dtype=float)
+    p95 = np.array([1.0, 1.0, 1.1, 1.2, 1.5, 3.0, 8.0, 20.0])
+    spiked = p95.copy()
+    spiked[3] = 50.0  # one repeat of load 4 with a tail spike
+    repeats = load_knee(np.repeat(loads, 3), np.column_stack([p95, spiked, p95]).ravel())
+    assert repeats == load_knee(loads, p95)

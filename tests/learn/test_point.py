@@ -62,8 +62,8 @@ def test_fit_records_the_point_and_rejects_an_unknown_one():
     X, y = _options(9)
     frame = pd.DataFrame(X, columns=[f"o{i}" for i in range(X.shape[1])]).assign(perf=y)
     data = training_data(Dataset.from_frame(frame, ["perf"], name="opts"), "perf")
-    assert fit_data(data, "auto").cv["point"] == "relative"
-    assert fit_data(data, "auto", point="median").cv["point"] == "median"
+    assert fit_data(data, "auto", nested_below=0).cv["point"] == "relative"  # the band's nesting is not under test
+    assert fit_data(data, "auto", point="median", nested_below=0).cv["point"] == "median"
     with pytest.raises(UsageError, match="point must be one of"):
         fit_data(data, "auto", point="mean")
 
@@ -90,8 +90,8 @@ def test_fit_records_the_weights_and_rejects_unknown_ones():
     X, y = _options(9)
     frame = pd.DataFrame(X, columns=[f"o{i}" for i in range(X.shape[1])]).assign(perf=y)
     data = training_data(Dataset.from_frame(frame, ["perf"], name="opts"), "perf")
-    assert fit_data(data, "auto").cv["weights"] == "inverse"
-    assert fit_data(data, "auto", weights="near-ties").cv["weights"] == "near-ties"
+    assert fit_data(data, "auto", nested_below=0).cv["weights"] == "inverse"
+    assert fit_data(data, "auto", weights="near-ties", nested_below=0).cv["weights"] == "near-ties"
     with pytest.raises(UsageError, match="weights must be one of"):
         fit_data(data, "auto", weights="equal")
 
@@ -121,3 +121,26 @@ def test_near_ties_scored_by_relative_error_are_averaged_geometrically():
     assert signed.scoring_ == "rmse" and signed.combine_ == "arithmetic"
     with pytest.raises(ValueError, match="combine must be one of"):
         AutoRegressor(combine="harmonic").fit(X, y)
+
+
+def test_the_band_of_tiny_data_is_calibrated_on_nested_out_of_fold_predictions():
+    """Below AUTO_NESTED_BELOW runs (small data) each run's out-of-fold prediction for the
+    band is the whole procedure's, refitted without it: members and weights chosen on
+    the other runs' own out-of-fold errors, not on errors of models that saw it."""
+    from sklearn.base import clone
+
+    X, y = _options(9)
+    auto = AutoRegressor(families=("linear", "bayes"), loo_below=30, blend=0.2, small_ratio=2.0, point="auto",
+                         weights="auto", nested_below=13)  # two cheap families: the nesting is under test
+    fitted = clone(auto).fit(X, y)
+    assert fitted.nested_
+    for i in (0, 4):  # leave-one-out: run i's value is the procedure's fitted on the other 8
+        rest = np.arange(len(y)) != i
+        alone = clone(auto).set_params(nested_below=0).fit(X[rest], y[rest])
+        assert fitted.honest_oof_[i] == pytest.approx(alone.predict(X[i:i + 1])[0])
+    cheaper = clone(auto).set_params(nested_below=0).fit(X, y)
+    assert not cheaper.nested_ and not np.allclose(cheaper.honest_oof_, fitted.honest_oof_)
+    assert np.allclose(cheaper.predict(X), fitted.predict(X))  # the model itself is the same
+    data = training_data(Dataset.from_frame(pd.DataFrame(X, columns=[f"o{i}" for i in range(X.shape[1])]).assign(
+        perf=y), ["perf"], name="opts"), "perf")
+    assert fit_data(data, "auto", families=("linear", "bayes")).cv["band"]["nested"] is True  # said in model.json

@@ -175,3 +175,28 @@ def test_a_constraint_on_a_knob_says_so_and_a_family_named_twice_is_one_candidat
     twice = AutoRegressor(families=["rf", "rf", "linear"]).candidates(40, 3, True)
     once = AutoRegressor(families=["rf", "linear"]).candidates(40, 3, True)
     assert [c.label() for c in twice] == [c.label() for c in once]
+
+
+def test_a_setting_every_run_of_which_failed_is_never_recommended(tmp_path):
+    """Session 52's audit: t=8, m=a was killed in both runs (out of memory); the model of
+    the others predicted it best (a at every t, 8 the fastest) and it was recommended."""
+    rows = [(t, m, "ok", 100.0 / t + (5 if m == "b" else 0) + d) for t in (1, 2, 4) for m in "ab" for d in (0, 0.1)]
+    rows += [(8, "a", "failed", None), (8, "a", "failed", None), (8, "b", "ok", 17.5), (8, "b", "ok", 17.6)]
+    pd.DataFrame(rows, columns=["t", "m", "status", "y"]).to_csv(tmp_path / "f.csv", index=False)
+    ds = Dataset.from_csv(tmp_path / "f.csv", metrics=["y"])
+    model = fit(ds, "y", family="linear")
+    space = search_space(ds, ["t", "m"])
+    rec = recommend({"y": model}, "y", "min", space)
+    assert rec.point == {"t": 8, "m": "b"}, rec.point
+    assert any("1 setting(s) every run of which failed (t=8, m=a)" in n for n in rec.notes), rec.notes
+    free = recommend({"y": model}, "y", "min", search_space(ds, ["t", "m"], any_combination=True))
+    assert free.point == {"t": 8, "m": "b"}  # nor with --any-combination: nothing was learned there
+
+
+def test_many_numeric_values_are_searched_at_measured_values(tmp_path):
+    """A knob of 100 values was searched at 64 interpolated quantiles: threads=37.14."""
+    pd.DataFrame({"t": range(1, 101), "y": [(t - 37.5) ** 2 + 1 for t in range(1, 101)]}).to_csv(tmp_path / "k.csv",
+                                                                                                 index=False)
+    ds = Dataset.from_csv(tmp_path / "k.csv", metrics=["y"])
+    values = search_space(ds, ["t"]).values["t"]
+    assert len(values) == 64 and all(float(v).is_integer() for v in values) and values[0] == 1 and values[-1] == 100

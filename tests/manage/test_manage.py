@@ -752,6 +752,11 @@ def test_passes_ended_before_static_are_priced_against_it():
     early.add("hipster (learning)", frame(5.0), 1.0, True)
     early.flush()  # interrupted before static ended
     assert stored == [("hipster (learning)", None, True, None)]
+    stored.clear()
+    longer = StaticFirst(record, static_comes=True)  # a pass cut short: static's energy over as many intervals
+    longer.add("static", pd.DataFrame({"energy_j": [8.0, 2.0]}), 2.0, True)
+    longer.add("hipster", cut, 1.0, False)
+    assert stored[-1] == ("hipster", 8.0, False, "terminated after 1 intervals")  # not 10.0, static's whole pass
 
 
 def test_every_interval_is_on_disk_as_it_ends(tmp_path):
@@ -971,7 +976,6 @@ def test_bad_flags():
                            # session 51's audit: blamed an internal data set ("heimdall-profile: target 'p95' is constant")
                            (["--profiled-speed", "0.001", "--simulate", "--step-seconds", "5"],
                             "--profiled-speed 0.001: the server profiled at that speed leaves Heimdall nothing to learn"),
-                           (["--profiled-speed", "0.05", "--simulate", "--step-seconds", "5"], "nearer 1 or --no-follow-cost"),
                            (["--seeds", "1000000000", "--simulate"], "--seeds: 1 to 1000, got 1000000000"),
                            (["--react-ms", "-5", "--simulate"], "--react-ms: 0 (off) or a tick shorter"),
                            (["--react-ms", "1000", "--simulate"], "--react-ms: 0 (off) or a tick shorter"),
@@ -2017,3 +2021,35 @@ def test_a_large_simulation_says_it_takes_minutes_profiling_included(capsys):
     _check_simulation_size(ConfigSpace.make(64, 64), "steps", 5, 1.0, 12000, profiles=False)  # no heimdall: none
     _check_simulation_size(ConfigSpace.make(32, 10), "steps", 5, 1.0, 12000, profiles=True)  # 13 s in all: none
     assert capsys.readouterr().err == ""
+
+
+def test_a_constant_cpu_time_per_request_is_followed_as_one():
+    """Session 52's audit: the simulated CPU time per request is 1/mu everywhere; whether
+    float rounding left its model's target "constant" was luck, so --mu 4000 failed
+    ("heimdall-profile: target 'cost' is constant") where 3000 ran."""
+    for mu in ("4000", "3000"):
+        result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "5", "--cores", "2", "--levels", "2",
+                                          "-p", "heimdall-cheapest", "--mu", mu])
+        assert result.exit_code == 0, result.output
+        assert "heimdall-cheapest " in result.output
+
+
+def test_a_model_asked_beyond_what_it_was_trained_on_says_so(tmp_path):
+    """Session 52's audit: a model of levels 0.5 and 1 and loads to 6 600 req/s managed 4
+    levels and 12 000 req/s without a word; it forecast level 0.25 as 0.5."""
+    import pandas as pd
+
+    from perflearn.learn import fit
+    from perflearn.manage.compare import model_predictor
+    from perflearn.manage.config import ConfigSpace
+    from perflearn.store import Dataset
+
+    grid = pd.DataFrame([(c, lv, r) for c in (1, 2) for lv in (0.5, 1.0) for r in range(600, 6601, 1000)],
+                        columns=["cores", "level", "offered_rps"])
+    grid["p95"] = 2e-4 / (grid["cores"] * grid["level"]) * (1 + grid["offered_rps"] / 6600)
+    model = fit(Dataset.from_frame(grid, ["p95"], name="g"), "p95", family="rf")
+    predict = model_predictor(model, 1.0)
+    notes = predict.beyond(ConfigSpace.make(2, 4), 12000)
+    assert any("level outside the trained range 0.5 to 1 (e.g. 0.25)" in n for n in notes), notes
+    assert any("offered_rps outside the trained range 600 to 6600 (e.g. 12000)" in n for n in notes), notes
+    assert predict.beyond(ConfigSpace.make(2, 2), 6000) == []  # within: nothing to say

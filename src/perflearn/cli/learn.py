@@ -105,6 +105,7 @@ def load_dataset(
     per_sample: bool = False,
     warmup: float = 0.0,
     rows: str | None = None,
+    named: list[str] | None = None,
 ) -> "Dataset":
     """The runs to learn from: a CSV or a stored experiment (exactly one). With
     ``per_sample``, a stored experiment gives one row per run and sample time (its
@@ -142,6 +143,10 @@ def load_dataset(
         raise UsageError("no such store (run an experiment first, or pass --store)", where=str(store))
     with open_store(store) as s:
         ds = s.dataset(experiment)
+        unknown = [m for m in named or [] if m not in ds.metrics and m not in ds.features]
+        if unknown and not per_sample:  # an experiment knows its metrics: -m bogus was ignored, unsaid
+            raise UsageError(f"experiment {experiment!r} has no metric {unknown[0]!r} (metrics: "
+                             f"{', '.join(ds.metrics) or 'none'})", where="--metrics")
         if per_sample:
             sampled = s.samples(experiment)
             names = set(sampled["metric"])
@@ -358,7 +363,7 @@ def fit(
             raise UsageError(f"applies to auto's choice; --family {family} is one family already",
                              where=given[0])
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup,
-                      where)
+                      where, named=_split(metrics))
     if per_sample:
         terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; cross-validation folds "
                       "are by run (all samples of a run in one fold; of a configuration's runs, where it was repeated)")
@@ -479,9 +484,11 @@ def evaluate(
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
     if curve not in ("none", "inverse-kfold", "fraction"):  # before any work (it failed after the CV table)
         raise UsageError(f"must be none, inverse-kfold or fraction, got {curve!r}", where="--curve")
+    if scheme == "kfold" and test_size != 0.25:  # a k-fold's test part is one fold: it was ignored, unsaid
+        raise UsageError("applies to --scheme random; a k-fold's test part is one fold of -k", where="--test-size")
     params, candidates = _with_quantile(_hyper(param), quantile, family), _families(families)
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup,
-                      where)
+                      where, named=_split(metrics))
     data = training_data(ds, target, _split(features))
     lt = _log_opt(log_target)
     started = time.monotonic()
@@ -509,8 +516,10 @@ def evaluate(
     title = (f"{family} on {on} of {target}: "
              + (f"{folds}-fold x{repeats}" if scheme == "kfold" else f"{repeats} random splits, test {test_size:g}")
              + (f", folds by {res.unit}" if res.grouped else ""))
-    t = Table(title=title, title_justify="left", caption="mean ± std over the splits; pooled: over every held-out "
-              "prediction at once (as `fit` reports its CV)", caption_justify="left")
+    once = "the first repeat's held-out predictions at once (every run once)" if scheme == "kfold" and repeats > 1 \
+        else "every held-out prediction at once"  # the repeats' would count each run that many times
+    t = Table(title=title, title_justify="left", caption=f"mean ± std over the splits; pooled: over {once} (as `fit` "
+              "reports its CV)", caption_justify="left")
     for c in ("metric", "mean", "std", "pooled"):
         t.add_column(c, justify="right" if c != "metric" else "left")
     pooled = all_metrics(res.y_true, res.y_pred, quantile)
@@ -651,7 +660,7 @@ def recommend(
     from perflearn.learn.model import load
     import pandas as pd
 
-    from perflearn.learn.recommend import Constraint, defaults_table, recommend as rec, unseen_pairs
+    from perflearn.learn.recommend import Constraint, defaults_table, implausible, recommend as rec, unseen_pairs
     from perflearn.learn.space import search_space
 
     if top < 1:  # before fitting (--top -3 printed all but 3 of the points)
@@ -659,7 +668,7 @@ def recommend(
     fixed = _pairs(context, "--context")
     constraints = [Constraint.parse(w) for w in (where_ or [])]
     wanted = [target, *[c.metric for c in constraints if c.metric != target]]
-    ds = load_dataset(csv, experiment, store, _split(metrics) or wanted, _split(context_cols))
+    ds = load_dataset(csv, experiment, store, _split(metrics) or wanted, _split(context_cols), named=_split(metrics))
     for c in constraints:  # else fitting it said "unknown target", of a column that is no target
         if c.metric not in ds.metrics:
             what = (f"{c.metric} is a knob or context, which recommend chooses or is given (--context)"
@@ -704,10 +713,10 @@ def recommend(
     _say_constant(models[target].schema)
     terminal.out.print(f"recommended: {best}  (predicted {pred})")
     for note in r.notes:
-        terminal.out.print(f"  searched only configurations where {note}", markup=False)
+        terminal.out.print(f"  search: {note}", markup=False)
     runs = ds.ok()
     for note in [*models[target].schema.outside(pd.DataFrame([r.point])[models[target].features]),
-                 *unseen_pairs(r.point, runs, used)]:
+                 *unseen_pairs(r.point, runs, used), *implausible(r.predicted, runs)]:
         terminal.warn(note)
     if not r.feasible:
         terminal.warn("no point satisfies every constraint by the model; the least violating one is shown")
@@ -765,7 +774,7 @@ def rules(
     from perflearn.learn.rules import tree_rules
 
     check_png(png, "--png")
-    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
+    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), named=_split(metrics))
     data = training_data(ds, target, _split(features))
     thresholds = None
     if classes is not None:  # "" and "," are no thresholds: refused by tree_rules, not a silent regression tree
@@ -857,7 +866,7 @@ def decide(
     their gain over the best single default (per context, as Kunkel et al.)."""
     from perflearn.learn.decide import decide as make_decision
 
-    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols))
+    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), named=_split(metrics))
     decision = make_decision(ds, target, "max" if maximize else "min", family, context=_pairs(context, "--context"),
                              random_state=seed, any_combination=any_combination)
     for line in decision.lines():

@@ -22,7 +22,7 @@ from perflearn.store import Dataset
 
 from .features import training_data
 from .model import Model, fit_data
-from .recommend import DefaultsTable, Recommendation, defaults_table, recommend, unseen_pairs
+from .recommend import DefaultsTable, Recommendation, defaults_table, implausible, recommend, unseen_pairs
 from .rules import Rules, tree_rules
 from .space import search_space
 
@@ -68,7 +68,7 @@ class Decision:
                 f" ({chosen}; --context NAME=VALUE for another)" if self.taken else "")
         out.append(f"recommended ({'minimise' if self.sense == 'min' else 'maximise'} {self.target}){where}: {point} "
                    f"-> predicted {pred:.4g}")
-        out.extend(f"  searched only configurations where {note}" for note in rec.notes)
+        out.extend(f"  search: {note}" for note in rec.notes)
         if self.defaults is not None:
             s = self.defaults.summary.set_index("choice")
             learned = s.iloc[0]
@@ -116,7 +116,7 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
     # the point beyond the runs (a context not measured, settings never together): said, as recommend says it
     used = [f for f in model.features if f in rec.point]
     warnings = [*unmeasured, *model.schema.outside(pd.DataFrame([rec.point])[model.features]),
-                *unseen_pairs(rec.point, ds.ok(), used)]
+                *unseen_pairs(rec.point, ds.ok(), used), *implausible(rec.predicted, ds.ok())]
     # auto for every context's cross-fit would refit its whole search per context: the table's choices are a forest's
     table_family = "rf" if family == "auto" else family
     table = defaults_table(ds, target, sense, family=table_family, random_state=random_state) if ds.context else None

@@ -108,6 +108,10 @@ def fit_params(pipe, groups) -> dict[str, Any]:
 
 def _fit_predict(pipe, X_tr, y_tr, X_te, groups=None, *, family: str = "auto", params=None):
     check_neighbors(family, params, len(y_tr), "runs a split trains on")
+    units = len(y_tr) if groups is None else len(pd.unique(groups))
+    if family == "auto" and units < 2:  # it said "--family: ... AutoRegressor needs at least 2 samples"
+        raise UsageError(f"a split trains on {units} {'run' if groups is None else 'configuration'}; auto chooses by "
+                         "cross-validation, which needs 2 or more: more folds (-k), or --family", where="--folds")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -336,6 +340,7 @@ def learning_curve(
     X, y = data.X, data.y
     groups = run_groups(data) if by_run else None
     n = len(y) if groups is None else len(pd.unique(groups))  # units: rows, or runs
+    units = "runs" if groups is None else f"{group_unit(data)}s"  # 37 runs of 14 configurations read "14 runs"
 
     def inner_cv(tr):
         return _inner_cv(len(tr) if groups is None else len(pd.unique(groups[tr])), cv)
@@ -348,11 +353,11 @@ def learning_curve(
         if ks is None:
             ks = [k for k in range(2, 11) if n // k >= 3]
             if not ks:  # else an empty curve
-                raise UsageError(f"{n} runs are too few for an inverse k-fold learning curve (it needs 6: 3 per fold)",
+                raise UsageError(f"{n} {units} are too few for an inverse k-fold learning curve (it needs 6: 3 per fold)",
                                  where="--curve inverse-kfold")
         for k in ks:
             if k < 2 or n // k < 2:
-                raise UsageError(f"inverse {k}-fold leaves fewer than 2 training runs of {n}", where="ks")
+                raise UsageError(f"inverse {k}-fold leaves fewer than 2 training {units} of {n}", where="ks")
             scores = []
             sizes = []
             for rep in range(max(1, repeats) if k > 2 else 1):
@@ -371,7 +376,7 @@ def learning_curve(
                 raise UsageError(f"training fraction must be in (0, 1), got {f}", where="--curve fraction")
             n_train = int(round(f * n))
             if n_train < 2 or n - n_train < 1:
-                raise UsageError(f"{n} runs are too few for this learning curve: training on {f:.0%} of them leaves "
+                raise UsageError(f"{n} {units} are too few for this learning curve: training on {f:.0%} of them leaves "
                                  f"{n_train} to train on and {n - n_train} to test on (need 2 and 1)",
                                  where="--curve fraction")
             scores, sizes = [], []

@@ -136,8 +136,8 @@ class FeatureSchema:
                                      where=where)
                 out[f] = values
             else:
-                values = _categories(col)
                 known = set(self.categories.get(f, []))
+                values = _as_known(_categories(col), known)
                 unseen = sorted(set(values.unique()) - known)
                 if unseen:
                     raise UsageError(
@@ -162,6 +162,34 @@ def _bad_number(value: Any) -> str:
     except ValueError:
         return f"number, got {value!r}"
     return f"finite number, got {text}"
+
+
+def _as_known(values: pd.Series, known: set[str]) -> pd.Series:
+    """Categories written as numbers matched to the one known category of that number:
+    ``--set freq=1.0`` (read as 1.0, shown as "1") is the category "1.0" that ``recommend``
+    printed; it was refused as unseen, where Python's ``predict`` took "1.0"."""
+    unseen = set(values.unique()) - known
+    if not unseen:
+        return values
+    by_number: dict[float, list[str]] = {}
+    for category in known:
+        number = _number_of(category)
+        if number is not None:
+            by_number.setdefault(number, []).append(category)
+    same = {}
+    for value in unseen:
+        number = _number_of(value)
+        if number is not None and len(by_number.get(number, [])) == 1:
+            same[value] = by_number[number][0]
+    return values.replace(same) if same else values
+
+
+def _number_of(text: str) -> float | None:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if np.isfinite(number) else None
 
 
 def _categories(col: pd.Series) -> pd.Series:

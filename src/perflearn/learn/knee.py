@@ -99,13 +99,19 @@ def find_knee(x, y, *, curve: str = "auto", direction: str = "auto", sensitivity
     return None
 
 
-def _mean_curve(load, latency) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct loads and the mean latency at each (repeats averaged, NaN dropped)."""
+def _median_curve(load, latency) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct loads and the median latency at each (NaN dropped): the median of
+    repeats, as ``perflearn knee`` takes them (the mean here put one sweep's knee at 125.4
+    where the CLI said 121.7; one repeat's tail spike moves a mean)."""
     x = np.asarray(load, dtype=float).ravel()
     y = np.asarray(latency, dtype=float).ravel()
     ok = np.isfinite(x) & np.isfinite(y)
     ux, inv = np.unique(x[ok], return_inverse=True)
-    return ux, np.bincount(inv, weights=y[ok]) / np.bincount(inv)
+    order = np.lexsort((y[ok], inv))  # by load, then latency: each load's median from its sorted run
+    counts = np.bincount(inv, minlength=len(ux))
+    start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    ys = y[ok][order]
+    return ux, (ys[start + (counts - 1) // 2] + ys[start + counts // 2]) / 2
 
 
 def load_knee(load, latency, *, where: str = "curve") -> Knee | None:
@@ -119,7 +125,7 @@ def load_knee(load, latency, *, where: str = "curve") -> Knee | None:
     """
     from sklearn.isotonic import IsotonicRegression
 
-    ux, uy = _mean_curve(load, latency)
+    ux, uy = _median_curve(load, latency)
     if len(ux) < 3:
         raise UsageError(f"a knee needs at least 3 distinct loads, got {len(ux)}", where=where)
     start = int(np.argmin(uy))
@@ -161,7 +167,7 @@ def knee_doubts(load, latency, knee: Knee) -> list[str]:
     at 120k), and the target set from it is no QoS at all. (Kneedle never
     picks the last load, so a knee always has a measured load above it.)
     """
-    ux, uy = _mean_curve(load, latency)
+    ux, uy = _median_curve(load, latency)
     k = int(np.searchsorted(ux, knee.x))
     i = _first_jump(ux, uy, k)
     if i is None:
@@ -179,7 +185,7 @@ def knee_before_jump(load, latency, knee: Knee) -> Knee:
     in saturation, where a service at its best configuration has no headroom left; the
     last load before the jump is where latency starts to take off in a sweep too coarse
     to show the bend."""
-    ux, uy = _mean_curve(load, latency)
+    ux, uy = _median_curve(load, latency)
     k = int(np.searchsorted(ux, knee.x))
     i = _first_jump(ux, uy, k)
     if i is None:

@@ -32,8 +32,8 @@ from perflearn.store import Dataset
 
 from .features import FeatureSchema, TrainingData, training_data
 from .uncertainty import band_calibration
-from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_MAX_WIDTH, AUTO_POINT, AUTO_SMALL_RATIO, AUTO_WEIGHTS,
-                     POINTS, WEIGHTS, AutoRegressor, make_pipeline, model_for, quantile_leaf, resolve_log_target)
+from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_MAX_WIDTH, AUTO_NESTED_BELOW, AUTO_POINT,
+                     AUTO_SMALL_RATIO, AUTO_WEIGHTS, POINTS, WEIGHTS, AutoRegressor, make_pipeline, model_for, quantile_leaf, resolve_log_target)
 
 FORMAT = "perflearn-model/1"
 
@@ -414,6 +414,7 @@ def fit_data(
     point: str | None = None,
     weights: str | None = None,
     experiment: str = "",
+    nested_below: int | None = None,
 ) -> Model:
     from .evaluate import check_family, check_neighbors, fit_params, group_unit, run_groups
 
@@ -458,7 +459,8 @@ def fit_data(
                               loo_below=AUTO_LOO_BELOW if loo_below is None else loo_below,
                               blend=AUTO_BLEND if blend is None else blend,
                               small_ratio=AUTO_SMALL_RATIO if small_ratio is None else small_ratio,
-                              point=point, weights=weights)
+                              point=point, weights=weights,
+                              nested_below=AUTO_NESTED_BELOW if nested_below is None else nested_below)
         pipeline = make_pipeline(data.schema, estimator)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -477,6 +479,8 @@ def fit_data(
                   "point": est.point_, "weights": est.weights_, "combine": est.combine_}
         if getattr(est, "bounds_", None) is not None:
             cvinfo["bounds"] = list(est.bounds_)
+        if cvinfo["band"] is not None and getattr(est, "nested_", False):  # calibrated on nested out-of-fold errors
+            cvinfo["band"]["nested"] = True
         if getattr(est, "raw_set_aside_", False):  # raw-target candidates tried, then not clearly better
             cvinfo["raw_set_aside"] = True
         if getattr(est, "left_out_", None):

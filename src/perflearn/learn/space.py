@@ -40,6 +40,8 @@ class SearchSpace:
     rules: list[Expression] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     measured: pd.DataFrame | None = None
+    failed: pd.DataFrame | None = None  # settings (knobs, context) every run of which failed: never recommended
+    text: frozenset[str] = frozenset()  # the categorical columns among them (compared as text)
 
     def axes(self, knobs: list[str]) -> list[Axis]:
         """What the search varies, in ``knobs`` order: a knob over its values, a group
@@ -87,11 +89,15 @@ class SearchSpace:
         return df
 
     def allowed(self, frame: pd.DataFrame) -> np.ndarray:
-        """Which points satisfy every rule (one that cannot be evaluated there does not)."""
+        """Which points satisfy every rule (one that cannot be evaluated there does not)
+        and are not a setting every run of which failed."""
         ok = np.ones(len(frame), dtype=bool)
         if self.rules:
             for i, point in enumerate(frame.to_dict("records")):
                 ok[i] = all(_holds(rule, point) for rule in self.rules)
+        if self.failed is not None and len(self.failed) and all(c in frame for c in self.failed.columns):
+            failed = set(self.failed.itertuples(index=False, name=None))
+            ok &= ~np.array([r in failed for r in _keys(frame[list(self.failed.columns)], self.text)], dtype=bool)
         return ok
 
 
@@ -111,8 +117,8 @@ def search_space(ds: Dataset, knobs: list[str], context: Mapping[str, object] | 
             values[k] = sorted(col.map(_category).unique().tolist())
         else:
             vals = np.unique(col.to_numpy(dtype=float))
-            if len(vals) > max_values:
-                vals = np.unique(np.quantile(vals, np.linspace(0, 1, max_values)))
+            if len(vals) > max_values:  # measured values at the quantiles (interpolated, 37.14 threads was offered)
+                vals = np.unique(np.quantile(vals, np.linspace(0, 1, max_values), method="nearest"))
             values[k] = vals.tolist()
         if not values[k]:
             raise UsageError(f"knob {k!r} has no measured value to choose from", where=ds.experiment)
@@ -120,6 +126,7 @@ def search_space(ds: Dataset, knobs: list[str], context: Mapping[str, object] | 
     for k in knobs:  # as the search's values: categories as text, numbers as floats
         measured[k] = measured[k].map(_category) if ds.kinds.get(k) == "categorical" else measured[k].astype(float)
     space = SearchSpace(values, measured=measured.reset_index(drop=True))
+    _failed_settings(space, ds, [*knobs, *(c for c in context if c in ds.frame)])
     if any_combination:
         return space
     for g in one_hot_groups(frame, [*knobs, *(k for k in context if k in frame)]):
@@ -138,6 +145,35 @@ def search_space(ds: Dataset, knobs: list[str], context: Mapping[str, object] | 
         space.rules.append(rule)
         space.notes.append(f"design constraint {source!r} kept")
     return space
+
+
+def _failed_settings(space: SearchSpace, ds: Dataset, columns: list[str]) -> None:
+    """Keep the settings of ``columns`` that ran only to fail out of the search: the model
+    of the other runs predicted one whose every run failed (killed, out of memory), unsaid."""
+    frame = ds.frame.dropna(subset=columns)
+    if "status" not in frame or not len(frame):
+        return
+    text = frozenset(c for c in columns if ds.kinds.get(c) == "categorical")
+    keys = pd.DataFrame(dict(zip(columns, zip(*_keys(frame[columns], text)))), index=frame.index)
+    runs = keys.assign(_ok=frame["status"].eq("ok").to_numpy()).groupby(columns, sort=True)["_ok"].agg(["any", "size"])
+    failed = runs[~runs["any"]]
+    if not len(failed):
+        return
+    space.failed, space.text = failed.index.to_frame(index=False), text
+    rows = [row if isinstance(row, tuple) else (row,) for row in failed.index[:3]]
+    shown = "; ".join(", ".join(f"{c}={_plain(v)}" for c, v in zip(columns, row)) for row in rows)
+    more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
+    space.notes.append(f"left out: {len(failed)} setting(s) every run of which failed ({shown}{more})")
+
+
+def _plain(value):
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _keys(frame: pd.DataFrame, text: frozenset[str]) -> list[tuple]:
+    """Rows of ``frame`` as comparable keys: categories as text, numbers as floats."""
+    cols = [frame[c].map(_category).tolist() if c in text else frame[c].astype(float).tolist() for c in frame.columns]
+    return list(zip(*cols))
 
 
 def _narrow(space: SearchSpace, group: tuple[str, ...], context: dict) -> None:

@@ -91,6 +91,19 @@ def profile_model(profile_frame: pd.DataFrame, family: str = "rf", metric: str =
     return predict
 
 
+def cost_model(samples: pd.DataFrame):
+    """Heimdall's model of the profile's CPU time per request (``cost``). The simulated
+    service's is 1/mu in every configuration, so its model was one of a constant, refused
+    or not by float rounding (--mu 4000 failed where 3000 ran): a constant is one."""
+    known = samples.dropna(subset=["cost"])
+    if not len(known):  # saturated in every profiling interval: nothing to follow
+        raise UsageError("no profiling interval left the CPU time per request known (each was saturated)")
+    value = float(known["cost"].median())
+    if np.ptp(known["cost"].to_numpy()) <= 1e-6 * abs(value):
+        return lambda frame: (np.full(len(frame), value), np.zeros(len(frame)))
+    return profile_model(known, metric="cost")
+
+
 def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interval_s: float, power: PowerModel,
             target_s: float, max_rps: float, policies: list[str], model=None,
             tick_s: float | None = None, cost_model=None, headroom: float | None = None,
@@ -162,13 +175,12 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
         try:
             model, profiled = profile_model(samples), len(samples)
             if follow_cost:
-                cost = profile_model(samples.dropna(subset=["cost"]), metric="cost")
+                cost = cost_model(samples)
         except UsageError as exc:  # a server profiled far slower: saturated everywhere (blamed "heimdall-profile")
             if profiled_speed == 1:
                 raise
-            other = " or --no-follow-cost" if model is not None else ""  # the CPU time's model failed
             raise UsageError(f"--profiled-speed {profiled_speed:g}: the server profiled at that speed leaves Heimdall "
-                             f"nothing to learn ({exc.message}); a speed nearer 1{other}") from None
+                             f"nothing to learn ({exc.message}); a speed nearer 1") from None
     segments = trace_segments(trace, max_rps, step_s, interval_s)
     loads = expand(segments, interval_s)
     experience = Experience.from_csvs(experience_csvs, space, target, max_rps) if experience_csvs else None
@@ -266,11 +278,23 @@ def model_predictor(model, scale: float, what: str = "the model"):
                          "offered_rps), so it forecasts every load alike")
     slowest_host = model.schema.ranges.get("host_probe_us", (np.nan, np.nan))[1]
 
-    def predict(frame: pd.DataFrame):
+    def fed(frame: pd.DataFrame) -> pd.DataFrame:
         host = frame["host_probe_us"] if "host_probe_us" in frame else pd.Series(np.nan, index=frame.index)
         full = frame.assign(quota=frame["cores"] * frame["level"], rate=frame["rps"], offered_rps=frame["rps"],
                             host_probe_us=host.fillna(slowest_host), **{"wire.rps": frame["rps"]})
-        dist = model.predict_dist(full[model.features], where=what)  # a category it never saw names the model
+        return full[model.features]
+
+    def predict(frame: pd.DataFrame):
+        dist = model.predict_dist(fed(frame), where=what)  # a category it never saw names the model
         return dist["pred"].to_numpy() * scale, dist["std"].to_numpy() * scale
 
+    def beyond(space: ConfigSpace, max_rps: float) -> list[str]:
+        """Where the configurations at the lowest and the maximum load leave what the model was
+        trained on (a model of levels 0.5 and 1 forecast level 0.25 as 0.5, unsaid)."""
+        configs = list(space)
+        frame = pd.DataFrame({"cores": [c.cores for c in configs] * 2, "level": [c.level for c in configs] * 2,
+                              "rps": [0.2 * max_rps] * len(configs) + [max_rps] * len(configs)})
+        return model.schema.outside(fed(frame))
+
+    predict.beyond = beyond
     return predict

@@ -22,6 +22,7 @@ from .loop import IntervalRecord
 
 COLUMNS = [f.name for f in fields(IntervalRecord)] + ["policy"]
 MAX_CORES = 4096  # more than any node has
+MAX_LATENCY_S = 3600.0  # an interval's tail latency: at most the longest target (one hour)
 # what a pass is summarised from; the other columns came in later versions, and a file
 # without them has them missing (NULL), not 0
 NEEDED = ("t", "rps", "p95", "target", "cores", "level", "utilisation", "power_w", "energy_j", "changed", "policy")
@@ -115,8 +116,13 @@ def read_passes(path: Path, warn: Callable[[str], None] | None = None) -> dict[s
         empty = frame[column].isna()
         if empty.any():
             raise UsageError(f"{path}: row {int(empty.to_numpy().argmax()) + 2}, column {column}: empty")
-    for column, ok, what in (("p95", lambda v: v >= 0, "a latency >= 0"), ("p99", lambda v: v >= 0, "a latency >= 0"),
+    latency = lambda v: 0 <= v <= MAX_LATENCY_S  # noqa: E731  (p95 1e30 read as a tardiness of 1e33)
+    for column, ok, what in (("p95", latency, "a latency of 0 to 3600 s"), ("p99", latency, "a latency of 0 to 3600 s"),
                              ("target", lambda v: v > 0, "a target > 0"), ("t", lambda v: v >= 0, "a time >= 0"),
+                             # session 52's audit: reactions -3 was shown as -3 changes; negative rates and watts taken
+                             ("reactions", lambda v: v >= 0 and v == int(v), "a whole number of changes >= 0"),
+                             ("rps", lambda v: v >= 0, "a rate >= 0"), ("offered_rps", lambda v: v >= 0, "a rate >= 0"),
+                             ("power_w", lambda v: v >= 0, "a power >= 0"), ("energy_j", lambda v: v >= 0, "an energy >= 0"),
                              ("cores", lambda v: 1 <= v <= MAX_CORES and v == int(v), f"a whole number of cores, 1 to {MAX_CORES}"),
                              ("level", lambda v: 0 < v <= 1, "a level in (0, 1]"),
                              ("utilisation", lambda v: 0 <= v <= 1, "a utilisation in [0, 1]")):
