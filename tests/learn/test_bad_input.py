@@ -93,8 +93,13 @@ def test_model_trained_on_other_knobs(step_ds):
         model.predict(pd.DataFrame({"a": [1.0], "c": [2], "q": [3]}))
     _one_line(exc)
     other = Dataset.from_frame(pd.DataFrame({"q": [1, 2], "T": [1.0, 2.0]}), metrics=["T"], name="other")
-    with pytest.raises(UsageError, match="this data lacks a, b, c"):
+    with pytest.raises(UsageError, match="this data lacks a, b, c .not a column here"):
         model.check_dataset(other)
+    # a feature that is measured in this data (session 52's audit: it was called a knob, and -c for it refused)
+    measured = Dataset.from_frame(pd.DataFrame({"a": [1, 2], "b": [1, 2], "c": [3.0, 4.0], "T": [1.0, 2.0]}),
+                                  metrics=["T", "c"], name="measured")
+    with pytest.raises(UsageError, match="lacks c: c is measured here, not set; a model that predicts from a"):
+        model.check_dataset(measured)
 
 
 def test_non_numeric_value_for_numeric_feature(step_ds):

@@ -932,6 +932,11 @@ def test_ticks_too_short_to_see_a_step_and_steps_of_part_intervals_are_said():
     assert result.exit_code == 0 and "a tick holds" not in result.output
     result = cli.invoke(app, ["manage", "--simulate", "-p", "static", "--interval", "0.5", "--step-seconds", "0.7"])
     assert result.exit_code == 0 and "each step is held 1 whole intervals" in result.output
+    # live, perflearn-load holds each step its seconds: the simulator's words were wrong there (session 52's audit)
+    result = cli.invoke(app, ["manage", "--service", "memcached -p {port}", "--max-rps", "1000", "--target-ms", "1",
+                              "-p", "static", "--interval", "0.5", "--step-seconds", "0.7", "--cores", "5000"])
+    said = " ".join(result.output.split())
+    assert "some intervals straddle two steps" in said and "whole intervals" not in said
 
 
 def test_bad_flags():
@@ -974,6 +979,10 @@ def test_bad_flags():
                            (["--max-rps", "1e300"], "--max-rps: a number > 0 and at most 1,000,000,000"),
                            (["--profiled-speed", "1e300", "--simulate"], "--profiled-speed: a speed ratio from 0.001"),
                            # session 51's audit: blamed an internal data set ("heimdall-profile: target 'p95' is constant")
+                           # session 52's audit: taken and ignored
+                           (["--name", "x", "--simulate"], "--name: an experiment's name in --store, which is not given"),
+                           (["--name", "", "--simulate", "--store", "/tmp/x.duckdb"], "--name: an experiment's name in"),
+                           (["--model-unit", "ms", "--simulate"], "--model-unit: a live service's option"),
                            (["--profiled-speed", "0.001", "--simulate", "--step-seconds", "5"],
                             "--profiled-speed 0.001: the server profiled at that speed leaves Heimdall nothing to learn"),
                            (["--seeds", "1000000000", "--simulate"], "--seeds: 1 to 1000, got 1000000000"),

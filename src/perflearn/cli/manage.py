@@ -168,8 +168,12 @@ def manage(
         raise UsageError(f"--react-ms: {interval / tick:.3g} ticks of {react_ms:g} ms in a {interval:g}-s interval, more "
                          f"than {MAX_TICKS:,}: a longer tick, or 0 (no reaction)")
     if not math.isclose(step_seconds / interval, round(step_seconds / interval), rel_tol=1e-6):
-        terminal.warn(f"--step-seconds {step_seconds:g} is {step_seconds / interval:.3g} intervals of {interval:g} s: "
-                      f"each step is held {round(step_seconds / interval)} whole intervals")
+        said = f"--step-seconds {step_seconds:g} is {step_seconds / interval:.3g} intervals of {interval:g} s: "
+        if simulate:  # the simulator's trace is made of whole intervals (trace_segments rounds each step)
+            terminal.warn(said + f"each step is held {round(step_seconds / interval)} whole intervals")
+        else:  # perflearn-load holds each step its seconds: it said "held 2 whole intervals" here too
+            terminal.warn(said + "perflearn-load holds each step that long, so some intervals straddle two steps "
+                          "(their load a mix); a whole number of intervals per step keeps them apart")
     try:
         space = ConfigSpace.make(cores, levels)
     except ValueError as exc:
@@ -180,10 +184,14 @@ def manage(
         power_ = power_model(power)
     except ValueError as exc:
         raise UsageError(f"--power: {exc}") from None
+    if name is not None and (store is None or not name.strip()):  # ignored unsaid; "" took the default name
+        raise UsageError("--name: an experiment's name in --store" + (", which is not given: nothing is recorded"
+                                                                       if store is None else ", not empty"))
     if simulate:  # a live run's options would be taken silently and change nothing
         given = [option for option, value in (("--service", service), ("--max-rps", max_rps), ("--model", model),
                                               ("--cost-model", cost_model), ("--load-args", load_args),
-                                              ("--protocol", protocol != "memcache-binary")) if value]
+                                              ("--protocol", protocol != "memcache-binary"),
+                                              ("--model-unit", model_unit != "us")) if value]
         if given:
             raise UsageError(f"{given[0]}: a live service's option; the simulator has its own service "
                              "(--mu, --base-us) and fits its own models")

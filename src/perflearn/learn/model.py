@@ -302,9 +302,16 @@ class Model:
         """Fail with one line when ``ds`` has other knobs than this model was trained on."""
         missing = [f for f in self.features if f not in ds.features]
         if missing:
+            # a signal measured in each run (a --per-sample fit's --context-cols) is no knob to set: it was called
+            # a knob, and -c for it was "unknown feature"
+            measured = [f for f in missing if f in ds.metrics]
+            why = (f": {', '.join(measured)} {'is' if len(measured) == 1 else 'are'} measured here, not set; a model "
+                   "that predicts from a measurement cannot choose settings (fit one on the knobs and context, -f)"
+                   if measured else " (not a column here: another experiment's, or a signal sampled in each run that "
+                   "a --per-sample fit took, which no setting chooses)")
             raise UsageError(
-                f"model was trained on knobs {', '.join(self.features)}; this data lacks {', '.join(missing)}",
-                where=where or ds.experiment,
+                f"model was trained on features {', '.join(self.features)}; this data lacks {', '.join(missing)}"
+                + why, where=where or ds.experiment,
             )
 
 

@@ -30,7 +30,7 @@ from perflearn.store import Dataset
 
 from .features import _category, training_data
 from .model import Model, fit_data
-from .space import SearchSpace
+from .space import SearchSpace, plain as _plain
 
 _CONSTRAINT = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
 
@@ -204,15 +204,6 @@ def recommend(
     shown = scored.head(top).drop(columns=["_key", "_axes"] + ([] if constraints else ["_violation"]))
     shown = shown.rename(columns={"_violation": "violation"}).reset_index(drop=True)
     return Recommendation(point, predicted, bool(best["_violation"] == 0), method, evaluated, shown, space.notes)
-
-
-def _plain(v):
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating,)):
-        f = float(v)
-        return int(f) if f.is_integer() else f
-    return v
 
 
 # -- Kunkel's "Default Choice" table ------------------------------------------------------

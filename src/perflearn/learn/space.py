@@ -155,19 +155,25 @@ def _failed_settings(space: SearchSpace, ds: Dataset, columns: list[str]) -> Non
         return
     text = frozenset(c for c in columns if ds.kinds.get(c) == "categorical")
     keys = pd.DataFrame(dict(zip(columns, zip(*_keys(frame[columns], text)))), index=frame.index)
-    runs = keys.assign(_ok=frame["status"].eq("ok").to_numpy()).groupby(columns, sort=True)["_ok"].agg(["any", "size"])
-    failed = runs[~runs["any"]]
+    ran_ok = keys.assign(_ok=frame["status"].eq("ok").to_numpy()).groupby(columns, sort=True)["_ok"].any()
+    failed = ran_ok[~ran_ok]
     if not len(failed):
         return
     space.failed, space.text = failed.index.to_frame(index=False), text
     rows = [row if isinstance(row, tuple) else (row,) for row in failed.index[:3]]
-    shown = "; ".join(", ".join(f"{c}={_plain(v)}" for c, v in zip(columns, row)) for row in rows)
+    shown = "; ".join(", ".join(f"{c}={v if c in text else plain(np.float64(v))}" for c, v in zip(columns, row))
+                      for row in rows)
     more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
     space.notes.append(f"left out: {len(failed)} setting(s) every run of which failed ({shown}{more})")
 
 
-def _plain(value):
-    return int(value) if isinstance(value, float) and value.is_integer() else value
+def plain(value):
+    """A numpy scalar as Python's, a whole one as an int (8, not 8.0); others as given."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return int(value) if float(value).is_integer() else float(value)
+    return value
 
 
 def _keys(frame: pd.DataFrame, text: frozenset[str]) -> list[tuple]:
