@@ -2062,3 +2062,18 @@ def test_a_model_asked_beyond_what_it_was_trained_on_says_so(tmp_path):
     assert any("level outside the trained range 0.5 to 1 (e.g. 0.25)" in n for n in notes), notes
     assert any("offered_rps outside the trained range 600 to 6600 (e.g. 12000)" in n for n in notes), notes
     assert predict.beyond(ConfigSpace.make(2, 2), 6000) == []  # within: nothing to say
+
+
+def test_options_no_policy_reads_are_said_to_be_unused():
+    """Session 52's audit: --headroom, --miss-budget, --host-quantile and an unlabelled model
+    were taken and ignored without a word when no policy reads them."""
+    result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "5", "--cores", "2", "--levels", "2",
+                                      "-p", "static", "-p", "ondemand", "--headroom", "0.8", "--miss-budget", "0.05",
+                                      "--host-quantile", "0.5"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "--miss-budget is heimdall-experience's, which is not among the policies: unused" in said
+    assert "--headroom, --host-quantile: read by the heimdall policies only" in said
+    result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "5", "--cores", "2", "--levels", "2",
+                                      "-p", "heimdall-cheapest", "--headroom", "0.8"])
+    assert result.exit_code == 0 and "unused" not in result.output, result.output

@@ -125,6 +125,14 @@ def manage(
         raise UsageError("heimdall-experience needs --experience: the --csv files of earlier runs")
     if experience and not any(n in EXPERIENCED for n in bases):
         terminal.warn("--experience is read by heimdall-experience only, which is not among the policies: unused")
+    if miss_budget != 0.01 and not any(n in EXPERIENCED for n in bases):
+        terminal.warn("--miss-budget is heimdall-experience's, which is not among the policies: unused")
+    if not any(b.startswith("heimdall") for b in bases):  # taken and ignored without a word (session 52's audit)
+        unused = [o for o, v in (("--model", None in models), ("--cost-model", None in cost_models),
+                                 ("--headroom", headroom is not None), ("--host-quantile", None in quantiles)) if v]
+        if unused:
+            terminal.warn(f"{', '.join(unused)}: read by the heimdall policies only, none of which is among the "
+                          "policies: unused")
     if not (0 < miss_budget < 1):  # NaN too
         raise UsageError(f"--miss-budget: a share of the intervals in (0, 1), got {miss_budget:g}")
     # NaN passes every comparison as False: finite and positive, said positively
