@@ -527,9 +527,9 @@ def evaluate(
         # undefined is n/a, not "nan": MAPE of a zero target, R² of a test set with one value, the std of one split
         defined = int(res.splits[m].notna().sum())
         if m != "mape" and 0 < defined < len(res.splits):  # the mean is of the others: said (it was not)
-            label += f" ({defined} of {len(res.splits)} splits)"
-            terminal.warn(f"{label.split(' (')[0]} is undefined in {len(res.splits) - defined} of the {len(res.splits)} "
+            terminal.warn(f"{label} is undefined in {len(res.splits) - defined} of the {len(res.splits)} "
                           f"splits ({_undefined[m]}): its mean and std are over the other {defined}")
+            label += f" ({defined} of {len(res.splits)} splits)"
         t.add_row(label, *("n/a" if not math.isfinite(v) else _fmt(v) for v in (summ[m]["mean"], summ[m]["std"], pooled[m])))
     if quantile is not None:
         t.add_row(f"coverage (goal {quantile:g})", _fmt(summ["coverage"]["mean"]), _fmt(summ["coverage"]["std"]),

@@ -127,7 +127,8 @@ def manage(
         terminal.warn("--experience is read by heimdall-experience only, which is not among the policies: unused")
     if miss_budget != 0.01 and not any(n in EXPERIENCED for n in bases):
         terminal.warn("--miss-budget is heimdall-experience's, which is not among the policies: unused")
-    if not any(b.startswith("heimdall") for b in bases):  # taken and ignored without a word (session 52's audit)
+    heimdall = any(b.startswith("heimdall") for b in bases)
+    if not heimdall:  # taken and ignored without a word (session 52's audit)
         unused = [o for o, v in (("--model", None in models), ("--cost-model", None in cost_models),
                                  ("--headroom", headroom is not None), ("--host-quantile", None in quantiles)) if v]
         if unused:
@@ -239,7 +240,7 @@ def manage(
                            power_.label if rapl is None else Rapl.label)
     cpus = _service_cpus(service_cpus, cores, simulate, live=bool(service) and not simulate)
     if simulate:
-        _check_simulation_size(space, trace, step_seconds, interval, mu, any(n.startswith("heimdall") for n in names))
+        _check_simulation_size(space, trace, step_seconds, interval, mu, heimdall)
         with recording as record:
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
                       csv, record, power_, tick, profiled_speed, follow_cost, headroom, experience, miss_budget, slot,
@@ -419,18 +420,19 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
             raise UsageError(f"--store {store}: no folder {folder} to write in" if not folder.is_dir()
                              else f"--store {store}: the folder {folder} is not writable")
     with ExitStack() as stack:
-        made: list = []
+        recorder = None
 
-        def recorder() -> PolicyRecorder:
-            if not made:
-                results = stack.enter_context(open_store(store))
-                made.append(PolicyRecorder(results, name, policies, description, power_label))
-            return made[0]
+        def opened() -> PolicyRecorder:
+            nonlocal recorder
+            if recorder is None:
+                recorder = PolicyRecorder(stack.enter_context(open_store(store)), name, policies, description,
+                                          power_label)
+            return recorder
 
         if store.exists():
-            recorder()
+            opened()
         terminal.info(f"recording in {store} as experiment {name!r}")
-        yield lambda *args, **kwargs: recorder().record(*args, **kwargs)
+        yield lambda *args, **kwargs: opened().record(*args, **kwargs)
 
 
 # what the manager's own records hold besides latency: a model of one of them given as --model

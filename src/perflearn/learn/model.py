@@ -33,7 +33,8 @@ from perflearn.store import Dataset
 from .features import FeatureSchema, TrainingData, training_data
 from .uncertainty import band_calibration
 from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_MAX_WIDTH, AUTO_NESTED_BELOW, AUTO_POINT,
-                     AUTO_SMALL_RATIO, AUTO_WEIGHTS, POINTS, WEIGHTS, AutoRegressor, make_pipeline, model_for, quantile_leaf, resolve_log_target)
+                     AUTO_SMALL_RATIO, AUTO_WEIGHTS, POINTS, WEIGHTS, AutoRegressor, make_pipeline, model_for,
+                     quantile_leaf, resolve_log_target)
 
 FORMAT = "perflearn-model/1"
 

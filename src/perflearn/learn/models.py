@@ -675,9 +675,7 @@ class AutoRegressor(RegressorMixin, BaseEstimator):
                 w = self._weights(sub, oof_all[:, tr], y[tr], inverse)
                 m = np.flatnonzero(w > 0)
                 self.honest_oof_[te] = average(oof_all[m][:, te], w[m], geometric=geometric)
-        self.nested_ = self.small_data_ and units < int(self.nested_below)
-        if self.nested_:
-            self.nested_ = self._nest(X, y, groups, splits)
+        self.nested_ = bool(self.small_data_ and units < int(self.nested_below)) and self._nest(X, y, groups, splits)
         cand = cands[best]
         self.cv_results_ = results
         self.best_family_ = cand.family

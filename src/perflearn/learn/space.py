@@ -97,7 +97,8 @@ class SearchSpace:
                 ok[i] = all(_holds(rule, point) for rule in self.rules)
         if self.failed is not None and len(self.failed) and all(c in frame for c in self.failed.columns):
             failed = set(self.failed.itertuples(index=False, name=None))
-            ok &= ~np.array([r in failed for r in _keys(frame[list(self.failed.columns)], self.text)], dtype=bool)
+            keys = _as_keys(frame[list(self.failed.columns)], self.text).itertuples(index=False, name=None)
+            ok &= ~np.array([r in failed for r in keys], dtype=bool)
         return ok
 
 
@@ -122,9 +123,8 @@ def search_space(ds: Dataset, knobs: list[str], context: Mapping[str, object] | 
             values[k] = vals.tolist()
         if not values[k]:
             raise UsageError(f"knob {k!r} has no measured value to choose from", where=ds.experiment)
-    measured = frame[knobs].dropna().drop_duplicates()
-    for k in knobs:  # as the search's values: categories as text, numbers as floats
-        measured[k] = measured[k].map(_category) if ds.kinds.get(k) == "categorical" else measured[k].astype(float)
+    # as the search's values: categories as text, numbers as floats
+    measured = _as_keys(frame[knobs].dropna().drop_duplicates(), _categorical(ds, knobs))
     space = SearchSpace(values, measured=measured.reset_index(drop=True))
     _failed_settings(space, ds, [*knobs, *(c for c in context if c in ds.frame)])
     if any_combination:
@@ -153,8 +153,8 @@ def _failed_settings(space: SearchSpace, ds: Dataset, columns: list[str]) -> Non
     frame = ds.frame.dropna(subset=columns)
     if "status" not in frame or not len(frame):
         return
-    text = frozenset(c for c in columns if ds.kinds.get(c) == "categorical")
-    keys = pd.DataFrame(dict(zip(columns, zip(*_keys(frame[columns], text)))), index=frame.index)
+    text = _categorical(ds, columns)
+    keys = _as_keys(frame[columns], text)
     ran_ok = keys.assign(_ok=frame["status"].eq("ok").to_numpy()).groupby(columns, sort=True)["_ok"].any()
     failed = ran_ok[~ran_ok]
     if not len(failed):
@@ -176,10 +176,15 @@ def plain(value):
     return value
 
 
-def _keys(frame: pd.DataFrame, text: frozenset[str]) -> list[tuple]:
-    """Rows of ``frame`` as comparable keys: categories as text, numbers as floats."""
-    cols = [frame[c].map(_category).tolist() if c in text else frame[c].astype(float).tolist() for c in frame.columns]
-    return list(zip(*cols))
+def _categorical(ds: Dataset, columns: list[str]) -> frozenset[str]:
+    return frozenset(c for c in columns if ds.kinds.get(c) == "categorical")
+
+
+def _as_keys(frame: pd.DataFrame, text: frozenset[str]) -> pd.DataFrame:
+    """``frame`` as the search compares values: the ``text`` columns' categories as text,
+    the others' numbers as floats."""
+    return pd.DataFrame({c: frame[c].map(_category) if c in text else frame[c].astype(float) for c in frame.columns},
+                        index=frame.index)
 
 
 def _narrow(space: SearchSpace, group: tuple[str, ...], context: dict) -> None:

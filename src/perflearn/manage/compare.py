@@ -91,7 +91,7 @@ def profile_model(profile_frame: pd.DataFrame, family: str = "rf", metric: str =
     return predict
 
 
-def cost_model(samples: pd.DataFrame):
+def cost_predictor(samples: pd.DataFrame):
     """Heimdall's model of the profile's CPU time per request (``cost``). The simulated
     service's is 1/mu in every configuration, so its model was one of a constant, refused
     or not by float rounding (--mu 4000 failed where 3000 ran): a constant is one."""
@@ -175,7 +175,7 @@ def simulate(server: ServerModel, space: ConfigSpace, policies: list[str], trace
         try:
             model, profiled = profile_model(samples), len(samples)
             if follow_cost:
-                cost = cost_model(samples)
+                cost = cost_predictor(samples)
         except UsageError as exc:  # a server profiled far slower: saturated everywhere (blamed "heimdall-profile")
             if profiled_speed == 1:
                 raise
