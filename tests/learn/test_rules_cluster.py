@@ -64,9 +64,10 @@ def test_rules_state_each_feature_once_along_a_path():
     texts = [" and ".join(rule.conditions) for rule in r.rules]
     for conditions in (rule.conditions for rule in r.rules):
         tested = [c.replace("<", " ").replace(">", " ").replace("=", " ").replace("!", " ").split()[0]
-                  if not c[0].isdigit() else c.split("< ")[1].split()[0] for c in conditions]
+                  if not c[0].isdigit() else c.split("<= ")[1].split()[0] for c in conditions]
         assert len(tested) == len(set(tested)), conditions  # each feature once
-    assert any(c.startswith("1.5 < x <= 3.5") for t in texts for c in t.split(" and ")), texts
+    # x is measured at integers: it is tested at integers, not at the tree's midpoints 1.5 and 3.5
+    assert any(c == "2 <= x <= 3" for t in texts for c in t.split(" and ")), texts
     # an interval that holds one measured value is that value, not the tree's midpoint
     assert any("x == 1 " in t + " " for t in texts) and any("x == 4 " in t + " " for t in texts), texts
     assert any("k not in (" in t or "k == " in t for t in texts), texts
@@ -75,9 +76,11 @@ def test_rules_state_each_feature_once_along_a_path():
     for rule in r.rules:
         keep = np.ones(len(df), bool)
         for c in rule.conditions:
-            if " < x <= " in c:
-                lo, hi = float(c.split(" < ")[0]), float(c.split("<= ")[1])
-                keep &= (df.x > lo) & (df.x <= hi)
+            if " <= x <= " in c:
+                lo, hi = float(c.split(" <= ")[0]), float(c.split(" <= ")[2])
+                keep &= (df.x >= lo) & (df.x <= hi)
+            elif c.startswith("x >= "):
+                keep &= df.x >= float(c.split(">= ")[1])
             elif c.startswith("x <= "):
                 keep &= df.x <= float(c.split("<= ")[1])
             elif c.startswith("x > "):
@@ -168,3 +171,26 @@ def test_a_points_profile_is_of_the_runs_that_measured_every_column():
     assert r.incomplete_runs == 1 and r.dropped == 0 and len(r.profiles) == len(raw)
     other = r.profiles.set_index("flow_core").loc[raw.loc[1, "flow_core"]]
     assert other["gbps"] == pytest.approx(raw.loc[1, "gbps"] * 5.5)  # both runs, as before
+
+
+def test_rules_test_integer_settings_at_integers():
+    """`t > 1.5` for threads measured at 1, 2, 4, 8 reads `t >= 2`; a threshold that is an
+    integer (rps 1500) stays; a feature measured at fractions keeps the tree's midpoint."""
+    rows = [(t, rps, f) for t in (1, 2, 4, 8) for rps in (1000, 2000) for f in (0.25, 0.75)]
+    df = pd.DataFrame(rows * 3, columns=["t", "rps", "f"])
+    df["T"] = np.where(df.t >= 2, 50.0, 10.0) + np.where(df.rps > 1500, 5.0, 0.0) + np.where(df.f > 0.5, 1.0, 0.0)
+    r = tree_rules(training_data(Dataset.from_frame(df, metrics=["T"]), "T"), max_depth=4)
+    conditions = {c for rule in r.rules for c in rule.conditions}
+    assert {"t >= 2", "t == 1"} <= conditions and not any("1.5" in c for c in conditions), conditions
+    assert {"rps == 1000", "rps == 2000"} <= conditions, conditions  # one measured value each side: that value
+    assert {"f == 0.25", "f == 0.75"} <= conditions, conditions
+    # integer threshold with several values on a side: kept as the tree has it
+    df2 = pd.DataFrame({"rps": np.repeat([1000, 2000, 3000, 4000], 5)})
+    df2["T"] = np.where(df2.rps > 2000, 9.0, 1.0)
+    r2 = tree_rules(training_data(Dataset.from_frame(df2, metrics=["T"]), "T"), max_depth=1)
+    assert [rule.conditions for rule in r2.rules] == [["rps <= 2500"], ["rps > 2500"]], [x.conditions for x in r2.rules]
+    # a large integer threshold in full, not 3.482e+04
+    df3 = pd.DataFrame({"bs": np.repeat([4096, 65536, 1048576, 4194304], 5)})
+    df3["T"] = np.where(df3.bs > 4096, 9.0, 1.0)
+    r3 = tree_rules(training_data(Dataset.from_frame(df3, metrics=["T"]), "T"), max_depth=1)
+    assert [rule.conditions for rule in r3.rules] == [["bs == 4096"], ["bs > 34816"]], [x.conditions for x in r3.rules]

@@ -219,8 +219,9 @@ class _Path:
             if kind == "range" and len(one := self._inside(name, a, b)) == 1:
                 out.append(f"{name} == {_value(one[0])}")
             elif kind == "range":
-                out.append(f"{a:.4g} < {name} <= {b:.4g}" if a is not None and b is not None
-                           else f"{name} <= {b:.4g}" if b is not None else f"{name} > {a:.4g}")
+                low, high = self._bounds(name, a, b)
+                out.append(f"{low} {name} {high}" if low and high else f"{name} {high}" if high
+                           else f"{name} {_flip(low)}")
             elif a is not None:
                 out.append(f"{name} == {a}")
             else:
@@ -228,9 +229,31 @@ class _Path:
                            else f"{name} not in ({', '.join(sorted(map(str, b)))})")
         return out
 
+    def _bounds(self, name: str, low: float | None, high: float | None) -> tuple[str, str]:
+        """The interval's two sides as text (``"1.5 <"``, ``"<= 3.5"``; empty when open).
+        A feature measured at integers only is tested at integers (``2 <= t <= 3``, not
+        ``1.5 < t <= 3.5``): the same runs on each side, and the reader's settings. A
+        threshold that is itself an integer stays, in full (``bs > 34816``, not ``bs >= 34817``
+        or ``bs > 3.482e+04``)."""
+        values = self.measured.get(name, np.array([]))
+        whole = len(values) > 0 and bool(np.all(np.mod(values, 1) == 0))
+        if whole:  # in full: 34816, not 3.482e+04
+            lo = "" if low is None else f"{_value(np.floor(low) + 1)} <=" if low % 1 else f"{_value(low)} <"
+            hi = "" if high is None else f"<= {_value(np.floor(high))}"
+        else:
+            lo = "" if low is None else f"{low:.4g} <"
+            hi = "" if high is None else f"<= {high:.4g}"
+        return lo, hi
+
     def _inside(self, name: str, low: float | None, high: float | None) -> np.ndarray:
         values = self.measured.get(name, np.array([]))
         return values[((values > low) if low is not None else True) & ((values <= high) if high is not None else True)]
+
+
+def _flip(low: str) -> str:
+    """``"2 <="`` as it reads after the name: ``">= 2"``."""
+    number, op = low.rsplit(" ", 1)
+    return f"{'>=' if op == '<=' else '>'} {number}"
 
 
 def _value(x: float) -> str:
