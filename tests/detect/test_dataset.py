@@ -128,3 +128,14 @@ def test_evaluate_says_what_it_is_doing(tmp_path):
     assert "evaluating (1/2): 5-fold cross-validation, 48 windows of 10 runs" in result.stderr
     assert "evaluating (2/2): leave one app out (5 folds)" in result.stderr
     assert "evaluating" not in result.stdout and "leave_one_app_out" in result.stdout
+
+
+def test_fit_refuses_a_directory_of_other_files_before_fitting(tmp_path):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(app, ["detect", "fit", "--runs", str(tmp_path / "nope.parquet"), "--samples",
+                                      str(tmp_path / "nope.parquet"), "-o", str(tmp_path / "results")])
+    # refused for the directory, before the (missing) data is read
+    assert result.exit_code == 2 and "is a directory of other files (notes.txt), not a model's" in result.output, \
+        result.output
+    assert len(result.output.strip().splitlines()) == 1

@@ -37,6 +37,27 @@ def test_auto_model_round_trip_keeps_choice(smooth_ds, tmp_path):
     assert back.cv["candidates"] == json.loads(json.dumps(model.cv["candidates"]))
 
 
+def test_a_model_is_saved_only_where_it_replaces_a_model_or_fills_an_empty_directory(step_ds, tmp_path):
+    """`-o results` into a folder of the user's files mixed a model in silently."""
+    model = fit(step_ds, "T", family="linear")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match=r"is a directory of other files \(notes.txt\), not a model's"):
+        model.save(tmp_path / "results")
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["notes.txt"]
+    with pytest.raises(UsageError, match="exists and is not a directory"):
+        model.save(tmp_path / "results" / "notes.txt")
+    # a model's directory is replaced; so is one a killed save left without its model.json
+    path = model.save(tmp_path / "m")
+    fit(step_ds, "T", family="rf", params={"n_estimators": 5}).save(path)
+    assert load(path).family == "rf" and sorted(p.name for p in path.iterdir()) == ["model.json", "pipeline.joblib"]
+    (path / "model.json").unlink()
+    (path / "pipeline.joblib.partial").write_bytes(b"half")
+    with pytest.raises(UsageError, match="no model.json"):
+        load(path)
+    assert load(model.save(path)).family == "linear"
+
+
 def test_incompatible_versions_fail_in_one_line(step_ds, tmp_path):
     path = fit(step_ds, "T", family="cart").save(tmp_path / "m")
     meta = json.loads((path / "model.json").read_text())

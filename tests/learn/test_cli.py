@@ -260,6 +260,17 @@ def test_bad_input_is_one_line(args, message):
     assert message in err
 
 
+def test_fit_refuses_a_directory_of_other_files_before_fitting(tmp_path):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "notes.txt").write_text("mine")
+    r = run("fit", "--csv", tmp_path / "missing.csv", "-t", "T", "-o", tmp_path / "results")
+    assert r.exit_code == 2 and "is a directory of other files (notes.txt), not a model's; give a new or empty" \
+        in r.output and len(r.output.strip().splitlines()) == 1, r.output  # before the (missing) CSV is read
+    assert run("fit", "--csv", STEP, "-t", "T", "--family", "linear", "-o", tmp_path / "m").exit_code == 0
+    assert run("fit", "--csv", STEP, "-t", "T", "--family", "cart", "-o", tmp_path / "m").exit_code == 0  # replaced
+    assert '"family": "cart"' in (tmp_path / "m" / "model.json").read_text()
+
+
 def test_predict_unseen_category_and_other_knobs(tmp_path):
     out = tmp_path / "m"
     assert run("fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "--family", "cart", "-o", out).exit_code == 0

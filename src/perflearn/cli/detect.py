@@ -13,7 +13,7 @@ from rich.table import Table
 from perflearn.errors import UsageError
 
 from . import terminal
-from .app import DEFAULT_STORE, StoreOpt, app, interrupt_on_sigterm
+from .app import DEFAULT_STORE, StoreOpt, app, check_output, interrupt_on_sigterm
 
 detect_app = typer.Typer(help="Detect interference from interval samples, and predict its slowdown.",
                          no_args_is_help=True)
@@ -141,8 +141,10 @@ def detect_fit(
     window: WindowOpt = 4,
 ) -> None:
     """Fit the interference classifier (and slowdown regressor) on an experiment's samples."""
-    from perflearn.detect.model import fit
+    from perflearn.detect.model import Detector, fit
 
+    check_output(output, "--output", directory=True)
+    Detector.check_destination(output)
     data, interval = _training(store, experiment, (runs, samples), label, group or [], time_metric, window)
     detector = fit(data, interval, window)
     detector.save(output)

@@ -350,9 +350,10 @@ def fit(
     seed: SeedOpt = 0,
 ) -> None:
     """Fit a performance model of TARGET and save it as a directory."""
-    from perflearn.learn.model import fit as fit_model
+    from perflearn.learn.model import Model, fit as fit_model
 
     check_output(out, "--out", directory=True)
+    Model.check_destination(out)
     if warmup and not per_sample:
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
     params, candidates = _with_quantile(_hyper(param), quantile, family), _families(families)

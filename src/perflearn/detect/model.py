@@ -38,6 +38,7 @@ from .features import node_columns, node_signal
 
 HEALTHY = "none"
 SMOOTH = 3  # a verdict averages the class probabilities of this many latest windows
+MODELS, META = "models.joblib", "detector.json"  # a detector directory's two files
 
 
 class NodeSignals(TransformerMixin, BaseEstimator):
@@ -327,16 +328,20 @@ class Detector:
         return frame.sort_values("importance", ascending=False).head(top).reset_index(drop=True)
 
     def save(self, directory: str | Path) -> Path:
-        import joblib
         import sklearn
 
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        joblib.dump({"classifier": self.classifier, "regressor": self.regressor}, directory / "models.joblib")
+        from perflearn.learn.artifact import write_artifact
+
         meta = {"features": self.features, "interval": self.interval, "window": self.window, "classes": self.classes,
                 "info": self.info, "versions": {"sklearn": sklearn.__version__, "python": platform.python_version()}}
-        (directory / "detector.json").write_text(json.dumps(meta, indent=1))
-        return directory
+        return write_artifact(directory, {MODELS: {"classifier": self.classifier, "regressor": self.regressor}}, META, meta)
+
+    @staticmethod
+    def check_destination(directory: str | Path) -> Path:
+        """``directory`` if ``save`` can write there (new, empty or a detector's); else one line."""
+        from perflearn.learn.artifact import check_destination
+
+        return check_destination(directory, [MODELS, META])
 
     @classmethod
     def load(cls, directory: str | Path) -> "Detector":
@@ -345,7 +350,7 @@ class Detector:
 
         directory = Path(directory)
         try:
-            meta = json.loads((directory / "detector.json").read_text())
+            meta = json.loads((directory / META).read_text())
         except (OSError, json.JSONDecodeError):
             raise UsageError("not a detector directory (no readable detector.json)", where=str(directory)) from None
         missing = [k for k in ("versions", "info") if not isinstance(meta, dict) or not isinstance(meta.get(k), dict)]
@@ -362,7 +367,7 @@ class Detector:
             raise UsageError("not a detector directory (detector.json lacks features, classes, a positive interval "
                              "or a window)", where=str(directory))
         try:
-            models = joblib.load(directory / "models.joblib")
+            models = joblib.load(directory / MODELS)
         except OSError as exc:
             raise UsageError(f"models.joblib cannot be read: {exc.strerror or exc}", where=str(directory)) from None
         except Exception as exc:  # unpickling fails in many ways (ValueError, EOFError, UnpicklingError, ...)

@@ -30,6 +30,7 @@ from sklearn.pipeline import Pipeline
 from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
+from .artifact import check_destination, write_artifact
 from .features import FeatureSchema, TrainingData, training_data
 from .uncertainty import band_calibration
 from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_MAX_WIDTH, AUTO_NESTED_BELOW, AUTO_POINT,
@@ -37,6 +38,7 @@ from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_MAX_WIDTH, 
                      quantile_leaf, resolve_log_target)
 
 FORMAT = "perflearn-model/1"
+PIPELINE, META = "pipeline.joblib", "model.json"  # a model directory's two files
 
 
 def versions() -> dict[str, str]:
@@ -227,13 +229,12 @@ class Model:
         }
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        if path.exists() and not path.is_dir():
-            raise UsageError("exists and is not a directory", where=str(path))
-        path.mkdir(parents=True, exist_ok=True)
-        joblib.dump(self.pipeline, path / "pipeline.joblib")
-        (path / "model.json").write_text(json.dumps(self.meta(), indent=2) + "\n")
-        return path
+        return write_artifact(path, {PIPELINE: self.pipeline}, META, self.meta())
+
+    @staticmethod
+    def check_destination(path: str | Path) -> Path:
+        """``path`` if ``save`` can write there (new, empty or a model's); else one line."""
+        return check_destination(path, [PIPELINE, META])
 
     @classmethod
     def load(cls, path: str | Path) -> "Model":
