@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -615,3 +616,20 @@ def test_evaluate_findings_of_session_52s_audit(tmp_path):
     assert r.exit_code == 0, r.output
     _one_error_line(run("fit", "-e", "steps", "-s", tmp_path / "s.duckdb", "-t", "T", "-m", "bogus", "--family", "cart",
                         "-o", tmp_path / "m"), "--metrics: experiment 'steps' has no metric 'bogus' (metrics: T, lat)")
+
+
+def test_a_column_name_that_holds_a_comma_is_named_quoted(tmp_path):
+    """-m and --set split on commas: "lat,p95" could not be named; now quoted as in the CSV."""
+    rng = np.random.default_rng(0)
+    k = rng.integers(1, 5, 40)
+    frame = pd.DataFrame({"k,x": k, "b": rng.choice(["u", "v"], 40), "lat,p95": k * 2.0, "T": k * 1.0})
+    csv = tmp_path / "comma.csv"
+    frame.to_csv(csv, index=False)
+    r = run("fit", "--csv", csv, "-t", "lat,p95", "-m", "lat,p95,T", "--family", "cart", "-o", tmp_path / "m")
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert "no column 'lat'" in r.output and "quoted, as in the CSV: '\"lat,p95\"'" in r.output, r.output
+    r = run("fit", "--csv", csv, "-t", "lat,p95", "-m", '"lat,p95",T', "--family", "cart", "-o", tmp_path / "m")
+    assert r.exit_code == 0, r.output
+    r = run("predict", tmp_path / "m", "--set", '"k,x"=3,b=u', "-o", tmp_path / "p.csv")
+    assert r.exit_code == 0, r.output
+    assert pd.read_csv(tmp_path / "p.csv")["lat,p95"].iloc[0] == pytest.approx(6.0)

@@ -31,7 +31,7 @@ CsvOpt = Annotated[Optional[Path], typer.Option("--csv", help="Read runs from th
 ExperimentOpt = Annotated[Optional[str], typer.Option("--experiment", "-e", help="Read runs of this stored experiment.")]
 TargetOpt = Annotated[str, typer.Option("--target", "-t", help="Metric to model.")]
 FeaturesOpt = Annotated[Optional[str], typer.Option("--features", "-f", help="Comma-separated features (default: all knobs and context).")]
-MetricsOpt = Annotated[Optional[str], typer.Option("--metrics", "-m", help="CSV: comma-separated metric columns (default: the target and any constrained metric).")]
+MetricsOpt = Annotated[Optional[str], typer.Option("--metrics", "-m", help="CSV: comma-separated metric columns (default: the target and any constrained metric; quote a name that holds a comma, as in the CSV).")]
 ContextColsOpt = Annotated[Optional[str], typer.Option("--context-cols", help="CSV: comma-separated context columns (situation, not choice).")]
 WhereOpt = Annotated[Optional[str], typer.Option("--where", help="Keep only the rows where this holds: a pandas expression over the CSV's columns or the experiment's knobs, metrics and context (e.g. \"settled and policy == 'sweep'\").")]
 PerSampleOpt = Annotated[bool, typer.Option("--per-sample", help="Experiment: one row per sample time of each run (e.g. every wire interval); sampled signals are metrics, or features when named in --context-cols.")]
@@ -45,7 +45,7 @@ AnyCombinationOpt = Annotated[bool, typer.Option(
     "runs, no design constraints of the stored spec.")]
 
 
-def _split(value: str | None) -> list[str] | None:
+def _split(value: str | list[str] | None) -> list[str] | None:
     from perflearn.learn.features import split_list
 
     return split_list(value)
@@ -113,6 +113,7 @@ def load_dataset(
     ``context_cols`` are features rather than metrics. ``rows``: keep only the rows
     where this pandas expression holds (``--where``)."""
     from perflearn.store import Dataset
+    from perflearn.store.dataset import no_column
 
     if csv is not None and experiment is not None:
         raise UsageError("give either --csv or --experiment, not both", where="arguments")
@@ -125,7 +126,7 @@ def load_dataset(
         head = _csv_columns(csv)
         missing = [m for m in metrics if m not in head]
         if missing:
-            raise UsageError(f"no column {missing[0]!r} (columns: {', '.join(head)})", where=str(csv))
+            raise UsageError(no_column(missing[0], head), where=str(csv))
         # every other column of a CSV is a knob, kept in the frame: --where sees them all
         dataset = Dataset.from_csv(csv, metrics=metrics, context=context_cols)
         for note in dataset.notes:
@@ -266,19 +267,16 @@ def _log_opt(value: str) -> bool | str:
 
 def _pairs(items: list[str] | None, where: str) -> dict[str, object]:
     out: dict[str, object] = {}
-    for item in items or []:
-        for part in item.split(","):
-            if not part.strip():
-                continue
-            if "=" not in part:
-                raise UsageError(f"{part!r} is not NAME=VALUE", where=where)
-            k, v = part.split("=", 1)
-            k, value = k.strip(), _value(v.strip())
-            if k in out:  # the last one would win silently
-                raise UsageError(f"{k!r} is given twice ({k}={out[k]}, {k}={v.strip()})", where=where)
-            if isinstance(value, float) and not math.isfinite(value):  # nan/inf would predict as a missing value
-                raise UsageError(f"{k} needs a finite number, got {v.strip()}", where=where)
-            out[k] = value
+    for part in _split(items) or []:  # a name or value holding a comma is quoted: '"a,b"=1'
+        if "=" not in part:
+            raise UsageError(f"{part!r} is not NAME=VALUE", where=where)
+        k, v = part.split("=", 1)
+        k, value = k.strip(), _value(v.strip())
+        if k in out:  # the last one would win silently
+            raise UsageError(f"{k!r} is given twice ({k}={out[k]}, {k}={v.strip()})", where=where)
+        if isinstance(value, float) and not math.isfinite(value):  # nan/inf would predict as a missing value
+            raise UsageError(f"{k} needs a finite number, got {v.strip()}", where=where)
+        out[k] = value
     return out
 
 
@@ -570,7 +568,7 @@ def evaluate(
 def predict(
     model_dir: Annotated[Path, typer.Argument(help="Model directory written by `perflearn fit`.")],
     points: Annotated[Optional[Path], typer.Option("--points", "-p", help="CSV of points (one per row, feature columns).")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="One point as NAME=VALUE (repeatable, or comma-separated).")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="One point as NAME=VALUE (repeatable, or comma-separated; a name that holds a comma is quoted: '\"a,b\"=1').")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write predictions as CSV here.")] = None,
 ) -> None:
     """Predict the model's target, with an uncertainty band, for given points."""

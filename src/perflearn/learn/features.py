@@ -8,6 +8,7 @@ with an unseen category or a model trained on other knobs fails with one line.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import math
 from dataclasses import dataclass, field
@@ -230,12 +231,12 @@ def data_hash(X: pd.DataFrame, y: np.ndarray) -> str:
 
 
 def split_list(value: str | list[str] | None) -> list[str] | None:
+    """Comma-separated items, read as a CSV line: an item that holds a comma is quoted
+    (``'"lat,p95",T'``; ``'"a,b"=1'`` for ``--set``), as the CSV it names its column in."""
     if value is None:
         return None
-    if isinstance(value, str):
-        items = [v.strip() for v in value.split(",")]
-    else:
-        items = [v.strip() for part in value for v in str(part).split(",")]
+    parts = [value] if isinstance(value, str) else [str(part) for part in value]
+    items = [v.strip() for part in parts for row in csv.reader([part], skipinitialspace=True) for v in row]
     items = [v for v in items if v]
     return items or None
 

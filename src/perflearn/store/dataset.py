@@ -21,6 +21,15 @@ RUN_COLUMNS = ("run_id", "point_id", "rep", "status")
 STATUSES = ("ok", "failed", "timeout", "skipped")  # as store.base.STATUSES (base imports this module)
 
 
+def no_column(name: str, columns: list) -> str:
+    """``no column 'lat' (columns: ...)``: a column whose name holds a comma is shown
+    quoted, and where ``name`` is a piece of one, how to name it whole."""
+    shown = [f'"{c}"' if "," in str(c) else str(c) for c in columns]
+    whole = next((str(c) for c in columns if "," in str(c) and name in str(c).split(",")), None)
+    hint = f"; a name that holds a comma is quoted, as in the CSV: '\"{whole}\"'" if whole else ""
+    return f"no column {name!r} (columns: {', '.join(shown)}){hint}"
+
+
 @dataclass
 class Dataset:
     """Runs of one experiment in wide form.
@@ -90,7 +99,7 @@ class Dataset:
         columns = list(raw.columns)
         for col in [*metrics, *context, *(knobs or [])]:
             if col not in columns:
-                raise UsageError(f"no column {col!r} (columns: {', '.join(map(str, columns))})", where=where)
+                raise UsageError(no_column(col, columns), where=where)
         roles = [("metric", c) for c in metrics] + [("context", c) for c in context] + [("knob", c) for c in knobs or []]
         seen: dict[str, str] = {}
         for role, col in roles:  # one role per column: a metric that is also a knob would model itself
