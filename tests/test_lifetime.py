@@ -124,3 +124,39 @@ def test_end_group_kills_what_ignores_sigterm(alive, reap):
     started = time.monotonic()
     end_group(stubborn, grace=0.5)
     assert stubborn.returncode == -signal.SIGKILL and time.monotonic() - started < 10
+
+
+def test_a_signal_in_a_held_block_waits_for_its_end_and_a_second_does_not():
+    """A service's shutdown cut in two by SIGTERM left the rest undone (a thread unjoined);
+    held, the block runs to its end and the signal is delivered after it, as it would have been."""
+    import os
+    import threading
+
+    from perflearn.errors import Terminated
+    from perflearn.lifetime import signals_held
+
+    def terminate(*_):
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        done = []
+        with pytest.raises(Terminated):
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                worker = threading.Thread(target=time.sleep, args=(0.2,))
+                worker.start()
+                worker.join()  # not cut short
+                done.append(not worker.is_alive())
+        assert done == [True]
+        assert signal.getsignal(signal.SIGTERM) is terminate  # the command's handler back
+        with pytest.raises(Terminated):
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                os.kill(os.getpid(), signal.SIGTERM)  # a second: delivered at once
+                time.sleep(0.5)
+                done.append("after the second")
+        assert done == [True]
+    finally:
+        signal.signal(signal.SIGTERM, previous)

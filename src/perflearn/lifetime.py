@@ -13,6 +13,9 @@ import ctypes
 import os
 import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Callable
 
 PR_SET_PDEATHSIG = 1
@@ -34,6 +37,47 @@ def died_with(sig: int = signal.SIGTERM) -> Callable[[], None]:
             os._exit(1)
 
     return in_child
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C or SIGTERM in the block is held until it ends, then delivered as it would
+    have been. For work a signal must not cut in two: a store call (DuckDB checks for
+    signals while it works and gave up with "Query interrupted", an internal error in
+    place of a clean stop), a service's shutdown (interrupted, it left the rest undone,
+    and a ``Thread.join`` cut short can break the thread's lock). A second signal is not
+    held: a store call can wait minutes for a reader to let go. In the main thread only,
+    where Python runs signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous: dict = {}
+
+    def deliver(signum: int) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        handler = previous[signum]
+        if callable(handler):
+            handler(signum, None)  # ours raise Terminated, Python's KeyboardInterrupt
+        elif handler == signal.SIG_DFL:
+            os.kill(os.getpid(), signum)
+
+    def hold(signum, frame):
+        got.append(signum)
+        if len(got) > 1:
+            deliver(signum)
+
+    previous.update({sig: signal.signal(sig, hold) for sig in signals})
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if got:
+        deliver(got[0])
+
 
 
 # The guard of start_group: a process of its own, so it outlives perflearn killed outright. Its

@@ -25,6 +25,7 @@ from perflearn.experiment import collectors as collectors_mod
 from perflearn.experiment.design import PlannedRun, plan, point_key
 from perflearn.experiment.launch import fill, placeholders
 from perflearn.experiment.spec import Spec
+from perflearn.lifetime import signals_held
 from perflearn.store import ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
 
 from . import originals
@@ -167,43 +168,6 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@contextmanager
-def _signals_held() -> Iterator[None]:
-    """Ctrl-C or SIGTERM during a store call is held until the call ends, then delivered as
-    it would have been: DuckDB checks for signals while it works and gave up with "Query
-    interrupted", an internal error (exit 70) in place of a clean stop. A second signal is
-    not held (a store call can wait minutes for a reader to let go)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    got: list[int] = []
-    signals = (signal.SIGINT, signal.SIGTERM)
-    previous: dict = {}
-
-    def deliver(signum: int) -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        handler = previous[signum]
-        if callable(handler):
-            handler(signum, None)  # ours raise Terminated, Python's KeyboardInterrupt
-        elif handler == signal.SIG_DFL:
-            os.kill(os.getpid(), signum)
-
-    def hold(signum, frame):
-        got.append(signum)
-        if len(got) > 1:
-            deliver(signum)
-
-    previous.update({sig: signal.signal(sig, hold) for sig in signals})
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if got:
-        deliver(got[0])
-
-
 def _knob_infos(spec: Spec) -> list[KnobInfo]:
     infos = []
     for knob in spec.knobs.values():
@@ -341,7 +305,7 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
                 if not set_up:
                     _set_up(spec)
                 for run in todo:
-                    with _signals_held():
+                    with signals_held():
                         store.release()  # `ls`, `show`, `fit` may read it while the run is measured
                     if run.point_id not in warmed:
                         warmed.add(run.point_id)
@@ -349,7 +313,7 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
                             executor.execute(run, measure=False)
                     observer.run_started(run)
                     record = executor.execute(run)
-                    with _signals_held():  # a finished run is stored whole, then the signal stops the sweep
+                    with signals_held():  # a finished run is stored whole, then the signal stops the sweep
                         store.record_run(experiment, record)
                     outcome.by_status[record.status] = outcome.by_status.get(record.status, 0) + 1
                     observer.run_finished(run, record)
