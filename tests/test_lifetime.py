@@ -158,5 +158,11 @@ def test_a_signal_in_a_held_block_waits_for_its_end_and_a_second_does_not():
                 time.sleep(0.5)
                 done.append("after the second")
         assert done == [True]
+        # the block raising its own error (a sniffer that would not stop) does not lose the stop
+        with pytest.raises(Terminated) as stopped:
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                raise OSError("the sniffer would not stop")
+        assert isinstance(stopped.value.__context__, OSError)
     finally:
         signal.signal(signal.SIGTERM, previous)

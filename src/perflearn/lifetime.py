@@ -75,8 +75,8 @@ def signals_held() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if got:
-        deliver(got[0])
+        if len(got) == 1:  # held, not delivered yet (a second was, at once); even as the block raises:
+            deliver(got[0])  # the stop wins, the block's error kept as its __context__
 
 
 

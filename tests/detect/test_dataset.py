@@ -136,6 +136,6 @@ def test_fit_refuses_a_directory_of_other_files_before_fitting(tmp_path):
     result = CliRunner().invoke(app, ["detect", "fit", "--runs", str(tmp_path / "nope.parquet"), "--samples",
                                       str(tmp_path / "nope.parquet"), "-o", str(tmp_path / "results")])
     # refused for the directory, before the (missing) data is read
-    assert result.exit_code == 2 and "is a directory of other files (notes.txt), not a model's" in result.output, \
+    assert result.exit_code == 2 and "is a directory of other files (notes.txt), not a detector's" in result.output, \
         result.output
     assert len(result.output.strip().splitlines()) == 1

@@ -58,6 +58,30 @@ def test_a_model_is_saved_only_where_it_replaces_a_model_or_fills_an_empty_direc
     assert load(model.save(path)).family == "linear"
 
 
+def test_a_save_cut_short_leaves_no_model_json_to_describe_a_new_pipeline(step_ds, tmp_path, monkeypatch):
+    """model.json is removed first and written last: a save that fails (or is killed) half-way
+    leaves a directory that does not load, never the new pipeline under the old description."""
+    import joblib
+
+    from perflearn.learn import artifact
+
+    path = fit(step_ds, "T", family="linear").save(tmp_path / "m")
+    forest = fit(step_ds, "T", family="rf", params={"n_estimators": 5})
+
+    dump = joblib.dump
+
+    def dump_then_fail(obj, name):
+        dump(obj, name)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(artifact.joblib, "dump", dump_then_fail)
+    with pytest.raises(OSError):
+        forest.save(path)
+    assert not (path / "model.json").exists()
+    with pytest.raises(UsageError, match="no model.json"):
+        load(path)
+
+
 def test_incompatible_versions_fail_in_one_line(step_ds, tmp_path):
     path = fit(step_ds, "T", family="cart").save(tmp_path / "m")
     meta = json.loads((path / "model.json").read_text())

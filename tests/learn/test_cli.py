@@ -633,3 +633,11 @@ def test_a_column_name_that_holds_a_comma_is_named_quoted(tmp_path):
     r = run("predict", tmp_path / "m", "--set", '"k,x"=3,b=u', "-o", tmp_path / "p.csv")
     assert r.exit_code == 0, r.output
     assert pd.read_csv(tmp_path / "p.csv")["lat,p95"].iloc[0] == pytest.approx(6.0)
+    r = run("predict", tmp_path / "m", "--set", "k,x=3,b=u")  # unquoted: the hint, in one line
+    assert r.exit_code == 2 and "'k' is not NAME=VALUE; an item that holds a comma is quoted whole" in r.output, r.output
+    r = run("fit", "--csv", csv, "-t", "T", "-m", '"lat,p95",T', "-f", "k", "--family", "cart", "-o", tmp_path / "m2")
+    assert r.exit_code == 2 and "(knobs and context: \"k,x\", b); a name that holds a comma is quoted" in r.output, \
+        r.output
+    r = run("fit", "--csv", csv, "-t", "T", "-m", "T\nx", "--family", "cart", "-o", tmp_path / "m3")
+    assert r.exit_code == 2 and "as a comma-separated list" in r.output and len(r.output.strip().splitlines()) == 1, \
+        r.output

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import numpy as np
@@ -63,8 +64,7 @@ def test_rules_state_each_feature_once_along_a_path():
     assert r.r2_or_accuracy == pytest.approx(1.0)
     texts = [" and ".join(rule.conditions) for rule in r.rules]
     for conditions in (rule.conditions for rule in r.rules):
-        tested = [c.replace("<", " ").replace(">", " ").replace("=", " ").replace("!", " ").split()[0]
-                  if not c[0].isdigit() else c.split("<= ")[1].split()[0] for c in conditions]
+        tested = [re.search(r"[A-Za-z_]\w*", c).group(0) for c in conditions]  # "2 <= x <= 3", "1.5 < f": the name
         assert len(tested) == len(set(tested)), conditions  # each feature once
     # x is measured at integers: it is tested at integers, not at the tree's midpoints 1.5 and 3.5
     assert any(c == "2 <= x <= 3" for t in texts for c in t.split(" and ")), texts

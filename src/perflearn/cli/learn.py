@@ -267,9 +267,10 @@ def _log_opt(value: str) -> bool | str:
 
 def _pairs(items: list[str] | None, where: str) -> dict[str, object]:
     out: dict[str, object] = {}
-    for part in _split(items) or []:  # a name or value holding a comma is quoted: '"a,b"=1'
+    for part in _split(items) or []:  # an item holding a comma is quoted whole: '"b=u,v"'
         if "=" not in part:
-            raise UsageError(f"{part!r} is not NAME=VALUE", where=where)
+            quoted = "; an item that holds a comma is quoted whole: '\"b=u,v\"'" if "," in str(items) else ""
+            raise UsageError(f"{part!r} is not NAME=VALUE{quoted}", where=where)
         k, v = part.split("=", 1)
         k, value = k.strip(), _value(v.strip())
         if k in out:  # the last one would win silently
@@ -592,8 +593,10 @@ def predict(
         unknown = [k for k in point if k not in model.features]
         if unknown and all(f in point for f in model.features):  # else "missing ..." says more
             # a misspelt or extra knob would be ignored (a points file may carry extra columns, --set not)
-            raise UsageError(f"unknown feature {unknown[0]!r} (the model's features: {', '.join(model.features)})",
-                             where="--set")
+            from perflearn.store.dataset import comma_hint, listed
+
+            raise UsageError(f"unknown feature {unknown[0]!r} (the model's features: {listed(model.features)})"
+                             f"{comma_hint(unknown[0], model.features)}", where="--set")
         frame = pd.DataFrame([point])
         where = "--set"
     else:
@@ -677,7 +680,10 @@ def recommend(
     feats = _split(features)
     for k in fixed:
         if k not in ds.features:
-            raise UsageError(f"unknown feature {k!r} (features: {', '.join(ds.features)})", where="--context")
+            from perflearn.store.dataset import comma_hint, listed
+
+            raise UsageError(f"unknown feature {k!r} (features: {listed(ds.features)}){comma_hint(k, ds.features)}",
+                             where="--context")
     models = {}
     if model_dir is not None:
         m = load(model_dir)

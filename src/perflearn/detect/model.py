@@ -334,14 +334,15 @@ class Detector:
 
         meta = {"features": self.features, "interval": self.interval, "window": self.window, "classes": self.classes,
                 "info": self.info, "versions": {"sklearn": sklearn.__version__, "python": platform.python_version()}}
-        return write_artifact(directory, {MODELS: {"classifier": self.classifier, "regressor": self.regressor}}, META, meta)
+        return write_artifact(directory, {MODELS: {"classifier": self.classifier, "regressor": self.regressor}}, META, meta,
+                              "detector")
 
     @staticmethod
     def check_destination(directory: str | Path) -> Path:
         """``directory`` if ``save`` can write there (new, empty or a detector's); else one line."""
         from perflearn.learn.artifact import check_destination
 
-        return check_destination(directory, [MODELS, META])
+        return check_destination(directory, [MODELS, META], "detector")
 
     @classmethod
     def load(cls, directory: str | Path) -> "Detector":

@@ -19,7 +19,7 @@ from perflearn.errors import UsageError
 PARTIAL = ".partial"  # a file being written; replaced into place once whole
 
 
-def check_destination(directory: str | Path, own: list[str]) -> Path:
+def check_destination(directory: str | Path, own: list[str], kind: str = "model") -> Path:
     """``directory`` if a model can be written there: missing, empty, or holding only the
     files ``own`` (a model of the same kind, to replace); else one line (UsageError). A
     command checks it before it fits, not after."""
@@ -30,15 +30,16 @@ def check_destination(directory: str | Path, own: list[str]) -> Path:
         other = sorted(p.name for p in directory.iterdir() if p.name.removesuffix(PARTIAL) not in own)
         if other:
             raise UsageError(f"is a directory of other files ({', '.join(other[:3])}{', ...' if len(other) > 3 else ''}), "
-                             "not a model's; give a new or empty directory", where=str(directory))
+                             f"not a {kind}'s; give a new or empty directory", where=str(directory))
     return directory
 
 
-def write_artifact(directory: str | Path, pickles: dict[str, object], meta_name: str, meta: dict) -> Path:
+def write_artifact(directory: str | Path, pickles: dict[str, object], meta_name: str, meta: dict,
+                   kind: str = "model") -> Path:
     """Write ``pickles`` (file name -> object) and then ``meta`` as ``meta_name`` into
     ``directory``, created if missing; refused (UsageError) where it is a file or holds
     files other than these."""
-    directory = check_destination(directory, [*pickles, meta_name])
+    directory = check_destination(directory, [*pickles, meta_name], kind)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / meta_name).unlink(missing_ok=True)
     for name, obj in pickles.items():

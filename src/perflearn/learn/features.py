@@ -19,6 +19,7 @@ import pandas as pd
 
 from perflearn.errors import UsageError
 from perflearn.store import Dataset
+from perflearn.store.dataset import comma_hint, listed
 
 # scikit-learn's trees (cart, rf, gbm, and `rules`) cast their input to float32: a value beyond
 # this overflows to inf there ("Input X contains infinity", an internal error); every family refuses it
@@ -236,7 +237,10 @@ def split_list(value: str | list[str] | None) -> list[str] | None:
     if value is None:
         return None
     parts = [value] if isinstance(value, str) else [str(part) for part in value]
-    items = [v.strip() for part in parts for row in csv.reader([part], skipinitialspace=True) for v in row]
+    try:
+        items = [v.strip() for part in parts for row in csv.reader([part], skipinitialspace=True) for v in row]
+    except csv.Error as exc:  # a line break in an unquoted item
+        raise UsageError(f"cannot read {parts!r} as a comma-separated list ({exc})", where="arguments") from None
     items = [v for v in items if v]
     return items or None
 
@@ -263,9 +267,8 @@ def training_data(
             if f not in available:
                 hint = (f" (it is a metric; to learn from it as measured, not chosen: --context-cols {f})"
                         if f in ds.metrics and f != target else "")
-                raise UsageError(
-                    f"unknown feature {f!r}{hint} (knobs and context: {', '.join(available) or 'none'})", where=where
-                )
+                raise UsageError(f"unknown feature {f!r}{hint} (knobs and context: {listed(available) or 'none'})"
+                                 f"{comma_hint(f, available)}", where=where)
         if target in features:
             raise UsageError(f"target {target!r} cannot also be a feature", where=where)
         twice = next((f for i, f in enumerate(features) if f in features[:i]), None)

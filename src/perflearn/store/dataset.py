@@ -21,13 +21,19 @@ RUN_COLUMNS = ("run_id", "point_id", "rep", "status")
 STATUSES = ("ok", "failed", "timeout", "skipped")  # as store.base.STATUSES (base imports this module)
 
 
+def listed(names: list) -> str:
+    """Column names joined by ", ", a name that holds a comma quoted: ``a, "lat,p95", T``."""
+    return ", ".join(f'"{n}"' if "," in str(n) else str(n) for n in names)
+
+
+def comma_hint(name: str, names: list) -> str:
+    """Where ``name`` is a piece of a name that holds a comma, how to name that whole."""
+    whole = next((str(n) for n in names if "," in str(n) and name in str(n).split(",")), None)
+    return f"; a name that holds a comma is quoted, as in the CSV: '\"{whole}\"'" if whole else ""
+
+
 def no_column(name: str, columns: list) -> str:
-    """``no column 'lat' (columns: ...)``: a column whose name holds a comma is shown
-    quoted, and where ``name`` is a piece of one, how to name it whole."""
-    shown = [f'"{c}"' if "," in str(c) else str(c) for c in columns]
-    whole = next((str(c) for c in columns if "," in str(c) and name in str(c).split(",")), None)
-    hint = f"; a name that holds a comma is quoted, as in the CSV: '\"{whole}\"'" if whole else ""
-    return f"no column {name!r} (columns: {', '.join(shown)}){hint}"
+    return f"no column {name!r} (columns: {listed(columns)}){comma_hint(name, columns)}"
 
 
 @dataclass
