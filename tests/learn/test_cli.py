@@ -117,8 +117,15 @@ def test_evaluate_with_curve_and_figures(tmp_path):
     listed = r.output.split("figures written to", 1)[1]
     assert all(name in listed for name in written)  # the line names every file it wrote
     pred = pd.read_csv(figs / "predictions.csv")
-    assert list(pred.columns) == ["split", "row", "actual", "predicted"]
+    assert list(pred.columns) == ["split", "row", "run_id", "actual", "predicted"]
     assert sorted(pred["row"]) == list(range(58)) and set(pred["split"]) == {0, 1, 2, 3}
+    # run_id is the CSV's data row (from 1): the actual value joins back to the file (row did not, past a NULL)
+    source = pd.read_csv(STEP)
+    assert (source["T"].to_numpy()[pred["run_id"] - 1] == pred["actual"].to_numpy()).all()
+    assert len(source) > 58  # some runs were left out: row and run_id differ
+    page = (figs / "evaluate.html").read_text()
+    for said in ("pooled", "MRE % (PAAE)", "cart on 58 runs of T: 4-fold x1", "learning curve (MRE %", "n_train"):
+        assert said in page, said
 
 
 def test_evaluate_gives_the_pooled_figures_fit_reports(tmp_path):
@@ -232,6 +239,7 @@ def test_cluster_cli(tmp_path):
         (["cluster", "--csv", STEP, "-m", "lat", "--png", "cdir"], "--png: the figure is a PNG"),
         (["cluster", "--csv", STEP, "-m", "lat", "--kmax", "1"], "--kmax: the largest k tried must be at least 2, got 1"),
         (["cluster", "--csv", STEP, "-m", "lat", "--kmax", "0"], "--kmax: the largest k tried must be at least 2"),
+        (["cluster", "--csv", STEP, "-m", "lat", "--kmax", "3"], "--kmax: an elbow is found among k = 1..4 at least, got 3"),
         (["evaluate", "--csv", STEP, "-t", "lat", "--family", "cart", "--repeats", "0"], "--repeats: repeats must be at least 1"),
         (["evaluate", "--csv", STEP, "-t", "lat", "--family", "cart", "--repeats", "-1"], "--repeats: repeats must be at least 1"),
         (["fit", "--csv", STEP, "-t", "lat", "--ensemble", "0"], "--ensemble: an ensemble has at least 1 pick, got 0"),
@@ -279,6 +287,9 @@ def test_predict_unseen_category_and_other_knobs(tmp_path):
     assert r.exit_code == 2 and "category 'w' not seen in training" in r.output
     r = run("predict", out, "--set", "a=1,q=2")
     assert r.exit_code == 2 and "model was trained on features a, b, c; missing b, c" in r.output
+    (tmp_path / "pts.csv").write_text("a,b,c\n1,x,1\n1,,1\n")  # an empty category: NULL, not the category 'nan'
+    r = run("predict", out, "-p", tmp_path / "pts.csv")
+    assert r.exit_code == 2 and "feature 'b' is empty (NULL) in row 2: give one of its categories" in r.output, r.output
 
 
 def test_decide_prints_error_rules_recommendation_and_default_gain(tmp_path):

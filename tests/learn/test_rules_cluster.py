@@ -132,6 +132,25 @@ def test_cluster_recovers_separated_groups(pca, tmp_path):
     assert r.plot(tmp_path / "c.png").stat().st_size > 1000
 
 
+def test_cluster_figure_axes_share_all_the_variance_and_kmax_can_find_an_elbow():
+    """With --pca the figure's PC shares were of the reduced data (PC1 100 % for --pca 1); k = 1..3
+    can never show kneedle an elbow (always k = 1, unsaid); fewer profiles than --kmax capped it unsaid."""
+    from sklearn.decomposition import PCA
+    from sklearn.preprocessing import StandardScaler
+
+    raw, ds = _groups()
+    full = PCA().fit(StandardScaler().fit_transform(raw[["gbps", "l3hit", "ipc"]])).explained_variance_ratio_
+    for pca in (None, 1, 2):
+        r = cluster(ds, pca=pca)
+        assert r.explained == pytest.approx(list(full[: 1 if pca == 1 else 2]), abs=1e-9), (pca, r.explained)
+    with pytest.raises(UsageError, match=r"an elbow is found among k = 1..4 at least, got 3; or give --k"):
+        cluster(ds, kmax=3)
+    assert cluster(ds, k=2, kmax=3).k == 2  # k given: no elbow sought
+    assert cluster(ds).kmax_capped is None
+    few = Dataset.from_frame(raw.drop(columns=["group"]).head(6), metrics=["gbps", "l3hit", "ipc"], name="few")
+    assert cluster(few, kmax=10, by="run").kmax_capped == 5
+
+
 def test_cluster_given_k_and_bad_input():
     _, ds = _groups()
     assert cluster(ds, k=2).k == 2

@@ -37,6 +37,21 @@ def test_fit_evaluate_recommend_over_stored_experiment(tmp_path):
     assert "recommended: sieving=off" in r.output
 
 
+def test_cluster_of_a_stored_experiment_profiles_the_metrics_named(tmp_path):
+    """-m with -e was ignored: every metric was profiled, and an unknown name accepted."""
+    raw = pd.read_csv(DATA / "groups.csv").drop(columns=["group"])
+    db = tmp_path / "g.duckdb"
+    with open_store(db) as s:
+        s.import_dataset(Dataset.from_frame(raw, metrics=["gbps", "l3hit", "ipc"], name="groups"), name="groups")
+    runner = CliRunner()
+    r = runner.invoke(app, ["cluster", "-e", "groups", "-s", str(db), "-m", "gbps", "-o", str(tmp_path / "c.csv")])
+    assert r.exit_code == 0, r.output
+    written = pd.read_csv(tmp_path / "c.csv")
+    assert "gbps" in written and "l3hit" not in written and "ipc" not in written, list(written)
+    r = runner.invoke(app, ["cluster", "-e", "groups", "-s", str(db), "-m", "bogus"])
+    assert r.exit_code == 2 and "has no metric 'bogus'" in r.output, r.output
+
+
 def test_unknown_experiment_is_one_line(tmp_path):
     db = tmp_path / "p.duckdb"
     with open_store(db) as s:

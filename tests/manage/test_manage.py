@@ -1358,6 +1358,15 @@ def test_knee_command_on_a_stored_sweep(tmp_path):
         store.import_dataset(wordy, "wordy")
     bad = CliRunner().invoke(app, ["knee", "wordy", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
     assert bad.exit_code == 2 and "column 'rate' of 'wordy' is not numeric (e.g. 'fast')" in bad.output, bad.output
+    # two configurations pooled at each load, and a run without a load: both said (the median was a latency
+    # neither configuration had; the run was dropped unsaid)
+    mixed = pd.DataFrame({"threads": [1] * 9 + [8] * 9 + [8], "rate": [*rates, *rates, None],
+                          "p95": [*latency, *(v / 2 for v in latency), 300.0]})
+    with open_store(tmp_path / "s.duckdb") as store:
+        store.import_dataset(Dataset.from_frame(mixed, metrics=["p95"]), "mixed")
+    said = CliRunner().invoke(app, ["knee", "mixed", "--x", "rate", "--y", "p95", "-s", str(tmp_path / "s.duckdb")])
+    assert said.exit_code == 0 and "'mixed' varies threads too: each load's p95 is the median over every" in said.output
+    assert "1 ok run(s) without a rate, left out of the curve" in said.output, said.output
 
 
 def test_knee_in_saturation_is_doubted(tmp_path):

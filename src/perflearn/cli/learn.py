@@ -460,7 +460,7 @@ def evaluate(
     scheme: Annotated[str, typer.Option("--scheme", help="kfold or random (repeated random splits).")] = "kfold",
     folds: Annotated[int, typer.Option("--folds", "-k", help="k of k-fold.")] = 5,
     repeats: Annotated[int, typer.Option("--repeats", help="Repetitions of k-fold, or number of random splits.")] = 1,
-    test_size: Annotated[float, typer.Option("--test-size", help="Random splits: test fraction.")] = 0.25,
+    test_size: Annotated[Optional[float], typer.Option("--test-size", help="Random splits: test fraction (default 0.25).")] = None,
     curve: Annotated[str, typer.Option("--curve", help="Learning curve: none, inverse-kfold (Kunkel) or fraction.")] = "none",
     figures: Annotated[Optional[Path], typer.Option("--figures", help="Write PNG figures and an HTML page here.")] = None,
     per_sample: PerSampleOpt = False,
@@ -484,8 +484,9 @@ def evaluate(
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
     if curve not in ("none", "inverse-kfold", "fraction"):  # before any work (it failed after the CV table)
         raise UsageError(f"must be none, inverse-kfold or fraction, got {curve!r}", where="--curve")
-    if scheme == "kfold" and test_size != 0.25:  # a k-fold's test part is one fold: it was ignored, unsaid
+    if scheme == "kfold" and test_size is not None:  # a k-fold's test part is one fold: it was ignored, unsaid
         raise UsageError("applies to --scheme random; a k-fold's test part is one fold of -k", where="--test-size")
+    test_size = 0.25 if test_size is None else test_size
     params, candidates = _with_quantile(_hyper(param), quantile, family), _families(families)
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup,
                       where, named=_split(metrics))
@@ -522,6 +523,7 @@ def evaluate(
               "reports its CV)", caption_justify="left")
     for c in ("metric", "mean", "std", "pooled"):
         t.add_column(c, justify="right" if c != "metric" else "left")
+    shown: list[tuple[str, ...]] = []  # the table's rows, for evaluate.html too
     pooled = all_metrics(res.y_true, res.y_pred, quantile)
     for m, label in (("mre", "MRE % (PAAE)"), ("mape", "MAPE %"), ("rmse", "RMSE" + _in(data.schema.unit)), ("r2", "R²")):
         # undefined is n/a, not "nan": MAPE of a zero target, R² of a test set with one value, the std of one split
@@ -530,22 +532,28 @@ def evaluate(
             terminal.warn(f"{label} is undefined in {len(res.splits) - defined} of the {len(res.splits)} "
                           f"splits ({_undefined[m]}): its mean and std are over the other {defined}")
             label += f" ({defined} of {len(res.splits)} splits)"
-        t.add_row(label, *("n/a" if not math.isfinite(v) else _fmt(v) for v in (summ[m]["mean"], summ[m]["std"], pooled[m])))
+        shown.append((label, *("n/a" if not math.isfinite(v) else _fmt(v)
+                                for v in (summ[m]["mean"], summ[m]["std"], pooled[m]))))
     if quantile is not None:
-        t.add_row(f"coverage (goal {quantile:g})", _fmt(summ["coverage"]["mean"]), _fmt(summ["coverage"]["std"]),
-                  _fmt(pooled["coverage"]))
-        t.add_row("pinball loss", _fmt(summ["pinball"]["mean"]), _fmt(summ["pinball"]["std"]), _fmt(pooled["pinball"]))
+        shown.append((f"coverage (goal {quantile:g})", _fmt(summ["coverage"]["mean"]), _fmt(summ["coverage"]["std"]),
+                      _fmt(pooled["coverage"])))
+        shown.append(("pinball loss", _fmt(summ["pinball"]["mean"]), _fmt(summ["pinball"]["std"]), _fmt(pooled["pinball"])))
     if res.oob:
-        t.add_row("OOB R²", "", "", _fmt(res.oob["r2"]))
-        t.add_row("OOB MRE %", "", "", _fmt(res.oob["mre"]))
+        shown.append(("OOB R²", "", "", _fmt(res.oob["r2"])))
+        shown.append(("OOB MRE %", "", "", _fmt(res.oob["mre"])))
+    for row in shown:
+        t.add_row(*row)
     terminal.out.print(t)
+    said = []  # the lines after the table, for evaluate.html too
     if res.chosen:
         counts = pd.Series(res.chosen).value_counts()
-        terminal.out.print("auto chose per split: " + ", ".join(f"{k} ×{v}" for k, v in counts.items()))
+        said.append("auto chose per split: " + ", ".join(f"{k} ×{v}" for k, v in counts.items()))
+        terminal.out.print(said[-1])
+    lc_title = None
     if lc is not None:
-        terminal.out.print(_frame_table(lc[["mode", "size", "n_train", "mre_mean", "mre_std", "r2_mean"]],
-                                        title="learning curve (MRE % on the held-out runs"
-                                        + (f"; folds by {res.unit}, n_train counts rows)" if res.grouped else ")")))
+        lc_title = ("learning curve (MRE % on the held-out runs"
+                    + (f"; folds by {res.unit}, n_train counts rows)" if res.grouped else ")"))
+        terminal.out.print(_frame_table(lc[["mode", "size", "n_train", "mre_mean", "mre_std", "r2_mean"]], title=lc_title))
     if figures is not None:
         figures.mkdir(parents=True, exist_ok=True)
         images = [ev.plot_pred_vs_actual(res.y_true, res.y_pred, figures / "pred_vs_actual.png",
@@ -553,11 +561,22 @@ def evaluate(
                   ev.plot_residuals(res.y_true, res.y_pred, figures / "residuals.png", f"{target}: residuals")]
         if lc is not None:
             images.append(ev.plot_learning_curve(lc, figures / "learning_curve.png", f"{target}: learning curve ({curve})"))
-        summary_html = pd.DataFrame(summ).T.to_html(float_format=lambda v: f"{v:.4g}")
-        ev.html_page(f"evaluation of {family} for {target}", images, [summary_html], figures / "evaluate.html")
-        # which split predicted each value, and which run it is (random splits test a run more than once)
-        pd.DataFrame({"split": res.split_of, "row": res.row_of, "actual": res.y_true,
-                      "predicted": res.y_pred}).to_csv(figures / "predictions.csv", index=False)
+        # the page says what the terminal said: the table with its title, caption and pooled column, the choices,
+        # the learning curve (it showed the per-split summary alone, without pooled figures or split counts)
+        import html
+
+        tables = [f"<p>{html.escape(title)}</p>",
+                  pd.DataFrame(shown, columns=["metric", "mean", "std", "pooled"]).to_html(index=False),
+                  f"<p>{html.escape(t.caption)}</p>", *(f"<p>{html.escape(line)}</p>" for line in said)]
+        if lc is not None:
+            tables += [f"<p>{html.escape(lc_title)}</p>",
+                       lc[["mode", "size", "n_train", "mre_mean", "mre_std", "r2_mean"]].to_html(
+                           index=False, float_format=lambda v: f"{v:.4g}", na_rep="n/a")]
+        ev.html_page(f"evaluation of {family} for {target}", images, tables, figures / "evaluate.html")
+        # which split predicted each value, and which run it is (random splits test a run more than once):
+        # row counts the runs used, run_id names the run (a CSV's data row, from 1; a store's run)
+        pd.DataFrame({"split": res.split_of, "row": res.row_of, "run_id": data.rows["run_id"].to_numpy()[res.row_of],
+                      "actual": res.y_true, "predicted": res.y_pred}).to_csv(figures / "predictions.csv", index=False)
         written = [Path(i).name for i in images] + ["evaluate.html", "predictions.csv"]
         terminal.info(f"figures written to {figures}/ ({', '.join(written)})")
 
@@ -806,10 +825,10 @@ def cluster(
     experiment: ExperimentOpt = None,
     store: StoreOpt = DEFAULT_STORE,
     columns: Annotated[Optional[str], typer.Option("--columns", help="Comma-separated profile columns (default: all metrics).")] = None,
-    metrics: MetricsOpt = None,
+    metrics: Annotated[Optional[str], typer.Option("--metrics", "-m", help="Comma-separated metric columns: the profile unless --columns gives it (a CSV's other columns are knobs; a stored experiment's default: all its metrics).")] = None,
     context_cols: ContextColsOpt = None,
     k: Annotated[Optional[int], typer.Option("--k", help="Number of clusters (default: elbow by kneedle).")] = None,
-    kmax: Annotated[int, typer.Option("--kmax", help="Largest k tried for the elbow.")] = 10,
+    kmax: Annotated[int, typer.Option("--kmax", help="Largest k tried for the elbow (at least 4; the elbow found can depend on it, as kneedle scales the curve to its range).")] = 10,
     pca: Annotated[Optional[int], typer.Option("--pca", help="Reduce profiles to this many principal components first.")] = None,
     by: Annotated[str, typer.Option("--by", help="Profile per point (mean over repetitions) or per run.")] = "point",
     png: Annotated[Optional[Path], typer.Option("--png", help="Elbow + PCA scatter figure.")] = None,
@@ -828,7 +847,9 @@ def cluster(
             raise UsageError("for a CSV, name the metric columns with --metrics (or the profile with --columns)",
                              where="arguments")
         mets = cols
-    ds = load_dataset(csv, experiment, store, mets or [], _split(context_cols))
+    ds = load_dataset(csv, experiment, store, mets or [], _split(context_cols), named=mets)
+    if experiment is not None and mets and not cols:  # as for a CSV: the metrics named are the profile
+        cols = mets
     r = run_cluster(ds, cols, k=k, kmax=kmax, pca=pca, by=by, random_state=seed)
     not_ok = int((ds.frame["status"] != "ok").sum())
     if not_ok:  # the profiles are of ok runs
@@ -836,10 +857,12 @@ def cluster(
     if r.null_metrics:
         terminal.warn(f"left out of the profile: {', '.join(r.null_metrics)} (NULL in every run)")
     if r.incomplete_runs:
-        terminal.warn(f"{r.incomplete_runs} run(s) left out of their point's profile: NULL in some of "
+        terminal.warn(f"{r.incomplete_runs} run(s) left out of their point's profile: NULL in some or all of "
                       f"{', '.join(r.columns)} (a profile is the mean of the runs that measured every column)")
     if r.dropped:
         terminal.warn(f"{r.dropped} profile(s) left out (NULL in {', '.join(r.columns)})")
+    if r.kmax_capped is not None and k is None:
+        terminal.info(f"k tried up to {r.kmax_capped}, not {kmax}: {r.kmax_capped + 1} profiles")
     how = "elbow (kneedle)" if k is None and r.elbow_found else ("given" if k is not None else "no elbow found")
     terminal.out.print(f"k = {r.k} ({how}); inertia by k: " + ", ".join(f"{kk}:{v:.3g}" for kk, v in zip(r.ks, r.inertias)))
     show = r.representatives.drop(columns=["_row"])

@@ -836,6 +836,13 @@ def knee(
             example = f" (e.g. {words.iloc[0]!r})" if len(words) else ""
             raise UsageError(f"column {column!r} of {experiment!r} is not numeric{example}",
                              where="--x" if column == x else "--y")
+    varied = [f for f in dataset.features if f not in (x, y) and frame[f].nunique(dropna=False) > 1]
+    if varied:  # the median at each load would be over configurations: a latency none of them had
+        terminal.warn(f"{experiment!r} varies {', '.join(varied)} too: each load's {y} is the median over every "
+                      f"configuration; a knee is of one (the maximum, as the seed's): sweep the load alone")
+    loadless = int((frame[x].isna() & frame[y].notna()).sum())
+    if loadless:
+        terminal.warn(f"{loadless} ok run(s) without a {x}, left out of the curve")
     medians = frame.groupby(x)[y].median()
     unmeasured = medians[medians.isna()].index.tolist()
     if unmeasured:  # dropped, and the knee moves (80000 to 75000, unsaid)

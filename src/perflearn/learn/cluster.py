@@ -40,7 +40,8 @@ class ClusterResult:
     pca: int | None
     dropped: int = 0  # profiles left out: NULL (NaN) in a profile column
     null_metrics: list[str] = field(default_factory=list)  # left out of the default profile: NULL in every run
-    incomplete_runs: int = 0  # runs left out of their point's mean: NULL in some profile columns, not all
+    incomplete_runs: int = 0  # runs left out of their point's mean: NULL in some or all profile columns
+    kmax_capped: int | None = None  # the largest k tried, when fewer profiles than --kmax allowed no more
 
     def plot(self, path: str | Path) -> Path:
         import matplotlib
@@ -54,14 +55,17 @@ class ClusterResult:
         ax1.set_xlabel("k")
         ax1.set_ylabel("k-means inertia")
         ax1.set_title("elbow" + ("" if self.elbow_found else " (none found)"))
-        sc = ax2.scatter(self.coords[:, 0], self.coords[:, 1], c=self.labels, cmap="tab10", s=18)
+        colours = plt.get_cmap("tab10" if self.k <= 10 else "tab20")
+        for c in range(self.k):  # one legend entry per cluster: a colourbar read 0.25 for 2 clusters
+            mine = self.labels == c
+            ax2.scatter(self.coords[mine, 0], self.coords[mine, 1], color=colours(c % colours.N), s=18,
+                        label=f"cluster {c} ({int(mine.sum())})")
         rep_rows = self.representatives["_row"].to_numpy()
         ax2.scatter(self.coords[rep_rows, 0], self.coords[rep_rows, 1], marker="*", s=220, c="k", label="representative")
         ax2.set_xlabel(f"PC1 ({self.explained[0]:.0%})")
         ax2.set_ylabel(f"PC2 ({self.explained[1]:.0%})" if len(self.explained) > 1 else "PC2")
         ax2.set_title(f"k-means, k={self.k}")
         ax2.legend(loc="best", fontsize=8)
-        fig.colorbar(sc, ax=ax2, label="cluster")
         fig.tight_layout()
         fig.savefig(path, dpi=100, format="png")  # exactly ``path`` (without format, no suffix gets ".png" added)
         plt.close(fig)
@@ -69,6 +73,7 @@ class ClusterResult:
 
 
 PROFILE_MAX = 1e150  # |value| whose square the scaler still holds
+ELBOW_KS = 4  # kneedle on k = 1..3 never confirms an elbow (its threshold step, 0.5, is the most the curve bends)
 
 
 def cluster(
@@ -85,6 +90,9 @@ def cluster(
     where = ds.experiment
     if kmax < 2:  # k = 1..kmax: the elbow needs more than one k (it was silently raised to 2)
         raise UsageError(f"the largest k tried must be at least 2, got {kmax}", where="--kmax")
+    if k is None and kmax < ELBOW_KS:  # kneedle's threshold on 3 points can never be crossed: k = 1, always
+        raise UsageError(f"an elbow is found among k = 1..{ELBOW_KS} at least, got {kmax}; or give --k",
+                         where="--kmax")
     if by not in ("point", "run"):
         raise UsageError(f"by must be point or run, got {by!r}", where="--by")
     null = []
@@ -118,8 +126,7 @@ def cluster(
         # means over different runs (one over both repetitions, the other over the second only)
         before = int(frame["point_id"].nunique())
         complete = frame[columns].notna().all(axis=1)
-        incomplete = int((~complete & frame[columns].notna().any(axis=1)
-                          & frame["point_id"].isin(frame.loc[complete, "point_id"])).sum())
+        incomplete = int((~complete & frame["point_id"].isin(frame.loc[complete, "point_id"])).sum())
         agg = {c: "mean" for c in columns}
         agg.update({f: "first" for f in ds.features if f not in columns})
         prof = frame[complete].groupby("point_id", sort=True).agg(agg).reset_index()
@@ -132,10 +139,12 @@ def cluster(
         raise UsageError(f"{n} profiles are too few to cluster (need 3)", where=where)
     Z = StandardScaler().fit_transform(prof[columns].to_numpy(dtype=float))
     Z = np.nan_to_num(Z)  # a constant column scales to 0/0
+    standardised = Z
     if pca is not None:
         if not 1 <= pca <= len(columns):
             raise UsageError(f"PCA components must be in 1..{len(columns)}, got {pca}", where="--pca")
         Z = PCA(n_components=pca, random_state=random_state).fit_transform(Z)
+    capped = n - 1 if kmax > n - 1 else None  # k-means needs more profiles than clusters
     kmax = min(kmax, n - 1)
     if k is not None and not 1 <= k <= n:
         raise UsageError(f"k must be in 1..{n}, got {k}", where="--k")
@@ -160,15 +169,17 @@ def cluster(
         row = int(members[np.argmin(d)])
         reps.append({label: c, size: len(members), "_row": row, **prof.iloc[row].to_dict()})
     prof[label] = labels
+    # the figure's axes: the profiles' first components and their share of all the variance (those of
+    # the --pca reduction are its first components too; refitted on it, they claimed its variance as all)
     ncomp = min(2, Z.shape[1])
     with np.errstate(invalid="ignore", divide="ignore"):  # a constant profile has no variance to share out
-        p2 = PCA(n_components=ncomp, random_state=random_state).fit(Z)
-    coords = p2.transform(Z)
+        p2 = PCA(n_components=ncomp, random_state=random_state).fit(standardised)
+    coords = p2.transform(standardised)
     if ncomp == 1:
         coords = np.column_stack([coords[:, 0], np.zeros(n)])
     explained = [float(v) if np.isfinite(v) else 0.0 for v in p2.explained_variance_ratio_]
     return ClusterResult(chosen, ks, inertias, elbow is not None, labels, prof, pd.DataFrame(reps), coords,
-                         explained, columns, pca, before - n, null, incomplete)
+                         explained, columns, pca, before - n, null, incomplete, capped)
 
 
 def _unused(name: str, taken) -> str:

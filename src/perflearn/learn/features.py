@@ -138,6 +138,11 @@ class FeatureSchema:
                                      where=where)
                 out[f] = values
             else:
+                empty = col.isna().to_numpy()  # an empty cell: NULL, as in training (where its run was left out)
+                if empty.any():
+                    row = int(np.flatnonzero(empty)[0])
+                    raise UsageError(f"feature {f!r} is empty (NULL) in row {row + 1}: give one of its categories",
+                                     where=where)
                 known = set(self.categories.get(f, []))
                 values = _as_known(_categories(col), known)
                 unseen = sorted(set(values.unique()) - known)
