@@ -78,6 +78,45 @@ def test_a_pass_cut_short_is_a_failed_run_with_every_interval_it_ran(simulated, 
     assert runs.loc["ondemand", "energy_reduction"] != pytest.approx((1 - ondemand / whole) * 100)
 
 
+def test_a_static_pass_cut_short_or_missing_prices_nothing_longer_and_says_so(simulated, tmp_path):
+    """Static's first half priced every whole pass (-56 % saved for +22 %), unsaid; without static
+    every reduction was empty, unsaid; every pass alike short was each recorded as failed."""
+    where, journal = simulated
+    half = journal.drop(journal.index[journal["policy"] == "static"][11:])
+    half.to_csv(tmp_path / "half.csv", index=False)
+    result = from_csv(tmp_path / "half.csv", tmp_path / "h.duckdb")
+    assert result.exit_code == 0, result.output
+    assert "static's pass was cut short (11 of 22 intervals): the passes longer than it are recorded without" \
+        in result.output, result.output
+    with open_store(tmp_path / "h.duckdb", read_only=True) as store:
+        runs = store.dataset("manage-half").frame.set_index("policy")
+    assert runs.loc[["ondemand", "hipster"], "energy_reduction"].isna().all(), runs["energy_reduction"]
+    journal[journal["policy"] != "static"].to_csv(tmp_path / "nostatic.csv", index=False)
+    result = from_csv(tmp_path / "nostatic.csv", tmp_path / "n.duckdb")
+    assert result.exit_code == 0 and "no static pass, the energy's reference" in result.output, result.output
+    result = CliRunner().invoke(app, ["manage", "--from-csv", str(tmp_path / "nostatic.csv"), "--store",
+                                      str(tmp_path / "w.duckdb"), "--step-seconds", "4"])  # the run's was 2
+    # a warning, not a refusal: an interleaved run stopped in a turn has passes alike short too
+    assert result.exit_code == 0 and "every pass has 22 intervals, the steps trace at --step-seconds 4 and " \
+        "--interval 1 has 44: unless the run was stopped, give its own" in result.output, result.output
+    empty = journal.astype({"target": object})
+    empty.loc[3, "target"] = None
+    empty.to_csv(tmp_path / "notarget.csv", index=False)
+    result = from_csv(tmp_path / "notarget.csv", tmp_path / "t.duckdb")
+    assert result.exit_code == 2 and "row 5, column target: empty" in result.output, result.output
+
+
+def test_one_file_is_not_two_outputs(tmp_path):
+    """--csv over --store wrote CSV text over the store: its experiments lost, exit 0."""
+    same = tmp_path / "same.duckdb"
+    for args, said in ((["--csv", str(same), "--store", str(same)], "--store and --csv name the same file"),
+                       (["--csv", str(tmp_path / "f.png"), "--figure", str(tmp_path / "f.png")],
+                        "--figure and --csv name the same file")):
+        result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "ondemand", *RUN, *args])
+        assert result.exit_code == 2 and said in result.output, result.output
+    assert not same.exists()
+
+
 def test_an_older_file_has_its_later_columns_missing_not_zero(simulated, tmp_path):
     where, journal = simulated
     journal.drop(columns=["throttled_ms", "host_probe_us", "service_interval"]).to_csv(tmp_path / "old.csv", index=False)
@@ -150,8 +189,8 @@ def test_from_csv_bad_input(simulated, tmp_path):
          "--from-csv records a run that is over: give it without --simulate and --service"),
         (["manage", "--from-csv", str(tmp_path / "ok.csv"), "--store", str(tmp_path / "a.duckdb"), "--power", "x"],
          "--power: expected one of"),
-        (["manage", "--from-csv", str(tmp_path / "ok.csv"), "--store", str(where / "s.duckdb"), "--name", "direct"],
-         "an experiment named 'direct' exists already"),
+        (["manage", "--from-csv", str(tmp_path / "ok.csv"), "--store", str(where / "s.duckdb"), "--name", "direct",
+          *RUN], "an experiment named 'direct' exists already"),
     ]
     for args, message in cases:
         result = CliRunner().invoke(app, args)

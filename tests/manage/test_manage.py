@@ -848,7 +848,7 @@ def test_power_presets_and_custom_models():
     assert tx1.watts(top, 1.0) == pytest.approx(6.0) and "tx1" in tx1.label
     custom = power_model("10,1,4")
     assert custom.watts(top, 1.0) == pytest.approx(10 + 3 * (1 + 4)) and "10,1,4" in custom.label
-    assert power_model("server") == PowerModel()
+    assert power_model("server") == PowerModel(label="modelled (server)")  # named as the other presets are
     for bad in ("-1,1,1", "0,0,0", "a,b,c"):
         with pytest.raises(ValueError):
             power_model(bad)

@@ -94,7 +94,7 @@ def manage(
     power: Annotated[str, typer.Option(help="Power model where there is no RAPL: server (20 W static, per core 1.5 W "
                                        "idle + 6 W dynamic), tx1 (the seed's Jetson TX1: 30 % of peak at 10 % load), "
                                        "or static,idle,dynamic watts.")] = "server",
-    figure: Annotated[Optional[Path], typer.Option(help="Write a figure per policy (load, p95 vs target, speed, cores).")] = None,
+    figure: Annotated[Optional[Path], typer.Option(help="Write one PNG, a column per policy (load, p95 vs target, speed, cores).")] = None,
     csv: Annotated[Optional[Path], typer.Option(help="Write every interval of every policy here (live: as each "
                                                      "ends, so a killed run keeps them).")] = None,
     store: Annotated[Optional[Path], typer.Option("--store", "-s", help="Record the comparison in this results store: "
@@ -152,6 +152,8 @@ def manage(
         raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
     check_png(figure, "--figure")
     check_output(csv, "--csv")  # it failed at the end, the whole run lost with it
+    _one_file_each([("--csv", csv), ("--store", store), ("--figure", figure), ("--from-csv", from_csv),
+                    *(("--experience", path) for path in experience or [])])
     if trace not in TRACES:
         raise UsageError(f"--trace: expected {', '.join(TRACES)}, got {trace!r}")
     if not (1 <= seeds <= MAX_SEEDS):  # each is the whole protocol again: 1e9 ran until killed
@@ -598,12 +600,25 @@ class StaticFirst:
         self.waiting = []
 
 
+def _one_file_each(paths: list[tuple[str, Path | None]]) -> None:
+    """Refuse one file named by two options: --csv over --store wrote CSV text over the
+    store (its experiments lost, exit 0), --csv over --figure the figure."""
+    seen: dict[Path, str] = {}
+    for option, path in paths:
+        if path is None:
+            continue
+        key = path.resolve()
+        if key in seen:
+            raise UsageError(f"{option} and {seen[key]} name the same file, {path}: give each its own")
+        seen[key] = option
+
+
 def static_energy(static, frame, complete: bool) -> float | None:
     """Static's energy as the reference of ``frame``'s: over as many of its intervals as a
     pass cut short ran (its first; against static's whole pass, one cut 5 intervals short
     of 110 read 9.6 % saved where the whole pass saved 6.1 %)."""
-    if static is None:
-        return None
+    if static is None or len(static) < len(frame):  # static cut short: a longer pass has no reference
+        return None  # (a whole pass priced against static's first half read -56 % saved for +22 %)
     energy = static["energy_j"] if complete else static["energy_j"].iloc[:len(frame)]
     return float(energy.sum())
 
@@ -662,6 +677,16 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
                          f"--step-seconds {step_seconds:g} and --interval {interval:g}: give the run's own, or a "
                          "row is there twice")
     cut = {p: len(f) for p, f in passes.items() if len(f) != intervals}
+    if len(passes) > 1 and len(cut) == len(passes) and len(set(cut.values())) == 1:  # other options, or interleaved
+        terminal.warn(f"{path}: every pass has {next(iter(cut.values()))} intervals, the {trace} trace at "
+                      f"--step-seconds {step_seconds:g} and --interval {interval:g} has {intervals}: unless the run "
+                      "was stopped, give its own (each pass is recorded as failed)")
+    if "static" not in passes:
+        terminal.warn(f"{path}: no static pass, the energy's reference: the passes are recorded without an energy "
+                      "reduction")
+    elif "static" in cut:
+        terminal.warn(f"{path}: static's pass was cut short ({cut['static']} of {intervals} intervals): the passes "
+                      "longer than it are recorded without an energy reduction")
     with _recording(store, name or f"manage-{path.name.split('.')[0]}", labels, f"recorded from {path} ({trace} trace)",
                     power_label) as record:
         for policy in labels:

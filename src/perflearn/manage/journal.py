@@ -112,7 +112,8 @@ def read_passes(path: Path, warn: Callable[[str], None] | None = None) -> dict[s
                 raise UsageError(f"{path}: row {row + 2}, column {column}: not a number "
                                  f"({frame[column].iloc[row]!r})")
             frame[column] = values
-    for column in ("t", "cores", "level"):  # every interval has them: an empty cores cell crashed the summary
+    for column in ("t", "cores", "level", "target"):  # every interval has them: an empty cores cell crashed the
+        # summary; an empty target was an interval met and a tardiness of NaN
         empty = frame[column].isna()
         if empty.any():
             raise UsageError(f"{path}: row {int(empty.to_numpy().argmax()) + 2}, column {column}: empty")

@@ -39,7 +39,7 @@ _TX1_DYNAMIC = 0.7 / 0.9 * _TX1_PEAK_W
 _TX1_REST = _TX1_PEAK_W - _TX1_DYNAMIC
 
 PRESETS = {
-    "server": PowerModel(),
+    "server": PowerModel(label="modelled (server)"),  # named as the others are: quoted with the numbers
     "tx1": PowerModel(static_w=_TX1_REST / 2, core_idle_w=_TX1_REST / 2 / _TX1_CORES,
                       core_dynamic_w=_TX1_DYNAMIC / _TX1_CORES, label="modelled (tx1)"),
 }
