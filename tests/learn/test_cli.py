@@ -649,6 +649,9 @@ def test_a_column_name_that_holds_a_comma_is_named_quoted(tmp_path):
     r = run("fit", "--csv", csv, "-t", "T", "-m", '"lat,p95",T', "-f", "k", "--family", "cart", "-o", tmp_path / "m2")
     assert r.exit_code == 2 and "(knobs and context: \"k,x\", b); a name that holds a comma is quoted" in r.output, \
         r.output
+    (tmp_path / "spaced.csv").write_text("a, y\n1,2\n2,4\n3,5\n4,9\n")  # a header written with a space
+    r = run("fit", "--csv", tmp_path / "spaced.csv", "-t", "y", "--family", "linear", "-o", tmp_path / "m4")
+    assert r.exit_code == 2 and "(columns: a, \" y\"); the column is ' y', with its spaces" in r.output, r.output
     r = run("fit", "--csv", csv, "-t", "T", "-m", "T\nx", "--family", "cart", "-o", tmp_path / "m3")
     assert r.exit_code == 2 and "as a comma-separated list" in r.output and len(r.output.strip().splitlines()) == 1, \
         r.output

@@ -262,7 +262,7 @@ def _log_opt(value: str) -> bool | str:
         return True
     if v in ("no", "false", "off", "0"):
         return False
-    raise UsageError(f"--log-target must be auto, yes or no, got {value!r}", where="--log-target")
+    raise UsageError(f"must be auto, yes or no, got {value!r}", where="--log-target")
 
 
 def _pairs(items: list[str] | None, where: str) -> dict[str, object]:
@@ -612,10 +612,10 @@ def predict(
         unknown = [k for k in point if k not in model.features]
         if unknown and all(f in point for f in model.features):  # else "missing ..." says more
             # a misspelt or extra knob would be ignored (a points file may carry extra columns, --set not)
-            from perflearn.store.dataset import comma_hint, listed
+            from perflearn.store.dataset import name_hint, listed
 
             raise UsageError(f"unknown feature {unknown[0]!r} (the model's features: {listed(model.features)})"
-                             f"{comma_hint(unknown[0], model.features)}", where="--set")
+                             f"{name_hint(unknown[0], model.features)}", where="--set")
         frame = pd.DataFrame([point])
         where = "--set"
     else:
@@ -699,9 +699,9 @@ def recommend(
     feats = _split(features)
     for k in fixed:
         if k not in ds.features:
-            from perflearn.store.dataset import comma_hint, listed
+            from perflearn.store.dataset import name_hint, listed
 
-            raise UsageError(f"unknown feature {k!r} (features: {listed(ds.features)}){comma_hint(k, ds.features)}",
+            raise UsageError(f"unknown feature {k!r} (features: {listed(ds.features)}){name_hint(k, ds.features)}",
                              where="--context")
     models = {}
     if model_dir is not None:
@@ -789,7 +789,7 @@ def rules(
     metrics: MetricsOpt = None,
     context_cols: ContextColsOpt = None,
     depth: Annotated[int, typer.Option("--depth", "-d", help="Maximum tree depth.")] = 3,
-    classes: Annotated[Optional[str], typer.Option("--classes", help="Class thresholds, e.g. 25,75 -> slow/avg/fast.")] = None,
+    classes: Annotated[Optional[str], typer.Option("--classes", help="Class thresholds in the target's unit, e.g. 25,75: three classes, <=25, (25,75] and >75 (Kunkel's slow/avg/fast).")] = None,
     min_leaf: Annotated[int, typer.Option("--min-leaf", help="Minimum runs per leaf.")] = 1,
     png: Annotated[Optional[Path], typer.Option("--png", help="Draw the tree into this PNG.")] = None,
 ) -> None:

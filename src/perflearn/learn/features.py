@@ -19,7 +19,7 @@ import pandas as pd
 
 from perflearn.errors import UsageError
 from perflearn.store import Dataset
-from perflearn.store.dataset import comma_hint, listed
+from perflearn.store.dataset import name_hint, listed
 
 # scikit-learn's trees (cart, rf, gbm, and `rules`) cast their input to float32: a value beyond
 # this overflows to inf there ("Input X contains infinity", an internal error); every family refuses it
@@ -273,7 +273,7 @@ def training_data(
                 hint = (f" (it is a metric; to learn from it as measured, not chosen: --context-cols {f})"
                         if f in ds.metrics and f != target else "")
                 raise UsageError(f"unknown feature {f!r}{hint} (knobs and context: {listed(available) or 'none'})"
-                                 f"{comma_hint(f, available)}", where=where)
+                                 f"{name_hint(f, available)}", where=where)
         if target in features:
             raise UsageError(f"target {target!r} cannot also be a feature", where=where)
         twice = next((f for i, f in enumerate(features) if f in features[:i]), None)

@@ -22,18 +22,23 @@ STATUSES = ("ok", "failed", "timeout", "skipped")  # as store.base.STATUSES (bas
 
 
 def listed(names: list) -> str:
-    """Column names joined by ", ", a name that holds a comma quoted: ``a, "lat,p95", T``."""
-    return ", ".join(f'"{n}"' if "," in str(n) else str(n) for n in names)
+    """Column names joined by ", ", a name that holds a comma, or starts or ends with a
+    space, quoted: ``a, "lat,p95", " y"`` (``a,  y`` hid the space a header left)."""
+    return ", ".join(f'"{n}"' if "," in str(n) or str(n) != str(n).strip() else str(n) for n in names)
 
 
-def comma_hint(name: str, names: list) -> str:
-    """Where ``name`` is a piece of a name that holds a comma, how to name that whole."""
+def name_hint(name: str, names: list) -> str:
+    """Where ``name`` is a piece of a name that holds a comma, how to name that whole; where
+    it is a name but for spaces around it (a header ``a, y``), which."""
     whole = next((str(n) for n in names if "," in str(n) and name in str(n).split(",")), None)
-    return f"; a name that holds a comma is quoted, as in the CSV: '\"{whole}\"'" if whole else ""
+    if whole:
+        return f"; a name that holds a comma is quoted, as in the CSV: '\"{whole}\"'"
+    spaced = next((str(n) for n in names if str(n) != name and str(n).strip() == name.strip()), None)
+    return f"; the column is {spaced!r}, with its spaces" if spaced else ""
 
 
 def no_column(name: str, columns: list) -> str:
-    return f"no column {name!r} (columns: {listed(columns)}){comma_hint(name, columns)}"
+    return f"no column {name!r} (columns: {listed(columns)}){name_hint(name, columns)}"
 
 
 @dataclass
