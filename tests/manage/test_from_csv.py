@@ -146,11 +146,16 @@ def test_from_csv_bad_input(simulated, tmp_path):
         odd = journal.astype({column: object})
         odd.loc[3, column] = value
         odd.to_csv(tmp_path / f"{name}.csv", index=False)
+    lines = (tmp_path / "ok.csv").read_text().splitlines(keepends=True)
+    lines[4] = ",".join(lines[4].split(",")[:5]) + "\n"  # a row cut short inside the file (two files joined)
+    (tmp_path / "short.csv").write_text("".join(lines))
     (tmp_path / "store.duckdb").write_bytes(b"DUCK\x00\x01\r\n\x00binary\nno csv\r\x00")
     pd.concat([journal, journal.iloc[[0]]]).to_csv(tmp_path / "twice.csv", index=False)
     cases = [
         (["manage", "--from-csv", str(tmp_path / "nocores.csv"), "--store", str(tmp_path / "a.duckdb")],
          "row 5, column cores: empty"),
+        (["manage", "--from-csv", str(tmp_path / "short.csv"), "--store", str(tmp_path / "a.duckdb")],
+         "row 5 has 5 cells, the header"),
         (["manage", "--from-csv", str(tmp_path / "manycores.csv"), "--store", str(tmp_path / "a.duckdb")],
          "row 5, column cores: not a whole number of cores, 1 to 4096 (1e+20)"),
         (["manage", "--from-csv", str(tmp_path / "half.csv"), "--store", str(tmp_path / "a.duckdb")],

@@ -89,6 +89,11 @@ def read_passes(path: Path, warn: Callable[[str], None] | None = None) -> dict[s
         raise UsageError(f"{path}: no such file") from None
     except (OSError, EOFError, UnicodeDecodeError, csv.Error, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise UsageError(f"{path}: not a CSV file ({(str(exc).splitlines() or [type(exc).__name__])[0]})") from None
+    short = next(((i, len(row)) for i, row in enumerate(csv.reader(io.StringIO(data.decode(errors="replace"))))
+                  if i and row and len(row) < len(frame.columns)), None)
+    if short is not None:  # pandas filled the row's missing cells: it read as "column policy: empty"
+        raise UsageError(f"{path}: row {short[0] + 1} has {short[1]} cells, the header {len(frame.columns)}: "
+                         "a row cut short inside the file")
     if cut and warn is not None:
         warn(f"{path}: its last line (row {len(frame) + 2}) has no line end, cut short as it was written: left out")
     if "seed" in frame:  # a simulated run: one pass per policy and seed, and reproducible
