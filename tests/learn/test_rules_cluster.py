@@ -213,3 +213,11 @@ def test_rules_test_integer_settings_at_integers():
     df3["T"] = np.where(df3.bs > 4096, 9.0, 1.0)
     r3 = tree_rules(training_data(Dataset.from_frame(df3, metrics=["T"]), "T"), max_depth=1)
     assert [rule.conditions for rule in r3.rules] == [["bs == 4096"], ["bs > 34816"]], [x.conditions for x in r3.rules]
+
+
+def test_a_tree_without_a_split_reads_as_one_rule_for_every_run():
+    """It printed "if always then tput is <=8000"."""
+    # two of twelve runs above 8000, on both sides of any split: every leaf says <=8000, merged into one rule
+    df = pd.DataFrame({"x": np.arange(12) % 4, "T": [100.0] * 5 + [9000.0] + [100.0] * 5 + [9100.0]})
+    r = tree_rules(training_data(Dataset.from_frame(df, metrics=["T"]), "T"), max_depth=1, classes=[8000])
+    assert r.text() == "in every run (no split changes it), T is <=8000 (p=0.83, n=12)", r.text()

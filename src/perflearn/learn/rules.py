@@ -31,10 +31,11 @@ class Rule:
     samples: int
 
     def text(self, target: str, unit: str = "") -> str:
-        cond = " and ".join(self.conditions) or "always"
+        # a tree that found no split (or classes that never change) has one rule: "in every run", not "if always"
+        cond = f"if {' and '.join(self.conditions)} then" if self.conditions else "in every run (no split changes it),"
         if self.label is not None:
-            return f"if {cond} then {target} is {self.label} (p={self.probability:.2f}, n={self.samples})"
-        return f"if {cond} then {target} ≈ {self.value:.4g}{(' ' + unit) if unit else ''} (n={self.samples})"
+            return f"{cond} {target} is {self.label} (p={self.probability:.2f}, n={self.samples})"
+        return f"{cond} {target} ≈ {self.value:.4g}{(' ' + unit) if unit else ''} (n={self.samples})"
 
 
 @dataclass
