@@ -125,6 +125,8 @@ def manage(
         raise UsageError("heimdall-experience needs --experience: the --csv files of earlier runs")
     if experience and not any(n in EXPERIENCED for n in bases):
         terminal.warn("--experience is read by heimdall-experience only, which is not among the policies: unused")
+    if not (0 < miss_budget < 1):  # NaN too
+        raise UsageError(f"--miss-budget: a share of the intervals in (0, 1), got {miss_budget:g}")
     if miss_budget != 0.01 and not any(n in EXPERIENCED for n in bases):
         terminal.warn("--miss-budget is heimdall-experience's, which is not among the policies: unused")
     heimdall = any(b.startswith("heimdall") for b in bases)
@@ -134,8 +136,6 @@ def manage(
         if unused:
             terminal.warn(f"{', '.join(unused)}: read by the heimdall policies only, none of which is among the "
                           "policies: unused")
-    if not (0 < miss_budget < 1):  # NaN too
-        raise UsageError(f"--miss-budget: a share of the intervals in (0, 1), got {miss_budget:g}")
     # NaN passes every comparison as False: finite and positive, said positively
     # bounded far beyond any service, so that none overflows (--target-ms 1e300 printed a 200-digit target)
     for option, value, most, what in (("--target-ms", target_ms, 3.6e6, "one hour"),
