@@ -219,11 +219,18 @@ def figure(frames: dict[str, pd.DataFrame], path, title: str = "") -> None:
         ax = axes[:, col]
         ax[0].plot(frame["t"], frame["rps"] / 1e3)
         ax[0].set_title(name)
+        top = frame["target"].iloc[0] * 1e3 * 3
         ax[1].plot(frame["t"], frame["p95"] * 1e3)
+        over = frame["p95"] * 1e3 > top  # off the panel: marked at its top edge, not just touching it
+        ax[1].plot(frame["t"][over], [top * 0.97] * int(over.sum()), "^", color="r", markersize=4,
+                   label="p95 above 3x target" if over.any() else None)
         ax[1].axhline(frame["target"].iloc[0] * 1e3, color="k", linestyle="--")
-        ax[1].set_ylim(0, frame["target"].iloc[0] * 1e3 * 3)
-        ax[2].step(frame["t"], frame["level"], where="post")
-        ax[3].step(frame["t"], frame["cores"], where="post")
+        ax[1].set_ylim(0, top)
+        if over.any():
+            ax[1].legend(loc="best", fontsize=6)
+        # t is an interval's end: its configuration ran over the interval before it ("post" drew it one late)
+        ax[2].step(frame["t"], frame["level"], where="pre")
+        ax[3].step(frame["t"], frame["cores"], where="pre")
         if col == 0:
             for a, label in zip(ax, ("kRPS", "p95 (ms)", "speed level", "cores")):
                 a.set_ylabel(label)
