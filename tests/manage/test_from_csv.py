@@ -48,6 +48,9 @@ def test_a_whole_run_is_recorded_as_the_run_recorded_it(simulated, tmp_path):
     pd.testing.assert_frame_equal(direct[key].sort_values("policy").reset_index(drop=True),
                                   replayed[key].sort_values("policy").reset_index(drop=True))
     assert (replayed["status"] == "ok").all()
+    with open_store(where / "s.duckdb", read_only=True) as store:  # a simulated pass's time: its simulated seconds
+        walls = {n: store.runs(n).set_index("run_id")["wall_s"].sort_values().tolist() for n in ("direct", "replayed")}
+    assert walls["direct"] == walls["replayed"] and min(walls["direct"]) == 22.0, walls
     assert len(samples["replayed"]) == len(samples["direct"]) > 0
     assert samples["replayed"]["value"].isna().sum() == samples["direct"]["value"].isna().sum()
 

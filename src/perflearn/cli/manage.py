@@ -761,7 +761,8 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
                            interval, power, target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost,
                            headroom, experience if "heimdall-experience" in names else None, miss_budget, slot,
                            HOST_QUANTILE if host_quantile is None else host_quantile,
-                           on_pass=lambda name, frame: priced.add(name, frame, 0.0, True))
+                           # its wall time is the simulated seconds, as --from-csv records a live pass's (it was 0)
+                           on_pass=lambda name, frame: priced.add(name, frame, float(frame["t"].max()), True))
             _say_seed(run, s == seed, s, names, space, mu, tick, profiled_speed, host, miss_budget)
             runs.append(run)
     except KeyboardInterrupt:  # every finished pass was recorded as it ended: say so (it said only "interrupted")
