@@ -79,7 +79,6 @@ def signals_held() -> Iterator[None]:
             deliver(got[0])  # the stop wins, the block's error kept as its __context__
 
 
-
 # The guard of start_group: a process of its own, so it outlives perflearn killed outright. Its
 # parent-death signal (SIGTERM) is its cue: the group gets SIGTERM, then SIGKILL after a grace.
 # It is ready before the command starts and learns the group's id on stdin, so a death at any

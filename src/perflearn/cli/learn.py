@@ -269,7 +269,7 @@ def _pairs(items: list[str] | None, where: str) -> dict[str, object]:
     out: dict[str, object] = {}
     for part in _split(items) or []:  # an item holding a comma is quoted whole: '"b=u,v"'
         if "=" not in part:
-            quoted = "; an item that holds a comma is quoted whole: '\"b=u,v\"'" if "," in str(items) else ""
+            quoted = "; an item that holds a comma is quoted whole: '\"b=u,v\"'" if any("," in item for item in items or []) else ""
             raise UsageError(f"{part!r} is not NAME=VALUE{quoted}", where=where)
         k, v = part.split("=", 1)
         k, value = k.strip(), _value(v.strip())

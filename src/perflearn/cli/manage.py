@@ -595,7 +595,7 @@ class StaticFirst:
 
     def flush(self) -> None:
         for label, frame, wall, complete in self.waiting:
-            self.record(label, frame, static_energy(self.static, frame, complete), wall, complete,
+            self.record(label, frame, static_energy(self.static, frame), wall, complete,
                         frame.attrs.get("stopped"))
         self.waiting = []
 
@@ -613,14 +613,13 @@ def _one_file_each(paths: list[tuple[str, Path | None]]) -> None:
         seen[key] = option
 
 
-def static_energy(static, frame, complete: bool) -> float | None:
-    """Static's energy as the reference of ``frame``'s: over as many of its intervals as a
-    pass cut short ran (its first; against static's whole pass, one cut 5 intervals short
-    of 110 read 9.6 % saved where the whole pass saved 6.1 %)."""
+def static_energy(static, frame) -> float | None:
+    """Static's energy as the reference of ``frame``'s: over its first as many intervals as
+    ``frame`` ran (a whole pass: all of them; against static's whole pass, one cut 5
+    intervals short of 110 read 9.6 % saved where the whole pass saved 6.1 %)."""
     if static is None or len(static) < len(frame):  # static cut short: a longer pass has no reference
         return None  # (a whole pass priced against static's first half read -56 % saved for +22 %)
-    energy = static["energy_j"] if complete else static["energy_j"].iloc[:len(frame)]
-    return float(energy.sum())
+    return float(static["energy_j"].iloc[:len(frame)].sum())
 
 
 class _Alarms:
@@ -691,8 +690,7 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
                     power_label) as record:
         for policy in labels:
             frame = passes[policy]
-            record(policy, frame, static_energy(passes.get("static"), frame, policy not in cut), float(frame["t"].max()),
-                   policy not in cut,
+            record(policy, frame, static_energy(passes.get("static"), frame), float(frame["t"].max()), policy not in cut,
                    f"cut short: {len(frame)} of the trace's {intervals} intervals" if policy in cut else None)
     terminal.info(f"{len(labels)} passes recorded" + (
         "; cut short (failed runs): " + ", ".join(f"{p} ({n} of {intervals} intervals)" for p, n in cut.items())

@@ -302,38 +302,41 @@ class LiveService(Service):
         """Stop what the pass started and leave the maximum; a signal waits until it is done
         (``signals_held``): cut short, it left the sniffer running and the threads unjoined."""
         with signals_held():
-            for proc in filter(None, (self.load, self.service)):
-                if proc.poll() is None:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=5)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
-            for err in filter(None, (self.service_err, self.load_err)):
-                err.close()
-            if self.load_reader is not None:
-                self.load_reader.join(timeout=2.0)  # at the generator's end of output
-            if self.load is not None and self.load.stdout is not None:
-                self.load.stdout.close()
-            if self.probe is not None:
-                self.probe.stop()
-            try:
-                if self.sniffer is not None:
-                    died = self.sniffer.poll() is not None  # said already, by the interval that found it
-                    try:
-                        self.sniffer.stop()
-                    except PerflearnError:
-                        if not died:
-                            raise
-            finally:
-                if self.governors is not None:
-                    self.governors.restore()  # the governors it found, or those a killed manager found
-                    originals.release(self.held)
-                self.group.end_processes()  # what the service forked or daemonised ("bash -c", "memcached -d")
-                self.group.remove()
-                if self.harness:
-                    _place_threads(self.affinity)
+            self._close()
+
+    def _close(self) -> None:
+        for proc in filter(None, (self.load, self.service)):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        for err in filter(None, (self.service_err, self.load_err)):
+            err.close()
+        if self.load_reader is not None:
+            self.load_reader.join(timeout=2.0)  # at the generator's end of output
+        if self.load is not None and self.load.stdout is not None:
+            self.load.stdout.close()
+        if self.probe is not None:
+            self.probe.stop()
+        try:
+            if self.sniffer is not None:
+                died = self.sniffer.poll() is not None  # said already, by the interval that found it
+                try:
+                    self.sniffer.stop()
+                except PerflearnError:
+                    if not died:
+                        raise
+        finally:
+            if self.governors is not None:
+                self.governors.restore()  # the governors it found, or those a killed manager found
+                originals.release(self.held)
+            self.group.end_processes()  # what the service forked or daemonised ("bash -c", "memcached -d")
+            self.group.remove()
+            if self.harness:
+                _place_threads(self.affinity)
 
 
 def _dropped(line: dict) -> int:
