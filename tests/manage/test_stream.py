@@ -4,7 +4,6 @@ in a backlog, or belong to the next policy's turn. Real time, short intervals: t
 waiting rules are the ones a live run uses (the live runs are in test_live_failures.py)."""
 
 import math
-import threading
 import time
 
 import pytest
@@ -20,16 +19,16 @@ SPACE = ConfigSpace(cores=(1, 2), levels=(0.5, 1.0))
 
 
 def started(interval=INTERVAL, ago=0.0):
-    """A stream whose load began ``ago`` seconds ago."""
+    """A stream whose load began ``ago`` seconds ago, on a sniffer's clock as perflearn-sniff gives it."""
     stream = LineStream(interval)
+    stream.put({"type": "ready", "clock_offset": time.time() - time.monotonic()})
     stream.begin(ago)
     return stream
 
 
-def put(stream, k, ticks=2, rps=None, shift=0.0):
-    """Interval ``k``'s ticks and line, as perflearn-sniff writes them (ticks first); ``shift``:
-    how far the wall clock it stamps them on has stepped."""
-    start = stream.load_start + shift + k * stream.interval
+def put(stream, k, ticks=2, rps=None):
+    """Interval ``k``'s ticks and line, as perflearn-sniff writes them (ticks first)."""
+    start = stream.load_start + k * stream.interval
     for j in range(ticks):
         width = stream.interval / ticks
         stream.put({"type": "tick", "start": start + j * width, "end": start + (j + 1) * width, "rps": 100.0 * k})
@@ -42,7 +41,7 @@ def test_a_wire_line_is_placed_on_the_load_clock_at_any_interval():
     to spare, 42 % of 0.01-s interval lines (12 % at 0.1 s) came one interval early, were
     passed over as stale, and good intervals were recorded as misses."""
     for interval in (0.01, 0.1, 1.0):
-        stream = LineStream(interval)
+        stream = LineStream(interval, offset=time.time() - time.monotonic())
         mark_ns = 1_796_018_137_806_830_600
         stream.load_start = mark_ns / 1e9
         step, tick = round(interval * 1e9), round(interval * 1e9) // 10
@@ -169,93 +168,32 @@ def test_taking_turns_a_loop_behind_at_its_turns_end_leaves_the_next_turn_whole(
     assert not any("neither" in notes[i] or "stalled" in notes[i] for i in (0, 2, 3, 4, 5, 6, 7))
 
 
-class SteppingClock:
-    """The wall clock, stepped by ``shift`` seconds (NTP, a VM resumed)."""
-
-    def __init__(self):
-        self.shift = 0.0
-
-    def __call__(self):
-        return time.time() + self.shift
-
-
-def grid(stream, clock, k, rps, ticks=10):
-    """Interval ``k`` of perflearn-sniff's grid, which stays on the wall clock from its mark
-    (a step does not move it): its ticks and line, stamped there."""
-    start = stream.origin if stream.origin is not None else stream.load_start
-    width = stream.interval / ticks
-    for j in range(ticks):
-        stream.put({"type": "tick", "start": start + k * stream.interval + j * width,
-                    "end": start + k * stream.interval + (j + 1) * width, "rps": rps})
-    stream.put({"type": "interval", "start": start + k * stream.interval, "end": start + (k + 1) * stream.interval,
-                "rps": rps})
-
-
-def test_a_step_of_the_wall_clock_leaves_each_interval_with_its_load():
-    """The sniffer stamps on the wall clock and keeps its grid there; the load keeps monotonic
-    time. A step forward of 1 s in interval 3 (0.05-s intervals) closes the sniffer's interval
-    3 (the requests before the step), writes the 19 it jumped over (empty), and its interval
-    23 holds the rest of interval 3. That one is taken as interval 3, marked; the empty ones
-    are not taken; later intervals keep their places (placed by count or by the wall clock,
-    every later interval was 20 off). A step of 1.4 intervals places lines one interval off
-    and keeps every tick with its line (a fractional correction dropped 4 of 10)."""
-    for step, whole in ((1.0, 20), (0.07, 1)):
-        clock = SteppingClock()
-        stream = LineStream(INTERVAL, clock)
-        stream.begin(ago=3.5 * INTERVAL)  # now: inside interval 3
-        for k in range(3):
-            grid(stream, clock, k, 1000.0 * (k + 1))
-            assert stream.take().index == k
-        clock.shift = step
-        grid(stream, clock, 3, 700.0)  # the requests of interval 3 before the step
-        for k in range(4, 3 + whole):
-            grid(stream, clock, k, 0.0)  # jumped over
-        grid(stream, clock, 3 + whole, 300.0)  # the rest of interval 3
-        taken = stream.take()
-        assert (taken.index, taken.line["rps"], taken.line.get("clock_stepped")) == (3, 300.0, True), step
-        assert not taken.earlier and len(taken.ticks) == 10, step
-        grid(stream, clock, 4 + whole, 5000.0)  # interval 4 on the load's clock
-        taken = stream.take()
-        assert (taken.index, taken.line["rps"], "clock_stepped" in taken.line) == (4, 5000.0, False), step
-        assert len(taken.ticks) == 10 and {t["index"] for t in taken.ticks} == {4}, step
-        assert stream.steps == [pytest.approx(step, abs=2e-3)], step
-
-
-def test_a_step_back_is_stalls_then_one_interval_marked():
-    """A step back of 0.5 s (ten 0.05-s intervals) in interval 3: the sniffer holds its
-    interval open until the wall clock comes back, so the loop's intervals 3-12 stall (the
-    maximum applied), and the one line that holds all their requests is marked."""
-    clock = SteppingClock()
-    stream = LineStream(INTERVAL, clock)
-    stream.begin(ago=3.5 * INTERVAL)
-    for k in range(3):
-        grid(stream, clock, k, 1000.0)
-        assert stream.take().index == k
-    clock.shift = -0.5
-    got = []
-    threading.Timer(0.5 + 0.6 * INTERVAL, lambda: grid(stream, clock, 3, 11_000.0)).start()
-    while not got or got[-1] is None:
-        got.append(stream.take())
-    # stalls until the line comes (intervals 3-9 at these deadlines); then it is 13's, marked
-    assert len(got) >= 6 and set(got[:-1]) == {None} and got[-1].index == 13 and got[-1].line["clock_stepped"]
-    assert stream.steps == [pytest.approx(-0.5, abs=2e-3)]
-
-
-def test_a_clock_that_does_not_step_is_never_taken_for_one():
-    """Reading the wall clock between two monotonic reads, preempted between them, read as a
-    step of up to 100 ms under load: such samples are not taken."""
+def test_the_load_clock_is_the_sniffers_not_the_wall_clock():
+    """perflearn-sniff keeps its times on the wall clock as it read at its start, moved on by
+    the monotonic clock, and says so in its ready line (``clock_offset``): lines are placed
+    and awaited on that clock, whatever the wall clock reads. Here it is a day behind (a
+    step back since the sniffer started): before, the stream read the wall clock, and every
+    line was refused as before the load's start."""
     stream = LineStream(INTERVAL)
-    stream.begin()
-    for _ in range(20_000):
-        stream._watch_clock()
-    assert stream.steps == [] and stream.at_risk == []
-    reads = iter([0.0, 5.0, 0.02])  # a 20-ms gap between the monotonic reads: the sample is left out
-    original = time.monotonic
-    try:
-        time.monotonic = lambda: next(reads)
-        assert stream._sample() is None
-    finally:
-        time.monotonic = original
+    with pytest.raises(RuntimeError, match="ready line"):
+        stream.now()
+    stream.put({"type": "ready", "clock_offset": time.time() - time.monotonic() - 86_400.0})
+    stream.begin(ago=0.5 * INTERVAL)
+    assert stream.now() == pytest.approx(time.time() - 86_400.0, abs=0.01)
+    for k in range(3):
+        put(stream, k)
+        taken = stream.take()
+        assert (taken.index, taken.line["rps"]) == (k, 1000.0 * (k + 1))
+    assert stream.take() is None  # interval 3 awaited on the sniffer's clock: its line never came, a stall
+
+
+def test_a_step_of_the_wall_clock_is_listed_to_be_said():
+    """The sniffer says each step of the wall clock in a clock_step line: listed, not queued."""
+    stream = started(ago=0.5 * INTERVAL)
+    assert not stream.put({"type": "clock_step", "at": stream.now(), "step": -1.5})
+    assert stream.steps == [-1.5] and stream.lines.empty()
+    put(stream, 0)
+    assert stream.take().index == 0
 
 
 def test_ticks_go_with_their_own_interval_whatever_order_they_come_in():

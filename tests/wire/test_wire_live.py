@@ -228,3 +228,60 @@ def test_a_capture_that_ran_again_puts_its_backlog_where_it_was_stamped(wire_too
     busy = [i for i in wire.intervals if i["start"] >= load.summary["start"] + 0.1 and i["end"] <= load.summary["end"] - 0.1]
     assert len(busy) >= 5
     assert max(i["requests"] for i in busy) <= 1000 * 1.2, [i["requests"] for i in wire.intervals]
+
+
+def _step_wall_clock(seconds: float) -> None:
+    time.clock_settime(time.CLOCK_REALTIME, time.clock_gettime(time.CLOCK_REALTIME) + seconds)
+
+
+@pytest.fixture
+def can_step_clock():
+    """This test steps the machine's wall clock (and steps it back after): it needs CAP_SYS_TIME."""
+    try:
+        _step_wall_clock(0.0)
+    except PermissionError:
+        pytest.skip("stepping the wall clock needs CAP_SYS_TIME")
+
+
+def test_a_step_of_the_wall_clock_moves_no_interval(wire_tools, can_capture, can_step_clock, memcached):
+    """The kernel stamps packets on the wall clock. On those stamps a step back of 1.5 s held
+    the open interval until the clock came back (no line for 1.5 s, then three 0.5-s
+    intervals' requests in one), and a step forward wrote the intervals it jumped over, empty.
+    The capture keeps its times on the monotonic clock now: each interval comes on time with
+    its own requests, and each step is said once (a clock_step line, a warning)."""
+    import threading
+
+    arrived = []  # (monotonic time read, line)
+    stepped = 0.0
+    try:
+        with LiveSniffer("lo", bpf=f"tcp port {memcached.port}", ports=[memcached.port], interval=0.5,
+                         on_line=lambda obj: arrived.append((time.monotonic(), obj))) as sniffer:
+            def step(by: float) -> None:
+                nonlocal stepped
+                _step_wall_clock(by)
+                stepped += by
+
+            threading.Timer(1.6, step, (-1.5,)).start()
+            threading.Timer(3.1, step, (+1.5,)).start()
+            load = run_load(memcached.address, "memcache-binary", rate=2000, duration=4.5, connections=4,
+                            extra=["--arrivals", "uniform"])
+    finally:
+        if stepped:
+            _step_wall_clock(-stepped)  # a test that failed between the steps leaves the clock as it was
+    wire = sniffer.result
+    offset = next(obj for _, obj in arrived if obj["type"] == "ready")["clock_offset"]
+    assert wire.summary["requests"] == load.summary["completed"]
+    steps = [obj for _, obj in arrived if obj["type"] == "clock_step"]
+    assert [s["step"] for s in steps] == [pytest.approx(-1.5, abs=0.01), pytest.approx(1.5, abs=0.01)], steps
+    assert sum("wall clock stepped" in w for w in wire.warnings) == 2, wire.warnings
+    lines = [(at, obj) for at, obj in arrived if obj["type"] == "interval"]
+    for (_, one), (_, two) in zip(lines, lines[1:]):
+        assert two["start"] == pytest.approx(one["end"], abs=1e-6), (one, two)  # no gap, no overlap
+    # each line came within 0.2 s of its end on the monotonic clock (as the capture's times are)
+    for at, obj in lines:
+        assert at - (obj["end"] - offset) < 0.2, (at - (obj["end"] - offset), obj)
+    busy = [obj for _, obj in lines[1:-1] if obj["end"] - obj["start"] == pytest.approx(0.5)
+            and load.summary["start"] + 0.1 <= obj["start"] and obj["end"] <= load.summary["end"] - 0.1]
+    assert len(busy) >= 6, [obj["requests"] for _, obj in lines]
+    assert all(800 <= obj["requests"] <= 1200 for obj in busy), [obj["requests"] for obj in busy]
+    assert max(obj["max_us"] for obj in busy) < 100_000  # no step inside a latency

@@ -245,23 +245,19 @@ class LiveService(Service):
         behind = [_measured(old, old_ticks, utilisation, power, self._lost(old)) for old, old_ticks in earlier]
         p95, p99, note = interval_latency(line, ticks)
         lost = self._lost(line)
-        stepped = "the wall clock stepped in or near the interval: its requests may be of others" \
-            if line.get("clock_stepped") else None
-        note = "; ".join(filter(None, [note, lost, self._clock_steps(), stepped]))
+        note = "; ".join(filter(None, [note, lost, self._clock_steps()]))
         if note:
             extra["note"] = note
         return Measured(rps, p95, p99, utilisation, **power, **extra, index=line["index"], behind=behind,
-                        partial=lost is not None or stepped is not None)
+                        partial=lost is not None)
 
     def _clock_steps(self) -> str | None:
-        """What to say of steps of the wall clock seen since the last interval recorded."""
+        """What to say of steps of the wall clock the sniffer saw since the last interval recorded."""
         said = []
         while self.stream.steps:
             step = self.stream.steps.pop(0)
-            off = round(self.stream.stepped / self.interval)
-            said.append(f"the wall clock stepped {step:+.3f} s (NTP, or a VM resumed): the capture's intervals are "
-                        f"placed {off:+d} interval{'s' * (abs(off) != 1)} off it from here on, to keep each with its "
-                        "load; the intervals it may have mixed are marked")
+            said.append(f"the wall clock stepped {step:+.3f} s (NTP, or a VM resumed): the capture and the load "
+                        "keep to the monotonic clock, so no interval moved")
             self.warn(said[-1])
         return "; ".join(said) or None
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import queue
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,12 +20,6 @@ from dataclasses import dataclass, field
 # closes intervals on a timer of at most 100 ms, 20 ms behind the packets
 SNIFFER_DELAY_S = 0.15
 LATE_WAIT_S = 0.25  # the least a late loop waits for a line before it calls the stream stalled
-# A change of the wall clock against the monotonic one larger than this is a step (NTP, a resumed
-# VM); slewing moves both clocks. A sample whose two monotonic reads, around the wall-clock read,
-# lie further apart than READ_GAP_S is no sample: the thread was preempted between the reads (under
-# load that read as steps of up to 100 ms, in pairs, where the clock never stepped)
-CLOCK_STEP_S = 0.01
-READ_GAP_S = 0.001
 
 
 @dataclass
@@ -52,24 +45,18 @@ class LineStream:
     intervals before it (the preload) are refused by ``put``. Deadlines are on the monotonic
     clock, as the load generator's schedule.
 
-    The sniffer stamps on the wall clock and keeps its grid of intervals there: a step of
-    the wall clock during the run (NTP, a VM resumed) would shift every later line's place by
-    the step. Each step is seen (the wall clock against the monotonic one), listed in
-    ``steps`` for the loop to say, and later lines are placed that many whole intervals off
-    (the sniffer's grid does not move). The intervals a step may have mixed are marked
-    ``clock_stepped``: from the last check that saw no step to its discovery, and, for a step
-    back, as far again (the sniffer holds its interval open until the clock comes back: a
-    step back of 2 s put four 0.5-s intervals' requests in one)."""
+    The load's clock is the sniffer's: the wall clock as it read at the capture's start,
+    moved on by the monotonic clock (its ready line's ``clock_offset``). A step of the wall
+    clock during the run (NTP, a VM resumed) moves neither; the sniffer says each with a
+    ``clock_step`` line, listed in ``steps`` for the loop to say. (Until session 54 the
+    sniffer kept the wall clock, and this class moved its lines back by whole intervals
+    after a step; a step back still held the sniffer's interval open for the step's length:
+    at -2 s, four 0.5-s intervals stalled and the next held all their requests.)"""
 
-    def __init__(self, interval_s: float, clock: Callable[[], float] = time.time):
+    def __init__(self, interval_s: float, offset: float | None = None):
         self.interval = interval_s
-        self.clock = clock  # the sniffer's: its lines carry epoch seconds
-        self.offset: float | None = None  # wall clock minus monotonic clock at the load's start
-        self.stepped = 0.0  # how far the wall clock stepped since (seconds, + forward)
-        self.steps: list[float] = []  # each step seen, not yet said
-        self.at_risk: list[tuple[int, int]] = []  # (first, last) intervals each step may have mixed
-        self.checked: float | None = None  # the load's clock at the last check that saw no step
-        self.watch = threading.Lock()  # both threads check the clock
+        self.offset = offset  # the sniffer's clock_offset: its times minus the monotonic clock
+        self.steps: list[float] = []  # each step of the wall clock the sniffer said, not yet said here
         self.lines: queue.Queue = queue.Queue()
         self.carry: list[dict] = []  # read, not yet the loop's: ticks of later intervals, the next turn's lines
         self.intervals_seen = 0
@@ -80,56 +67,33 @@ class LineStream:
 
     def begin(self, ago: float = 0.0) -> None:
         """The load's profile began ``ago`` seconds ago (now, live)."""
-        while (offset := self._sample()) is None:
-            pass
-        self.offset = offset
-        self.load_start = time.monotonic() + offset - ago
+        self.load_start = self.now() - ago
 
     def now(self) -> float:
-        """The load's clock: epoch seconds as the wall clock read at the load's start, moved on by
-        the monotonic clock."""
+        """The load's clock (the sniffer's), in the epoch seconds its lines carry."""
         return time.monotonic() + self._offset()
 
     def _offset(self) -> float:
-        return self.offset if self.offset is not None else self.clock() - time.monotonic()
-
-    def _sample(self) -> float | None:
-        before = time.monotonic()
-        wall = self.clock()
-        after = time.monotonic()
-        return None if after - before > READ_GAP_S else wall - (before + after) / 2
-
-    def _watch_clock(self) -> None:
-        if self.offset is None or (sample := self._sample()) is None:
-            return
-        drift = sample - self.offset
-        with self.watch:
-            now = self.now()
-            if abs(drift - self.stepped) > CLOCK_STEP_S:
-                step = drift - self.stepped
-                since = self.checked if self.checked is not None else now
-                self.at_risk.append((self._index(since), self._index(now + max(0.0, -step))))
-                self.steps.append(step)
-                self.stepped = drift
-            self.checked = now
-
-    def _index(self, t: float) -> int:
-        return math.floor((t - (self.origin if self.origin is not None else self.load_start)) / self.interval)
+        if self.offset is None:
+            raise RuntimeError("the sniffer's clock is not known: its ready line was not put")
+        return self.offset
 
     def put(self, obj: dict) -> bool:
         """Place a wire line (``obj["index"]``) and queue it for the loop; False, and not
         queued, for a line that is not the trace's: one that began before the load did (the
         preload's burst of sets), or a sliver of an interval that began between the load's
-        start and the sniffer's mark (a whole second could fall there)."""
+        start and the sniffer's mark (a whole second could fall there). The ready line gives
+        the clock; a clock_step line is listed in ``steps``."""
         kind = obj.get("type")
+        if kind == "ready":
+            self.offset = float(obj["clock_offset"])
+        elif kind == "clock_step":
+            self.steps.append(float(obj["step"]))
         if kind not in ("interval", "tick"):
             return False
-        self._watch_clock()
-        stamped = float(obj.get("start", 0.0))
-        # on the load's clock: the sniffer's grid stays where it was on the wall clock, so whole intervals off
-        start = stamped - self.interval * round(self.stepped / self.interval)
+        start = float(obj.get("start", 0.0))
         if start < self.load_start or (kind == "interval" and not self.intervals_seen
-                                       and float(obj.get("end", 0.0)) - stamped < self.interval / 2):
+                                       and float(obj.get("end", 0.0)) - start < self.interval / 2):
             return False
         if kind == "interval":
             self.intervals_seen += 1
@@ -145,8 +109,6 @@ class LineStream:
         else:
             place = (start - self.origin) / self.interval
             obj["index"] = round(place) if kind == "interval" else math.floor(place + 1e-4)
-        if kind == "interval" and any(first <= obj["index"] <= last for first, last in self.at_risk):
-            obj["clock_stepped"] = True
         self.lines.put(obj)
         return True
 
@@ -157,7 +119,6 @@ class LineStream:
         is the one returned, those before it in ``earlier``. Lines at or past ``horizon`` wait
         for the next call with a later horizon. ``react``: told each tick of the turn as it
         comes while the line is awaited."""
-        self._watch_clock()
         deadline = self._deadline()
         seen: list[dict] = []  # ticks of this turn read while waiting
         later: list[dict] = []  # ticks of the next turn read while waiting: its own

@@ -29,8 +29,11 @@ class SniffResult:
     intervals: list[dict] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
     records: list[dict] = field(default_factory=list)
-    # the tool's warnings (no request matched, a truncated capture), one line each
+    # the tool's warnings (no request matched, a truncated capture, a step of the wall clock), one line each
     warnings: list[str] = field(default_factory=list)
+    # live: seconds to add to the monotonic clock (time.monotonic) to get the capture's times, which
+    # are the wall clock as it read at the start, moved on by the monotonic clock (a step moves none)
+    clock_offset: float | None = None
 
     def keep(self, obj: dict, records: bool = True) -> None:
         """File a line of the tool's by its type (records only with ``records``)."""
@@ -39,6 +42,8 @@ class SniffResult:
             self.intervals.append(obj)
         elif kind == "summary":
             self.summary = obj
+        elif kind == "ready":
+            self.clock_offset = obj.get("clock_offset")
         elif kind == "record" and records:
             self.records.append(obj)
 

@@ -1,5 +1,5 @@
 //! perflearn-sniff: request latency from packets, from a pcap/pcapng file or an interface.
-//! Output: JSON Lines on stdout ("ready", "interval", "summary", and "record" lines).
+//! Output: JSON Lines on stdout ("ready", "interval", "tick", "clock_step", "summary", and "record" lines).
 
 use std::fs::File;
 use std::cell::RefCell;
@@ -9,11 +9,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use perflearn_wire::analyzer::{Analyzer, Config};
+use perflearn_wire::capture::clock::CaptureClock;
 use perflearn_wire::capture::file::read_file;
+use perflearn_wire::capture::Frame;
 use perflearn_wire::capture::link;
 use perflearn_wire::capture::live::{KernelStats, LiveCapture, LiveOptions};
 use perflearn_wire::output::{Gauges, RecordFormat, Reporter};
@@ -125,10 +127,6 @@ fn report_ns(s: f64, what: &str) -> Result<u64, WireError> {
     secs_ns(s, what)
 }
 
-fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
-}
-
 fn run(args: Args) -> Result<(), WireError> {
     let interval_ns = report_ns(args.interval, "--interval")?;
     if args.snaplen <= 0 {
@@ -184,7 +182,7 @@ fn run(args: Args) -> Result<(), WireError> {
             if !link::is_supported(frame.linktype) || reporter.failed() {
                 return;
             }
-            clock(&mut reporter, &analyzer, frame.ts, None);
+            advance(&mut reporter, &analyzer, frame.ts, None);
             analyzer.frame(frame, &mut reporter);
             last = last.max(frame.ts);
         })?;
@@ -225,13 +223,16 @@ fn run(args: Args) -> Result<(), WireError> {
     let mark = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&mark))
         .map_err(|e| WireError::new("signals", e.to_string()))?;
+    // Times on the wall clock as it read now, moved on by the monotonic clock (clock.rs).
+    let mut clock = CaptureClock::system();
     {
         let mut out = stdout();
         let ready = format!(
-            "{{\"type\":\"ready\",\"interface\":{},\"linktype\":\"{}\",\"filter\":{}}}\n",
+            "{{\"type\":\"ready\",\"interface\":{},\"linktype\":\"{}\",\"filter\":{},\"clock_offset\":{:.9}}}\n",
             serde_json_string(&interface),
             link::name(cap.linktype()),
-            args.filter.as_deref().map(serde_json_string).unwrap_or_else(|| "null".into())
+            args.filter.as_deref().map(serde_json_string).unwrap_or_else(|| "null".into()),
+            clock.offset_secs()
         );
         match out.write_all(ready.as_bytes()).and_then(|_| out.flush()) {
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
@@ -245,21 +246,24 @@ fn run(args: Args) -> Result<(), WireError> {
     let timer = Duration::from_nanos(tick_ns.map_or(100_000_000, |t| (t / 2).clamp(1_000_000, 100_000_000)));
     // Packets reach us a little after their timestamp: close intervals that much later.
     let lag_ns = 20_000_000u64;
-    reporter.clock(now_ns(), &analyzer.counters(), gauges(&analyzer), Some(&kernel));
+    reporter.clock(clock.now(), &analyzer.counters(), gauges(&analyzer), Some(&kernel));
     while !stop.load(Ordering::Relaxed) {
         if deadline.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
         let mut frame_ts = None;
+        clock.check();
         cap.next(&mut |frame| {
-            clock(&mut reporter, &analyzer, frame.ts, Some(&kernel));
+            let frame = Frame { ts: clock.place(frame.ts), ..frame };
+            advance(&mut reporter, &analyzer, frame.ts, Some(&kernel));
             analyzer.frame(frame, &mut reporter);
             frame_ts = Some(frame.ts);
         })?;
+        say_steps(&mut clock, &mut reporter);
         if mark.swap(false, Ordering::Relaxed) {
             // Packets stamped before the mark may still wait in the kernel buffer: take them first.
-            let at = now_ns();
-            drain(&mut cap, &mut analyzer, &mut reporter, &kernel, at, Duration::from_millis(50))?;
+            let at = clock.now();
+            drain(&mut cap, &mut clock, &mut analyzer, &mut reporter, &kernel, at, Duration::from_millis(50))?;
             reporter.mark(at, &analyzer.counters(), gauges(&analyzer), Some(&kernel));
         }
         if last_stats.elapsed() >= timer {
@@ -267,12 +271,12 @@ fn run(args: Args) -> Result<(), WireError> {
             if let Ok(k) = cap.stats() {
                 kernel = k;
             }
-            let closed_by = now_ns().saturating_sub(lag_ns);
+            let closed_by = clock.now().saturating_sub(lag_ns);
             // Behind the kernel's buffer (the frame just read is older than that), frames still
             // waiting belong to the intervals the wall clock would close: they close them
             // themselves. A capture stopped or starved for a while put its backlog in the
             // interval it resumed in (8 000 requests of a 6-s SIGSTOP in one 1-s interval).
-            if frame_ts.map_or(true, |ts| ts >= closed_by) {
+            if frame_ts.is_none_or(|ts| ts >= closed_by) {
                 reporter.clock(closed_by, &analyzer.counters(), gauges(&analyzer), Some(&kernel));
             }
         }
@@ -287,11 +291,12 @@ fn run(args: Args) -> Result<(), WireError> {
     // Three empty waits (30 ms), not one: a TPACKET_V3 block is handed over when full or when the
     // kernel's block timer retires it, which a loaded host can run late; stopping at the first empty
     // wait lost the last 256 of 3 008 pipelined GETs once in a full test run.
-    drain_patiently(&mut cap, &mut analyzer, &mut reporter, &kernel, u64::MAX, Duration::from_millis(100), 3)?;
+    drain_patiently(&mut cap, &mut clock, &mut analyzer, &mut reporter, &kernel, u64::MAX, Duration::from_millis(100), 3)?;
+    say_steps(&mut clock, &mut reporter);
     if let Ok(k) = cap.stats() {
         kernel = k;
     }
-    let now = now_ns();
+    let now = clock.now();
     analyzer.finish(now, &mut reporter);
     let matched = reporter.finish(&analyzer.counters(), gauges(&analyzer), Some(&kernel), None);
     if let Some(e) = reporter.take_error() {
@@ -305,6 +310,17 @@ fn run(args: Args) -> Result<(), WireError> {
         warn(&format!("interface {interface}"), &no_match(&c, c.frames, "captured"));
     }
     Ok(())
+}
+
+/// Each step of the wall clock seen: a warning, and a line on the interval stream.
+fn say_steps(clock: &mut CaptureClock, reporter: &mut Reporter) {
+    for step in clock.take_steps() {
+        let at = clock.now();
+        reporter.clock_step(at, step);
+        let way = if step < 0 { "back" } else { "forward" };
+        warn("clock", &format!("the wall clock stepped {way} {:.3} s; the capture's times keep to the monotonic clock",
+                               step.unsigned_abs() as f64 / 1e9));
+    }
 }
 
 /// A warning on stderr, one line; the run still succeeds (its summary says the same).
@@ -330,7 +346,7 @@ fn gauges(analyzer: &Analyzer) -> Gauges {
 /// A packet's capture time reached the reporter. The gauges walk every connection, so they
 /// are read only when a tick or an interval closes (until then the time is only noted);
 /// without them an interval closed by a packet said 0 requests outstanding, however many were.
-fn clock(reporter: &mut Reporter, analyzer: &Analyzer, ts: u64, kernel: Option<&KernelStats>) {
+fn advance(reporter: &mut Reporter, analyzer: &Analyzer, ts: u64, kernel: Option<&KernelStats>) {
     if reporter.due(ts) {
         reporter.clock(ts, &analyzer.counters(), gauges(analyzer), kernel);
     } else {
@@ -340,20 +356,22 @@ fn clock(reporter: &mut Reporter, analyzer: &Analyzer, ts: u64, kernel: Option<&
 
 /// Take the packets waiting in the kernel buffer, up to the first stamped at or after
 /// `before`, for at most `budget`.
-fn drain(cap: &mut LiveCapture, analyzer: &mut Analyzer, reporter: &mut Reporter, kernel: &KernelStats, before: u64,
-         budget: Duration) -> Result<(), WireError> {
-    drain_patiently(cap, analyzer, reporter, kernel, before, budget, 1)
+fn drain(cap: &mut LiveCapture, clock: &mut CaptureClock, analyzer: &mut Analyzer, reporter: &mut Reporter,
+         kernel: &KernelStats, before: u64, budget: Duration) -> Result<(), WireError> {
+    drain_patiently(cap, clock, analyzer, reporter, kernel, before, budget, 1)
 }
 
 /// As `drain`, giving up after `patience` waits in a row that brought no frame.
-fn drain_patiently(cap: &mut LiveCapture, analyzer: &mut Analyzer, reporter: &mut Reporter, kernel: &KernelStats,
-                   before: u64, budget: Duration, patience: u32) -> Result<(), WireError> {
+#[allow(clippy::too_many_arguments)]
+fn drain_patiently(cap: &mut LiveCapture, clock: &mut CaptureClock, analyzer: &mut Analyzer, reporter: &mut Reporter,
+                   kernel: &KernelStats, before: u64, budget: Duration, patience: u32) -> Result<(), WireError> {
     let until = Instant::now() + budget;
     let mut newest = 0u64;
     let mut empty = 0;
     while newest < before && Instant::now() < until {
         let got = cap.next(&mut |frame| {
-            clock(&mut *reporter, &*analyzer, frame.ts, Some(kernel));
+            let frame = Frame { ts: clock.place(frame.ts), ..frame };
+            advance(&mut *reporter, &*analyzer, frame.ts, Some(kernel));
             analyzer.frame(frame, &mut *reporter);
             newest = frame.ts;
         })?;

@@ -82,6 +82,15 @@ struct TickLine {
     rps: f64,
 }
 
+/// A step of the wall clock seen during a live capture (its times do not follow it).
+#[derive(Serialize)]
+struct ClockStepLine {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    at: f64,
+    step: f64,
+}
+
 #[derive(Serialize)]
 struct SummaryLine<'a> {
     #[serde(rename = "type")]
@@ -189,6 +198,19 @@ impl Reporter {
             if self.error.is_none() {
                 self.error = Some(e);
             }
+        }
+    }
+
+    /// A step of the wall clock, `step_ns` (+ forward), seen at capture time `at`: a line on
+    /// the interval stream, for a controller to say (the capture's own times do not step).
+    pub fn clock_step(&mut self, at: Ts, step_ns: i64) {
+        if let Some(w) = self.intervals.as_mut() {
+            let line = ClockStepLine { kind: "clock_step", at: secs(at), step: step_ns as f64 / 1e9 };
+            let r = serde_json::to_writer(&mut *w, &line).map_err(io::Error::from).and_then(|_| {
+                w.write_all(b"\n")?;
+                w.flush()
+            });
+            self.keep(r);
         }
     }
 

@@ -70,7 +70,9 @@ class Wire(Collector):
         from perflearn.wire import LiveSniffer
 
         self._captures, self._results, self._errors = {}, {}, {}
-        self._started = time.time()  # the sniffer's interval times are wall-clock seconds
+        # on the monotonic clock: a capture's times are its start's wall clock moved on by it (clock_offset)
+        self._started = time.monotonic()
+        self._wall_offset = time.time() - self._started  # for a capture that did not say its clock (older tool)
         self._marked = float("-inf")
         for metric in self.metrics:
             key = self._key(metric, run)
@@ -85,7 +87,7 @@ class Wire(Collector):
                 self._errors[key] = f"capture on {interface} port {port} did not start: {exc}"
 
     def mark(self, run):
-        self._marked = time.time()
+        self._marked = time.monotonic()
         for sniffer in self._captures.values():
             sniffer.mark()
 
@@ -126,11 +128,13 @@ class Wire(Collector):
     def samples(self, run) -> list[tuple[str, float, float | None]]:
         rows = []
         for (_, _, _, _), capture in self._results.items():
+            offset = capture.clock_offset if capture.clock_offset is not None else self._wall_offset
             for i, interval in enumerate(capture.intervals):
                 start = interval.get("start")
-                if isinstance(start, (int, float)) and start < self._marked:
+                at = float(start) - offset if isinstance(start, (int, float)) else None
+                if at is not None and at < self._marked:
                     continue  # before the measured phase: the sniffer starts its next interval at the mark
-                t = float(start) - self._started if isinstance(start, (int, float)) else float(i)
+                t = at - self._started if at is not None else float(i)
                 for name in INTERVAL_FIELDS:
                     if isinstance(interval.get(name), (int, float)):
                         rows.append((f"wire.{name}", t, float(interval[name])))

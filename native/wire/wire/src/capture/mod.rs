@@ -1,6 +1,7 @@
 //! Frames in: pcap/pcapng files (`file`) and live interfaces (`live`); `link` finds the
-//! network layer under each link type.
+//! network layer under each link type; `clock` keeps a live capture's time off the wall clock.
 
+pub mod clock;
 pub mod file;
 pub mod link;
 pub mod live;

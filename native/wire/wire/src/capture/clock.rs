@@ -1,0 +1,268 @@
+//! A live capture's time, kept on the monotonic clock. The kernel stamps packets on the wall
+//! clock, which NTP or a resumed virtual machine can step. On raw stamps a step back of 2 s
+//! held the interval open until the wall clock came back (four 0.5-s intervals' requests in
+//! one line, nothing written for 2 s), a step forward wrote the intervals it jumped over,
+//! empty, and a request stamped before a step and answered after it had the step in its
+//! latency. Here each stamp is placed on the wall clock as it read at the capture's start,
+//! moved on by the monotonic clock: a step moves nothing, and is reported.
+
+use crate::Ts;
+
+/// A change of (wall - monotonic) larger than this is a step; NTP's slewing changes it by at
+/// most 0.5 ms a second, and the offset is checked many times a second.
+pub const STEP_NS: i64 = 10_000_000;
+/// How far a stamp may seem to lie past now, or before the one placed last, before the
+/// clocks are checked: reading the offset, or the capture's batches, err by microseconds.
+const SLACK_NS: i64 = 2_000_000;
+/// A sample of the offset whose two monotonic reads, around the wall-clock read, lie further
+/// apart than this was preempted between them: it is taken again.
+const READ_GAP_NS: i64 = 1_000_000;
+
+/// The two clocks, read in nanoseconds (a trait so that tests can step a wall clock).
+pub trait Clocks {
+    fn monotonic(&self) -> i64;
+    fn wall(&self) -> i64;
+}
+
+/// CLOCK_MONOTONIC (Python's `time.monotonic`) and CLOCK_REALTIME.
+pub struct SystemClocks;
+
+impl Clocks for SystemClocks {
+    fn monotonic(&self) -> i64 {
+        ns(rustix::time::clock_gettime(rustix::time::ClockId::Monotonic))
+    }
+    fn wall(&self) -> i64 {
+        ns(rustix::time::clock_gettime(rustix::time::ClockId::Realtime))
+    }
+}
+
+fn ns(t: rustix::time::Timespec) -> i64 {
+    t.tv_sec * 1_000_000_000 + t.tv_nsec
+}
+
+/// Wall-clock stamps in, times on the capture's clock out (see the module's comment).
+pub struct CaptureClock<C: Clocks = SystemClocks> {
+    clocks: C,
+    /// wall - monotonic at the start: the capture's clock is monotonic + base
+    base: i64,
+    /// wall - monotonic that stamps are taken to be on
+    applied: i64,
+    /// after a step, the new offset, until a stamp is seen on it
+    pending: Option<i64>,
+    /// a monotonic time no stamp can lie past yet (now, read lately, plus the slack)
+    horizon: i64,
+    /// the last stamp placed, on the monotonic clock
+    last: i64,
+    /// steps seen (ns, + forward), not yet taken
+    steps: Vec<i64>,
+}
+
+impl CaptureClock<SystemClocks> {
+    pub fn system() -> Self {
+        CaptureClock::new(SystemClocks)
+    }
+}
+
+impl<C: Clocks> CaptureClock<C> {
+    pub fn new(clocks: C) -> Self {
+        let offset = sample(&clocks);
+        let now = clocks.monotonic();
+        CaptureClock { clocks, base: offset, applied: offset, pending: None, horizon: now + SLACK_NS, last: now, steps: vec![] }
+    }
+
+    /// Seconds to add to CLOCK_MONOTONIC to get the capture's times (the ready line's `clock_offset`).
+    pub fn offset_secs(&self) -> f64 {
+        self.base as f64 / 1e9
+    }
+
+    /// The capture's clock now.
+    pub fn now(&self) -> Ts {
+        (self.clocks.monotonic() + self.base).max(0) as Ts
+    }
+
+    /// Compare the wall clock with the monotonic one: a step is noted (and taken by
+    /// `take_steps`), a slow change (slewing) followed.
+    pub fn check(&mut self) {
+        let offset = sample(&self.clocks);
+        let change = offset - self.pending.unwrap_or(self.applied);
+        if change.abs() > STEP_NS {
+            self.pending = Some(offset);
+            self.steps.push(change);
+        } else if self.pending.is_some() {
+            self.pending = Some(offset);
+        } else {
+            self.applied = offset;
+        }
+    }
+
+    /// The steps seen since the last call, in ns (+ forward).
+    pub fn take_steps(&mut self) -> Vec<i64> {
+        std::mem::take(&mut self.steps)
+    }
+
+    /// A packet's wall-clock stamp on the capture's clock.
+    pub fn place(&mut self, stamp: Ts) -> Ts {
+        let stamp = stamp as i64;
+        let mut at = stamp - self.applied;
+        if self.pending.is_none() && (at > self.horizon || at < self.last - SLACK_NS) {
+            // past now (the clock stepped forward), or well before the last stamp (back)
+            self.horizon = self.clocks.monotonic() + SLACK_NS;
+            if at > self.horizon || at < self.last - SLACK_NS {
+                self.check();
+            }
+        }
+        if let Some(offset) = self.pending {
+            // Stamped before the step or after it? Packets wait in the kernel's buffer a
+            // little, never in the future: the later reading that is not past now.
+            let new = stamp - offset;
+            self.horizon = self.clocks.monotonic() + SLACK_NS;
+            let (later, earlier) = if new > at { (new, at) } else { (at, new) };
+            let chosen = if later <= self.horizon { later } else { earlier };
+            if chosen == new {
+                self.applied = offset;
+                self.pending = None;
+            }
+            at = chosen;
+        }
+        self.last = self.last.max(at);
+        (at + self.base).max(0) as Ts
+    }
+}
+
+/// wall - monotonic, from a wall-clock read between two monotonic reads close together.
+fn sample<C: Clocks>(clocks: &C) -> i64 {
+    loop {
+        let before = clocks.monotonic();
+        let wall = clocks.wall();
+        let after = clocks.monotonic();
+        if after - before <= READ_GAP_NS {
+            return wall - (before + (after - before) / 2);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    const MS: i64 = 1_000_000;
+    const WALL0: i64 = 1_700_000_000_000_000_000;
+
+    /// A monotonic clock moved by hand, and a wall clock that is it plus an offset moved by hand.
+    #[derive(Clone, Default)]
+    struct Hand {
+        mono: Rc<Cell<i64>>,
+        step: Rc<Cell<i64>>,
+    }
+
+    impl Clocks for Hand {
+        fn monotonic(&self) -> i64 {
+            self.mono.get()
+        }
+        fn wall(&self) -> i64 {
+            WALL0 + self.mono.get() + self.step.get()
+        }
+    }
+
+    impl Hand {
+        fn at(&self, ms: i64) {
+            self.mono.set(ms * MS);
+        }
+        /// The kernel's stamp of a packet that arrived at `ms` (monotonic), on the wall clock as it was then.
+        fn stamp(&self, ms: i64, step: i64) -> Ts {
+            (WALL0 + ms * MS + step) as Ts
+        }
+    }
+
+    fn on_start(ms: i64) -> Ts {
+        (WALL0 + ms * MS) as Ts
+    }
+
+    #[test]
+    fn without_a_step_stamps_are_kept() {
+        let hand = Hand::default();
+        let mut clock = CaptureClock::new(hand.clone());
+        for ms in (0..1000).step_by(7) {
+            hand.at(ms + 3);
+            assert_eq!(clock.place(hand.stamp(ms, 0)), on_start(ms));
+        }
+        assert!(clock.take_steps().is_empty());
+        assert_eq!(clock.now(), on_start(997));
+    }
+
+    #[test]
+    fn a_step_back_moves_nothing_backlog_included() {
+        let hand = Hand::default();
+        let mut clock = CaptureClock::new(hand.clone());
+        hand.at(500);
+        assert_eq!(clock.place(hand.stamp(490, 0)), on_start(490));
+        // the wall clock steps back 2 s at 500 ms; packets of 495-499 wait in the buffer, read at 505
+        hand.step.set(-2000 * MS);
+        hand.at(505);
+        for ms in 495..500 {
+            assert_eq!(clock.place(hand.stamp(ms, 0)), on_start(ms), "before the step");
+        }
+        for ms in 500..505 {
+            assert_eq!(clock.place(hand.stamp(ms, -2000 * MS)), on_start(ms), "after it");
+        }
+        assert_eq!(clock.take_steps(), vec![-2000 * MS]);
+        assert_eq!(clock.now(), on_start(505), "the capture's clock does not step");
+    }
+
+    #[test]
+    fn a_step_forward_moves_nothing_backlog_included() {
+        let hand = Hand::default();
+        let mut clock = CaptureClock::new(hand.clone());
+        hand.step.set(3000 * MS);
+        hand.at(105);
+        for ms in 95..100 {
+            assert_eq!(clock.place(hand.stamp(ms, 0)), on_start(ms), "before the step");
+        }
+        for ms in 100..105 {
+            assert_eq!(clock.place(hand.stamp(ms, 3000 * MS)), on_start(ms), "after it");
+        }
+        assert_eq!(clock.take_steps(), vec![3000 * MS]);
+    }
+
+    #[test]
+    fn a_step_seen_by_the_timer_first_is_applied_at_the_first_stamp_after_it() {
+        let hand = Hand::default();
+        let mut clock = CaptureClock::new(hand.clone());
+        hand.at(100);
+        hand.step.set(-50 * MS);
+        clock.check(); // the loop's check, before any packet of the step was read
+        assert_eq!(clock.take_steps(), vec![-50 * MS]);
+        hand.at(101);
+        assert_eq!(clock.place(hand.stamp(99, 0)), on_start(99));
+        assert_eq!(clock.place(hand.stamp(100, -50 * MS)), on_start(100));
+        hand.at(2000);
+        assert_eq!(clock.place(hand.stamp(1990, -50 * MS)), on_start(1990), "applied for good");
+    }
+
+    #[test]
+    fn slewing_is_followed_not_taken_for_a_step() {
+        let hand = Hand::default();
+        let mut clock = CaptureClock::new(hand.clone());
+        // 0.5 ms a second for 60 s, checked every 100 ms: 30 ms in all
+        for k in 1..=600 {
+            hand.at(k * 100);
+            hand.step.set(k * 50_000);
+            clock.check();
+            assert_eq!(clock.place(hand.stamp(k * 100 - 1, k * 50_000)), on_start(k * 100 - 1));
+        }
+        assert!(clock.take_steps().is_empty());
+    }
+
+    #[test]
+    fn stamps_a_little_out_of_order_are_no_step() {
+        let hand = Hand::default();
+        let mut clock = CaptureClock::new(hand.clone());
+        hand.at(50);
+        assert_eq!(clock.place(hand.stamp(40, 0)), on_start(40));
+        assert_eq!(clock.place(hand.stamp(39, 0)), on_start(39));
+        assert_eq!(clock.place(hand.stamp(30, 0)), on_start(30), "10 ms back: checked, no step");
+        assert!(clock.take_steps().is_empty());
+    }
+}
