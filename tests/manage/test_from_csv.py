@@ -279,7 +279,8 @@ def test_a_gzipped_csv_is_read_as_the_csv_it_holds(simulated, tmp_path):
 
 def test_an_interrupted_simulation_keeps_the_passes_that_ended(tmp_path, monkeypatch):
     """Ctrl-C after some passes had ended stored none of them, and said only "interrupted"
-    (session 51's audit): each pass is recorded as it ends now."""
+    (session 51's audit): each pass is recorded as it ends now. --csv was written at the
+    end, so it had none (session 54): each pass goes there as it ends too."""
     import perflearn.manage.compare as compare_module
 
     real = compare_module.comparison
@@ -292,9 +293,15 @@ def test_an_interrupted_simulation_keeps_the_passes_that_ended(tmp_path, monkeyp
 
     monkeypatch.setattr(compare_module, "comparison", two_then_interrupt)
     result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "static", "-p", "ondemand", "-p", "heracles", *RUN,
-                                      "--store", str(tmp_path / "s.duckdb"), "--name", "cut"])
+                                      "--store", str(tmp_path / "s.duckdb"), "--name", "cut",
+                                      "--csv", str(tmp_path / "cut.csv")])
     assert result.exit_code == 130, result.output
-    assert "interrupted: the 2 pass(es) that had ended are recorded (static, ondemand)" in " ".join(result.output.split())
+    said = " ".join(result.output.split())
+    assert "interrupted: the 2 pass(es) that had ended are recorded (static, ondemand)" in said
+    assert f"the intervals of the 2 pass(es) that had ended are in {tmp_path / 'cut.csv'}" in said
+    journal = pd.read_csv(tmp_path / "cut.csv")
+    assert list(journal["policy"].unique()) == ["static", "ondemand"] and journal["seed"].nunique() == 1
+    assert journal.groupby("policy").size().tolist() == [len(journal) // 2] * 2
     with open_store(tmp_path / "s.duckdb", read_only=True) as store:
         runs = store.dataset("cut").frame
     assert sorted(runs["policy"]) == ["ondemand", "static"] and (runs["status"] == "ok").all()

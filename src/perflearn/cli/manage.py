@@ -96,7 +96,8 @@ def manage(
                                        "or static,idle,dynamic watts.")] = "server",
     figure: Annotated[Optional[Path], typer.Option(help="Write one PNG, a column per policy (load, p95 vs target, speed, cores).")] = None,
     csv: Annotated[Optional[Path], typer.Option(help="Write every interval of every policy here (live: as each "
-                                                     "ends, so a killed run keeps them).")] = None,
+                                                     "ends, so a killed run keeps them; simulated: as each pass "
+                                                     "ends).")] = None,
     store: Annotated[Optional[Path], typer.Option("--store", "-s", help="Record the comparison in this results store: "
                                                   "one run per policy, every interval as its samples.")] = None,
     name: Annotated[Optional[str], typer.Option(help="Experiment name in --store (default: manage-live or manage-sim "
@@ -741,8 +742,19 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     from perflearn.manage.heimdall import HOST_QUANTILE
     from perflearn.manage.simulator import ServerModel, SlowHost
 
-    runs, ended = [], []
+    from perflearn.manage.journal import append_pass
+
+    runs, ended, written = [], [], []
     host = SlowHost(slow_host) if slow_host else None
+
+    def ended_pass(s: int, priced):
+        def on_pass(name, frame):
+            if csv:
+                append_pass(csv, frame, name, s, first=not written)
+                written.append(name)
+            # its wall time is the simulated seconds, as --from-csv records a live pass's (it was 0)
+            priced.add(name, frame, float(frame["t"].max()), True)
+        return on_pass
 
     def keeper(s: int):
         def keep(name, *args):
@@ -758,15 +770,15 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
             run = simulate(ServerModel(mu_max=mu, base_s=base_s, seed=s, host=host), space, names, trace, step_seconds,
                            interval, power, target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost,
                            headroom, experience if "heimdall-experience" in names else None, miss_budget, slot,
-                           HOST_QUANTILE if host_quantile is None else host_quantile,
-                           # its wall time is the simulated seconds, as --from-csv records a live pass's (it was 0)
-                           on_pass=lambda name, frame: priced.add(name, frame, float(frame["t"].max()), True))
+                           HOST_QUANTILE if host_quantile is None else host_quantile, on_pass=ended_pass(s, priced))
             _say_seed(run, s == seed, s, names, space, mu, tick, profiled_speed, host, miss_budget)
             runs.append(run)
     except KeyboardInterrupt:  # every finished pass was recorded as it ended: say so (it said only "interrupted")
         if ended and stored:
             terminal.warn(f"interrupted: the {len(ended)} pass(es) that had ended are recorded ({', '.join(ended)}); "
                           "the one running is not")
+        if written:
+            terminal.warn(f"interrupted: the intervals of the {len(written)} pass(es) that had ended are in {csv}")
         raise
     _say_simulation(runs, names, trace, seed, seeds, power, figure, csv)
 
@@ -803,8 +815,6 @@ def _say_policy_failures(frames: dict) -> None:
 
 
 def _say_simulation(runs, names, trace, seed, seeds, power, figure, csv) -> None:
-    import pandas as pd
-
     from perflearn.manage.compare import across_seeds, figure as draw
 
     if seeds == 1:
@@ -826,9 +836,7 @@ def _say_simulation(runs, names, trace, seed, seeds, power, figure, csv) -> None
     if figure:
         draw({n: runs[0].frames[n] for n in names}, figure, f"{trace} load, target {runs[0].target_s * 1e3:.2f} ms")
         terminal.info(f"figure: {figure} (seed {seed})")
-    if csv:
-        pd.concat([f.assign(policy=n, seed=seed + i) for i, r in enumerate(runs) for n, f in r.frames.items()]
-                  ).to_csv(csv, index=False)
+    if csv:  # written pass by pass as each ended
         terminal.info(f"intervals: {csv}")
 
 

@@ -53,6 +53,14 @@ class IntervalCsv:
         self.close()
 
 
+def append_pass(path: Path, frame: pd.DataFrame, policy: str, seed: int, first: bool) -> None:
+    """A simulated pass's intervals onto ``--csv`` as the pass ends (``first`` starts the file):
+    a run stopped keeps every pass that ended (it wrote the file at the end, or nothing).
+    The columns are a live file's, then ``seed``."""
+    frame.assign(policy=policy, seed=seed).reindex(columns=[*COLUMNS, "seed"]).to_csv(
+        path, mode="w" if first else "a", header=first, index=False)
+
+
 def _whole(data: bytes) -> bool:
     """Whether the last line of ``data`` (which has no line end) is a whole row all the same:
     every column of the header, and a policy another row names (a hand-edited file; a row
