@@ -115,9 +115,10 @@ def test_model_predict_and_dist_of_10000_points_equal_scikit_learn(tmp_path):
     back = load(model.save(tmp_path / "m"))  # a saved model loads and takes the compiled path
     expected = back.pipeline.predict(cand)
     np.testing.assert_allclose(back.predict(cand), expected, rtol=1e-9, atol=0)
-    forest = back.estimator
+    scaled = back.estimator  # the forest inside the target's scale (BinaryScaler)
     X = back.transform(cand)
-    members = np.stack([t.predict(X.astype(np.float32)) for t in forest.estimators_])
+    members = np.stack([t.predict(X.astype(np.float32)) for t in scaled.regressor_.estimators_])
+    members = members / scaled.transformer_.scale_
     d = back.predict_dist(cand)
     np.testing.assert_allclose(d["pred"], expected, rtol=1e-9, atol=0)
     _same_std(d["std"].to_numpy(), members)

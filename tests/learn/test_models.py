@@ -27,9 +27,27 @@ def test_auto_regressor_follows_sklearn_contract(estimator, check):
 
 def test_cart_recovers_known_split(step_ds):
     model = fit(step_ds, "T", ["a"], family="cart", params={"max_depth": 1})
-    tree = model.estimator.tree_
+    tree = model.estimator.regressor_.tree_  # inside the target's scale (BinaryScaler)
     assert model.feature_names_out()[tree.feature[0]] == "a"
     assert 4.7 < tree.threshold[0] < 5.3
+
+
+@pytest.mark.parametrize("family", ["cart", "rf", "gbm"])
+def test_trees_learn_a_target_in_a_small_unit(family):
+    """scikit-learn's trees make a node a leaf when its variance is at most 2.2e-16 in the
+    target's own unit: seconds per operation (1e-8) were learned as a constant (R² -0.01,
+    every importance 0). The same runs in ns and in s now give the same model, scaled."""
+    frame = step_frame()
+    small = frame.assign(T=frame["T"] * 1e-9)
+    big_model = fit(Dataset.from_frame(frame, metrics=["T"], name="ns"), "T", family=family, cv=3)
+    small_model = fit(Dataset.from_frame(small, metrics=["T"], name="s"), "T", family=family, cv=3)
+    points = frame[["a", "b", "c"]].iloc[::7]
+    assert small_model.cv["r2"] > 0.9
+    # equal up to near-ties the trees split either way (1e-9 is no power of two: the values differ in rounding)
+    np.testing.assert_allclose(small_model.predict(points), big_model.predict(points) * 1e-9, rtol=0.01)
+    np.testing.assert_allclose(small_model.predict_dist(points).to_numpy(),
+                               big_model.predict_dist(points).to_numpy() * 1e-9, rtol=0.05)
+    assert max(small_model.importance(), key=small_model.importance().get) == "a"
 
 
 @pytest.mark.parametrize("family", FAMILIES)

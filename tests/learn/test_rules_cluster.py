@@ -26,6 +26,20 @@ def test_rules_recover_known_split(step_ds):
     assert "if a <= " in r.text()
 
 
+def test_rules_of_a_target_in_a_small_unit_are_its_rules_in_a_larger_one(step_ds):
+    """A tree fitted on seconds per operation (1e-8) made no split: "in every run, T ≈ 1.5e-08"."""
+    frame = step_ds.frame.copy()
+    frame["T"] = frame["T"] * 1e-9
+    small = Dataset.from_frame(frame.drop(columns=["run_id", "status"], errors="ignore"), metrics=["T"], name="s")
+    big_rules = tree_rules(training_data(step_ds, "T"), max_depth=2)
+    small_rules = tree_rules(training_data(small, "T"), max_depth=2)
+    assert [r.conditions for r in small_rules.rules] == [r.conditions for r in big_rules.rules]
+    assert len(small_rules.rules) == 4
+    for s_rule, b_rule in zip(small_rules.rules, big_rules.rules):
+        assert s_rule.value == pytest.approx(b_rule.value * 1e-9, rel=1e-9)
+    assert small_rules.r2_or_accuracy == pytest.approx(big_rules.r2_or_accuracy, rel=1e-9)
+
+
 def test_rules_name_categories_and_classes():
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"a": rng.uniform(0, 10, 200), "b": rng.choice(["x", "y"], 200)})

@@ -287,10 +287,13 @@ def oob_score(data: TrainingData, params=None, log_target: bool | str = "auto", 
         warnings.simplefilter("ignore")
         pipe.fit(data.X, data.y)
     est = pipe.named_steps["model"]
-    forest = est.regressor_ if hasattr(est, "regressor_") else est
-    oob_pred = np.asarray(forest.oob_prediction_, dtype=float).ravel()
-    if hasattr(est, "regressor_"):
-        oob_pred = est.transformer_.inverse_transform(oob_pred.reshape(-1, 1)).ravel()
+    targets = []  # the target transforms around the forest (a log, the trees' scale), outermost first
+    while hasattr(est, "regressor_"):
+        targets.append(est)
+        est = est.regressor_
+    oob_pred = np.asarray(est.oob_prediction_, dtype=float).ravel()
+    for ttr in reversed(targets):
+        oob_pred = ttr.transformer_.inverse_transform(oob_pred.reshape(-1, 1)).ravel()
     ok = np.isfinite(oob_pred)
     return {"r2": METRICS["r2"](data.y[ok], oob_pred[ok]), "mre": METRICS["mre"](data.y[ok], oob_pred[ok])}
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin, clone
 from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
 from sklearn.ensemble import BaggingRegressor, GradientBoostingRegressor, RandomForestRegressor
 from sklearn.exceptions import ConvergenceWarning
@@ -118,6 +118,28 @@ def _scaled_target(model) -> TransformedTargetRegressor:
     return TransformedTargetRegressor(regressor=model, transformer=StandardScaler())
 
 
+class BinaryScaler(TransformerMixin, BaseEstimator):
+    """A target times the power of two that brings its spread to 1 or more. scikit-learn's
+    trees make a node a leaf when its variance is 2.2e-16 or less, in the target's own unit:
+    seconds per operation (2e-8) were learned as a constant (R² -0.01, every importance 0;
+    the same runs in ns: 0.98). A power of two scales exactly, so a tree splits as it would
+    in a larger unit; a target whose spread is 1 or more is left as it is."""
+
+    def fit(self, y, _=None):
+        sd = float(np.nanstd(np.asarray(y, dtype=float)))
+        self.scale_ = 2.0 ** max(0, -math.floor(math.log2(sd))) if 0 < sd < math.inf else 1.0
+        return self
+
+    def transform(self, y):
+        return np.asarray(y, dtype=float) * self.scale_
+
+    def inverse_transform(self, y):
+        return np.asarray(y, dtype=float) / self.scale_
+
+
+TREE_FAMILIES = ("cart", "rf", "gbm")
+
+
 def quantile_leaf(family: str, params: dict | None, n: int) -> dict | None:
     """A quantile forest's leaf size for ``n`` training rows, unless ``params`` set one:
     ``QUANTILE_LEAF`` (10, as R's quantregForest), but at most an eighth of the rows. On 24
@@ -215,6 +237,8 @@ def build(
         )
     else:
         raise ValueError(f"unknown model family {family!r} (families: {', '.join(FAMILIES)}, auto)")
+    if family in TREE_FAMILIES:
+        model = TransformedTargetRegressor(regressor=model, transformer=BinaryScaler(), check_inverse=False)
     if log_target:  # a quantile of log y is the log of y's quantile: quantile models take a log target as they are
         model = TransformedTargetRegressor(regressor=model, func=_log, inverse_func=_exp, check_inverse=False)
     return model

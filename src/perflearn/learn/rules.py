@@ -19,7 +19,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor, export_t
 from perflearn.errors import UsageError
 
 from .features import TrainingData
-from .models import make_pipeline
+from .models import BinaryScaler, make_pipeline
 
 
 @dataclass
@@ -122,11 +122,16 @@ def tree_rules(data: TrainingData, max_depth: int = 3, classes: list[float] | No
     else:
         tree = DecisionTreeRegressor(max_depth=max_depth, min_samples_leaf=min_samples_leaf, random_state=random_state)
     pipe = make_pipeline(data.schema, tree)
+    # a target in a small unit is split as in a larger one (BinaryScaler), its leaves read back in its own
+    scale = BinaryScaler().fit(y).scale_ if classes is None else 1.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        pipe.fit(data.X, y)
+        pipe.fit(data.X, y * scale if scale != 1.0 else y)
     names = list(pipe.named_steps["prep"].get_feature_names_out())
     fitted = pipe.named_steps["model"]
+    if scale != 1.0:
+        fitted.tree_.value[:] /= scale  # views of the tree's own arrays: its predictions and drawing follow
+        fitted.tree_.impurity[:] /= scale**2
     if classes is not None:
         class_names = [str(c) for c in fitted.classes_]
     onehot = _onehot_map(data)
