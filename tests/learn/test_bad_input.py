@@ -27,6 +27,15 @@ def test_unknown_target(step_ds):
     _one_line(exc)
 
 
+def test_a_target_left_out_of_the_metrics_is_said_to_be_read_as_a_knob():
+    """-m p95 -t T: T is a column, read as a knob since -m names every metric."""
+    ds = Dataset.from_frame(step_frame().assign(p95=1.0), metrics=["p95"], name="s")
+    with pytest.raises(UsageError, match=r"unknown target 'T' \(metrics: p95\); 'T' is read as a knob: name it "
+                                         r"with -m too") as exc:
+        fit(ds, "T")
+    _one_line(exc)
+
+
 def test_unknown_feature(step_ds):
     with pytest.raises(UsageError, match=r"unknown feature 'zz'") as exc:
         fit(step_ds, "T", ["a", "zz"])

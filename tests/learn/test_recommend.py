@@ -200,3 +200,67 @@ def test_many_numeric_values_are_searched_at_measured_values(tmp_path):
     ds = Dataset.from_csv(tmp_path / "k.csv", metrics=["y"])
     values = search_space(ds, ["t"]).values["t"]
     assert len(values) == 64 and all(float(v).is_integer() for v in values) and values[0] == 1 and values[-1] == 100
+
+
+def test_a_setting_whose_every_run_left_the_target_empty_is_never_recommended(tmp_path):
+    """Session 54's audit: a CSV says a run failed with an empty cell; without a status
+    column, the setting whose only runs were empty was recommended (the model's best)."""
+    rows = [(t, m, 100.0 / t + (5 if m == "b" else 0) + d) for t in (1, 2, 4) for m in "ab" for d in (0, 0.1)]
+    rows += [(8, "a", None), (8, "a", None), (8, "b", 17.5), (8, "b", 17.6)]
+    pd.DataFrame(rows, columns=["t", "m", "y"]).to_csv(tmp_path / "e.csv", index=False)
+    ds = Dataset.from_csv(tmp_path / "e.csv", metrics=["y"])
+    rec = recommend({"y": fit(ds, "y", family="linear")}, "y", "min", search_space(ds, ["t", "m"], target="y"))
+    assert rec.point == {"t": 8, "m": "b"}, rec.point
+    assert any("1 setting(s) every run of which failed or left y empty (t=8, m=a)" in n for n in rec.notes), rec.notes
+
+
+def test_defaults_table_keeps_settings_apart_whatever_their_text(tmp_path):
+    """Session 54's audit: settings were keyed by their values joined with "|", so a=x|y,b=z
+    and a=x,b=y|z were one setting (the best of c1 read 13 for 10); numeric contexts were
+    listed as text (1, 16, 2); and a target in seconds made every value a tie for best
+    (np.isclose's absolute tolerance of 1e-8)."""
+    rows = []
+    for n in (1, 2, 4, 8, 16):
+        rows += [(n, "x|y", "z", 10.0 + n), (n, "x", "y|z", 60.0 + n), (n, "x", "z", 15.0 + n)]
+    frame = pd.DataFrame(rows, columns=["n", "a", "b", "time"])
+    for scale in (1.0, 1e-9):
+        ds = Dataset.from_frame(frame.assign(time=frame["time"] * scale), metrics=["time"], context=["n"], name="p")
+        t = defaults_table(ds, "time", "min", family="cart")
+        assert list(t.per_context["n"]) == [1, 2, 4, 8, 16]
+        assert (t.per_context["best"] == "a=x|y,b=z").all() and len(t.summary) == 5  # learned, 3 defaults, best
+        s = t.summary.set_index("choice")
+        assert s.loc["default a=x|y,b=z", "best_freq"] == 5 and s.loc["default a=x,b=z", "best_freq"] == 0, scale
+        assert s.loc["default a=x,b=y|z", "worst_freq"] == 5, scale
+        assert t.blind_to == []  # a numeric context
+
+
+def test_defaults_table_says_a_categorical_context_is_never_seen_by_the_model_choosing_for_it():
+    rows = [(c, k, (1.0 if (k == "p") == (c == "small") else 2.0) + 0.01 * i)
+            for c in ("small", "large") for k in "pq" for i in range(3)]
+    ds = Dataset.from_frame(pd.DataFrame(rows, columns=["ctx", "k", "t"]), metrics=["t"], context=["ctx"], name="c")
+    t = defaults_table(ds, "t", "min", family="cart")
+    assert t.blind_to == ["ctx"] and t.cross_fitted
+
+
+def test_recommend_says_what_the_model_cannot_choose_and_when_no_point_meets_the_constraints(tmp_path):
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    rows = [(c, x, a, 10 + x * (1 if c == "s" else -1) + (a == "q"), 10 + 2 * x)
+            for c in "sl" for x in (1, 2, 3) for a in "pq"]
+    pd.DataFrame(rows, columns=["ctx", "x", "a", "time", "p95"]).to_csv(tmp_path / "r.csv", index=False)
+    base = ["recommend", "--csv", str(tmp_path / "r.csv"), "-m", "time,p95", "-t", "time", "--context-cols", "ctx",
+            "--family", "cart"]
+    out = CliRunner().invoke(app, [*base, "-c", "ctx=s", "-f", "x"])
+    said = " ".join(out.output.split())
+    assert out.exit_code == 0, out.output
+    assert "--context ctx: not a feature of the model (-f): the recommendation is the same for any ctx" in said
+    assert "not chosen: a, not a feature of the model (-f)" in said
+    out = CliRunner().invoke(app, [*base, "-c", "ctx=s", "-w", "p95<=11"])
+    assert "recommended, though no point meets every constraint (the least violating): x=1" in " ".join(
+        out.output.split()), out.output
+    out = CliRunner().invoke(app, [*base, "--table", "-w", "p95<=20"])
+    said = " ".join(out.output.split())
+    assert "the table fits its own cart models on every knob, for time alone: -w shapes the recommendation only" in said
+    assert "ctx is categorical: the model choosing for a context never saw its value" in said

@@ -716,14 +716,33 @@ def recommend(
     used = sorted({f for m in models.values() for f in m.features}, key=ds.features.index)
     missing_ctx = [c for c in ds.context if c in used and c not in fixed]
     sense = "max" if maximize else "min"
+
+    def print_table() -> None:
+        _print_defaults(defaults_table(ds, target, sense, family=family, random_state=seed))
+        # the table's own models: every knob, --family, cross-fitted; and the target alone
+        apart = [what for what, given in (("-w", constraints), ("-f", feats), ("--model", model_dir)) if given]
+        if apart:
+            terminal.out.print(f"  the table fits its own {family} models on every knob, for {target} alone: "
+                               f"{', '.join(apart)} shape{'s' * (len(apart) == 1)} the recommendation only")
+
     if missing_ctx and table:  # the table covers every context: it needs none given
         terminal.info(f"no --context {missing_ctx[0]}=VALUE: no recommendation for one context, the table only")
-        _print_defaults(defaults_table(ds, target, sense, family=family, random_state=seed))
+        for metric, m in models.items():
+            _say_left_out(m.n_excluded, metric)
+        print_table()
         return
     if missing_ctx:
         raise UsageError(f"give the context: --context {missing_ctx[0]}=VALUE (context columns: {', '.join(ds.context)})",
                          where="--context")
-    space = search_space(ds, [f for f in used if f not in fixed], fixed, any_combination=any_combination)
+    unused = [k for k in fixed if k not in used]
+    if unused:  # -f left it out: fixing it changes nothing (ctx=small and ctx=large gave one answer, unsaid)
+        terminal.warn(f"--context {', '.join(unused)}: not a feature of the model (-f): the recommendation is the "
+                      f"same for any {' or '.join(unused)}")
+    unchosen = [k for k in ds.features if k not in used and k not in fixed and k not in ds.context]
+    if unchosen:
+        terminal.warn(f"not chosen: {', '.join(unchosen)}, not a feature of the model (-f)")
+    space = search_space(ds, [f for f in used if f not in fixed], fixed, any_combination=any_combination,
+                         target=target)
     r = rec(models, target, sense, space, fixed, constraints, seed=seed, top=top)
     title = (f"{'maximise' if maximize else 'minimise'} {target}"
              + (f" subject to {', '.join(map(str, constraints))}" if constraints else "")
@@ -735,7 +754,10 @@ def recommend(
     for metric, m in models.items():
         _say_left_out(m.n_excluded, metric)
     _say_constant(models[target].schema)
-    terminal.out.print(f"recommended: {best}  (predicted {pred})")
+    # piped, the line alone is what is read: it says when no point met the constraints
+    terminal.out.print(f"recommended: {best}  (predicted {pred})" if r.feasible else
+                       f"recommended, though no point meets every constraint (the least violating): {best}  "
+                       f"(predicted {pred})")
     for note in r.notes:
         terminal.out.print(f"  search: {note}", markup=False)
     runs = ds.ok()
@@ -745,7 +767,7 @@ def recommend(
     if not r.feasible:
         terminal.warn("no point satisfies every constraint by the model; the least violating one is shown")
     if table:
-        _print_defaults(defaults_table(ds, target, sense, family=family, random_state=seed))
+        print_table()
 
 
 def _unique(given: list[str], added: list[str]) -> list[str]:
@@ -770,6 +792,10 @@ def _print_defaults(t) -> None:
     if t.defaults_left_out:
         terminal.out.print(f"  {t.defaults_left_out} more default(s), measured in every context, not shown: "
                            "each worse on average than the last shown")
+    if t.blind_to:
+        terminal.out.print(f"  learned: {', '.join(t.blind_to)} is categorical: the model choosing for a context never "
+                           "saw its value, so its choice there cannot depend on it (a numeric context is "
+                           "interpolated)")
     if t.context:
         default = t.summary["choice"].iloc[1].removeprefix("default ")
         terminal.out.print(_frame_table(t.per_context, title=f"per context (default: {default}, the best single one; "

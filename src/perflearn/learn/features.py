@@ -263,7 +263,9 @@ def training_data(
     """
     where = where or ds.experiment
     if target not in ds.metrics:
-        raise UsageError(f"unknown target {target!r} (metrics: {', '.join(ds.metrics) or 'none'})", where=where)
+        # -m p95,thr -t time: time is a column, read as a knob (-m names every metric)
+        knob = f"; {target!r} is read as a knob: name it with -m too" if target in ds.features else ""
+        raise UsageError(f"unknown target {target!r} (metrics: {', '.join(ds.metrics) or 'none'}){knob}", where=where)
     available = ds.features
     if features is None:
         features = list(available)

@@ -217,6 +217,9 @@ class DefaultsTable:
     context: list[str]
     cross_fitted: bool
     defaults_left_out: int = 0  # defaults measured in every context beyond max_defaults (the worst)
+    # categorical context columns: cross-fitted, a model never saw the held-out context's value (all-zero
+    # one-hot), so its choice there cannot depend on it
+    blind_to: list[str] = field(default_factory=list)
 
 
 def defaults_table(
@@ -243,9 +246,10 @@ def defaults_table(
     data = training_data(ds, target, [*knobs, *context])
     rows = data.X.copy()
     rows["_y"] = data.y
-    ctx_key = rows[context].astype(str).agg("|".join, axis=1) if context else pd.Series("all", index=rows.index)
-    set_key = rows[knobs].astype(str).agg("|".join, axis=1)
-    rows["_ctx"], rows["_set"] = ctx_key, set_key
+    # each distinct context and setting numbered in the values' own order (numbers as numbers: contexts
+    # 1, 16, 2, 4, 8 were listed as text); "|"-joined text keys merged a=x|y,b=z with a=x,b=y|z
+    rows["_ctx"] = rows.groupby(context, sort=True, dropna=False).ngroup() if context else 0
+    rows["_set"] = rows.groupby(knobs, sort=True, dropna=False).ngroup()
     measured = rows.groupby(["_ctx", "_set"])["_y"].mean().unstack("_set")  # contexts x settings
     better = np.nanmin if sense == "min" else np.nanmax
     best_val = pd.Series(better(measured.to_numpy(), axis=1), index=measured.index)
@@ -297,7 +301,9 @@ def defaults_table(
     def row(label: str, values: pd.Series) -> dict[str, Any]:
         # how often it was the best, or the worst, of every setting measured in a context (ties count for each)
         return {"choice": label, "mean": values.mean(), "relative": rel(values).mean(), "loss": loss(values).mean(),
-                "best_freq": int(np.isclose(values, best_val).sum()), "worst_freq": int(np.isclose(values, worst_val).sum())}
+                # relative only: np.isclose's default atol of 1e-8 made every value of a target in seconds a tie
+                "best_freq": int(np.isclose(values, best_val, rtol=1e-9, atol=0).sum()),
+                "worst_freq": int(np.isclose(values, worst_val, rtol=1e-9, atol=0).sum())}
 
     summary_rows = [row(f"learned ({family})", learned_val)]
     summary_rows += [row("default " + _setting_label(knobs, settings.loc[s]), measured[s]) for s in order[:max_defaults]]
@@ -314,8 +320,9 @@ def defaults_table(
                     "gain_vs_default": (default - learned_val[ctx]) * (1 if sense == "min" else -1) + 0.0,
                     "relative_to_default": _ratio(default, learned_val[ctx]) if sense == "min"
                     else _ratio(learned_val[ctx], default)})
+    blind = [c for c in context if c in data.schema.categorical] if n_ctx >= 2 else []
     return DefaultsTable(pd.DataFrame(per), pd.DataFrame(summary_rows), knobs, context, n_ctx >= 2,
-                         max(0, len(order) - max_defaults))
+                         max(0, len(order) - max_defaults), blind)
 
 
 def _ratio(num, den):

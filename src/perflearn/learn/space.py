@@ -103,7 +103,7 @@ class SearchSpace:
 
 
 def search_space(ds: Dataset, knobs: list[str], context: Mapping[str, object] | None = None,
-                 max_values: int = 64, any_combination: bool = False) -> SearchSpace:
+                 max_values: int = 64, any_combination: bool = False, target: str | None = None) -> SearchSpace:
     """Candidate values per knob (the categories, or the measured numeric values: at most
     ``max_values``, quantile-spaced when there are more), the one-hot groups among
     ``knobs`` and the design's constraints over ``knobs`` and the ``context`` (the
@@ -126,7 +126,7 @@ def search_space(ds: Dataset, knobs: list[str], context: Mapping[str, object] | 
     # as the search's values: categories as text, numbers as floats
     measured = _as_keys(frame[knobs].dropna().drop_duplicates(), _categorical(ds, knobs))
     space = SearchSpace(values, measured=measured.reset_index(drop=True))
-    _failed_settings(space, ds, [*knobs, *(c for c in context if c in ds.frame)])
+    _failed_settings(space, ds, [*knobs, *(c for c in context if c in ds.frame)], target)
     if any_combination:
         return space
     for g in one_hot_groups(frame, [*knobs, *(k for k in context if k in frame)]):
@@ -147,15 +147,19 @@ def search_space(ds: Dataset, knobs: list[str], context: Mapping[str, object] | 
     return space
 
 
-def _failed_settings(space: SearchSpace, ds: Dataset, columns: list[str]) -> None:
+def _failed_settings(space: SearchSpace, ds: Dataset, columns: list[str], target: str | None = None) -> None:
     """Keep the settings of ``columns`` that ran only to fail out of the search: the model
-    of the other runs predicted one whose every run failed (killed, out of memory), unsaid."""
+    of the other runs predicted one whose every run failed (killed, out of memory), unsaid.
+    With ``target``, a run that left it empty failed too: a CSV has no other way to say so
+    (its empty cells were recommended unless a status column said "failed")."""
     frame = ds.frame.dropna(subset=columns)
-    if "status" not in frame or not len(frame):
+    if not len(frame) or ("status" not in frame and (target is None or target not in frame)):
         return
+    ok = frame["status"].eq("ok") if "status" in frame else pd.Series(True, index=frame.index)
+    measured = frame[target].notna() if target is not None and target in frame else ok
     text = _categorical(ds, columns)
     keys = _as_keys(frame[columns], text)
-    ran_ok = keys.assign(_ok=frame["status"].eq("ok").to_numpy()).groupby(columns, sort=True)["_ok"].any()
+    ran_ok = keys.assign(_ok=(ok & measured).to_numpy()).groupby(columns, sort=True)["_ok"].any()
     failed = ran_ok[~ran_ok]
     if not len(failed):
         return
@@ -164,7 +168,8 @@ def _failed_settings(space: SearchSpace, ds: Dataset, columns: list[str]) -> Non
     shown = "; ".join(", ".join(f"{c}={v if c in text else plain(np.float64(v))}" for c, v in zip(columns, row))
                       for row in rows)
     more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
-    space.notes.append(f"left out: {len(failed)} setting(s) every run of which failed ({shown}{more})")
+    why = "failed" if (ok == measured).all() else f"failed or left {target} empty"
+    space.notes.append(f"left out: {len(failed)} setting(s) every run of which {why} ({shown}{more})")
 
 
 def plain(value):
