@@ -85,8 +85,9 @@ class LineStream:
         start and the sniffer's mark (a whole second could fall there). The ready line gives
         the clock; a clock_step line is listed in ``steps``."""
         kind = obj.get("type")
-        if kind == "ready":
-            self.offset = float(obj["clock_offset"])
+        if kind == "ready":  # a sniffer built before session 54 says no clock: it kept the wall clock
+            given = obj.get("clock_offset")
+            self.offset = float(given) if isinstance(given, (int, float)) else time.time() - time.monotonic()
         elif kind == "clock_step":
             self.steps.append(float(obj["step"]))
         if kind not in ("interval", "tick"):
