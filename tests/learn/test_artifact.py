@@ -104,6 +104,11 @@ def test_other_format_and_missing_dir_fail(tmp_path):
 def test_corrupt_pipeline_fails(step_ds, tmp_path):
     path = fit(step_ds, "T", family="cart").save(tmp_path / "m")
     (path / "pipeline.joblib").write_bytes(b"not a pickle")
+    with pytest.raises(UsageError, match="pipeline.joblib is not the file model.json describes .*damaged"):
+        load(path)
+    meta = json.loads((path / "model.json").read_text())
+    del meta["files"]  # saved before checksums were kept: the pickle itself fails to load, said as such
+    (path / "model.json").write_text(json.dumps(meta))
     with pytest.raises(UsageError, match="cannot load pipeline.joblib"):
         load(path)
 

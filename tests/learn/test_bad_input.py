@@ -1,5 +1,7 @@
 """Every bad input is one clear line (UsageError with a where=)."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -30,8 +32,8 @@ def test_unknown_target(step_ds):
 def test_a_target_left_out_of_the_metrics_is_said_to_be_read_as_a_knob():
     """-m p95 -t T: T is a column, read as a knob since -m names every metric."""
     ds = Dataset.from_frame(step_frame().assign(p95=1.0), metrics=["p95"], name="s")
-    with pytest.raises(UsageError, match=r"unknown target 'T' \(metrics: p95\); 'T' is read as a knob: name it "
-                                         r"with -m too") as exc:
+    with pytest.raises(UsageError, match=r"unknown target 'T' \(metrics: p95\); 'T' is a knob or context here "
+                                         r"\(for a CSV, -m names every metric: add it there\)") as exc:
         fit(ds, "T")
     _one_line(exc)
 
@@ -47,8 +49,13 @@ def test_fewer_rows_than_folds():
     with pytest.raises(UsageError, match="4 usable runs are fewer than the 5 cross-validation folds") as exc:
         fit(ds, "T", family="cart", cv=5)
     _one_line(exc)
-    with pytest.raises(UsageError, match="fewer than the 10 folds"):
+    with pytest.raises(UsageError, match="4 usable runs are fewer than the 10 folds; lower --folds to 4 or fewer"):
         evaluate(training_data(ds, "T"), "cart", folds=10)
+    # one configuration, repeated: no --folds helps (it said "lower --folds", and 1 is refused)
+    one = Dataset.from_frame(pd.DataFrame({"a": [1.0] * 4, "T": [1.0, 1.1, 1.2, 1.3]}), metrics=["T"], name="one")
+    with pytest.raises(UsageError, match="1 configurations .* are fewer than the 5 folds; cross-validation needs at "
+                                         "least 2"):
+        evaluate(training_data(one, "T"), "cart", folds=5)
 
 
 def test_constant_target():
@@ -453,10 +460,25 @@ def test_a_seed_scikit_learn_refuses_a_degree_it_ignored_and_mixed_model_files(s
     shutil.copy(tmp_path / "ac" / "pipeline.joblib", tmp_path / "ab" / "pipeline.joblib")
     from perflearn.learn.model import load
 
-    with pytest.raises(UsageError, match="model.json and pipeline.joblib disagree: the schema names a, b, the "
-                                         "pipeline takes a, c; refit it") as exc:
+    with pytest.raises(UsageError, match=r"pipeline.joblib is not the file model.json describes \(its checksum "
+                                         r"differs: damaged, or copied from another fit\); fit it again") as exc:
         load(tmp_path / "ab")
     _one_line(exc)
+    # the same features (session 54's audit): another fit's pipeline predicted under this one's name and unit
+    fit(step_ds, "T", ["a", "b"], family="rf").save(tmp_path / "ab2")
+    shutil.copy(tmp_path / "ab2" / "pipeline.joblib", tmp_path / "ab" / "pipeline.joblib")
+    with pytest.raises(UsageError, match="checksum differs") as exc:
+        load(tmp_path / "ab")
+    _one_line(exc)
+    # a directory saved before checksums were kept still loads, and its features are still compared
+    meta = json.loads((tmp_path / "ab" / "model.json").read_text())
+    del meta["files"]
+    (tmp_path / "ab" / "model.json").write_text(json.dumps(meta))
+    load(tmp_path / "ab")
+    shutil.copy(tmp_path / "ac" / "pipeline.joblib", tmp_path / "ab" / "pipeline.joblib")
+    with pytest.raises(UsageError, match="model.json and pipeline.joblib disagree: the schema names a, b, the "
+                                         "pipeline takes a, c; refit it"):
+        load(tmp_path / "ab")
 
 
 def test_cluster_of_a_constant_profile_warns_nothing():

@@ -128,6 +128,18 @@ def test_evaluate_with_curve_and_figures(tmp_path):
         assert said in page, said
 
 
+def test_an_inverse_kfold_curve_cut_short_says_so(tmp_path):
+    """Session 54's audit: on few runs the curve stopped at a smaller k, unsaid (docs: k = 2..10)."""
+    small = tmp_path / "small.csv"
+    pd.read_csv(STEP).dropna().head(12).to_csv(small, index=False)
+    figs = tmp_path / "figs"
+    r = run("evaluate", "--csv", small, "-t", "T", "--family", "cart", "-k", "3", "--curve", "inverse-kfold",
+            "--figures", figs)
+    assert r.exit_code == 0, r.output
+    assert "k = 5..10 left out: a fold would hold fewer than 3 runs" in r.output
+    assert "k = 5..10 left out" in (figs / "evaluate.html").read_text()
+
+
 def test_evaluate_gives_the_pooled_figures_fit_reports(tmp_path):
     """fit printed its CV over every held-out prediction at once, evaluate the mean over
     folds: the same folds gave R² 0.23 in one and -0.95 ± 2.55 in the other."""

@@ -40,6 +40,24 @@ def test_rules_of_a_target_in_a_small_unit_are_its_rules_in_a_larger_one(step_ds
     assert small_rules.r2_or_accuracy == pytest.approx(big_rules.r2_or_accuracy, rel=1e-9)
 
 
+def test_a_leaf_too_large_to_split_is_refused(step_ds):
+    """Session 54's audit: --min-leaf 34 of 66 runs read "in every run (no split changes it)",
+    as if no knob mattered."""
+    data = training_data(step_ds, "T")
+    n = len(data.y)
+    with pytest.raises(UsageError, match=f"no split of {n} runs leaves {n // 2 + 1} on each side: at most {n // 2}"):
+        tree_rules(data, min_samples_leaf=n // 2 + 1)
+    assert len(tree_rules(data, max_depth=1, min_samples_leaf=n // 2).rules) <= 2
+
+
+def test_cluster_of_an_experiment_with_no_ok_run_says_so():
+    """Session 54's audit: it said "every metric is NULL in every run", read as an unsupported counter."""
+    frame = pd.DataFrame({"n": [1, 2, 3, 4], "wall": [None] * 4, "status": ["failed"] * 3 + ["timeout"]})
+    ds = Dataset.from_frame(frame, metrics=["wall"], name="allfail")
+    with pytest.raises(UsageError, match=r"no ok run \(4 run\(s\), none ok: 3 failed, 1 timeout\)"):
+        cluster(ds)
+
+
 def test_rules_name_categories_and_classes():
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"a": rng.uniform(0, 10, 200), "b": rng.choice(["x", "y"], 200)})

@@ -554,6 +554,11 @@ def evaluate(
         lc_title = ("learning curve (MRE % on the held-out runs"
                     + (f"; folds by {res.unit}, n_train counts rows)" if res.grouped else ")"))
         terminal.out.print(_frame_table(lc[["mode", "size", "n_train", "mre_mean", "mre_std", "r2_mean"]], title=lc_title))
+        top = int(lc["size"].max())
+        if curve == "inverse-kfold" and top < 10:  # the curve stopped early, unsaid (docs: k = 2..10)
+            said.append(f"k = {top + 1}..10 left out: a fold would hold fewer than 3 "
+                        f"{res.unit + 's' if res.grouped else 'runs'}")
+            terminal.out.print(said[-1])
     if figures is not None:
         figures.mkdir(parents=True, exist_ok=True)
         images = [ev.plot_pred_vs_actual(res.y_true, res.y_pred, figures / "pred_vs_actual.png",

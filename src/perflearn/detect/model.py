@@ -367,6 +367,9 @@ class Detector:
         if not meta_ok:  # hand-edited or of another program: every field is used below
             raise UsageError("not a detector directory (detector.json lacks features, classes, a positive interval "
                              "or a window)", where=str(directory))
+        from perflearn.learn.artifact import check_files
+
+        check_files(directory, meta, META)
         try:
             models = joblib.load(directory / MODELS)
         except OSError as exc:

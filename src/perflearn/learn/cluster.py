@@ -95,6 +95,8 @@ def cluster(
                          where="--kmax")
     if by not in ("point", "run"):
         raise UsageError(f"by must be point or run, got {by!r}", where="--by")
+    if not len(ds.ok()):  # else "every metric is NULL in every run": read as an unsupported counter
+        raise UsageError(f"no ok run ({len(ds.frame)} run(s), none ok: {_status_counts(ds)})", where=where)
     null = []
     if not columns:  # every metric, but one NULL in every run (a counter this machine lacks) profiles nothing
         null = [m for m in ds.metrics if ds.ok()[m].isna().all()]
@@ -186,3 +188,8 @@ def _unused(name: str, taken) -> str:
     while name in taken:
         name = f"k-means {name}" if not name.startswith("k-means") else f"{name}_"
     return name
+
+
+def _status_counts(ds: Dataset) -> str:
+    counts = ds.frame["status"].value_counts() if "status" in ds.frame else {}
+    return ", ".join(f"{n} {status}" for status, n in counts.items()) or "no status"

@@ -214,8 +214,9 @@ def evaluate(
     if scheme == "kfold":
         if folds < 2:
             raise UsageError(f"k-fold needs at least 2 folds, got {folds}", where="--folds")
-        if units < folds:
-            raise UsageError(f"{units} {what} are fewer than the {folds} folds; lower --folds", where=data.schema.target)
+        if units < folds:  # with 1, no --folds helps: 2 is the least
+            advice = f"lower --folds to {units} or fewer" if units >= 2 else "cross-validation needs at least 2"
+            raise UsageError(f"{units} {what} are fewer than the {folds} folds; {advice}", where=data.schema.target)
         if groups is None:
             splitters = [KFold(folds, shuffle=True, random_state=random_state + r) for r in range(max(1, repeats))]
         else:

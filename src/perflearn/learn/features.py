@@ -264,7 +264,8 @@ def training_data(
     where = where or ds.experiment
     if target not in ds.metrics:
         # -m p95,thr -t time: time is a column, read as a knob (-m names every metric)
-        knob = f"; {target!r} is read as a knob: name it with -m too" if target in ds.features else ""
+        knob = (f"; {target!r} is a knob or context here (for a CSV, -m names every metric: add it there)"
+                if target in ds.features else "")
         raise UsageError(f"unknown target {target!r} (metrics: {', '.join(ds.metrics) or 'none'}){knob}", where=where)
     available = ds.features
     if features is None:

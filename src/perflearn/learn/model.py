@@ -30,7 +30,7 @@ from sklearn.pipeline import Pipeline
 from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
-from .artifact import check_destination, write_artifact
+from .artifact import check_destination, check_files, write_artifact
 from .features import FeatureSchema, TrainingData, training_data
 from .uncertainty import band_calibration
 from .models import (AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_MAX_WIDTH, AUTO_NESTED_BELOW, AUTO_POINT,
@@ -262,6 +262,7 @@ class Model:
                     f"model was saved with {lib} {saved[lib]}, this is {here[lib]}; refit it with `perflearn fit`",
                     where=str(path),
                 )
+        check_files(path, meta, META)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -112,6 +112,9 @@ def tree_rules(data: TrainingData, max_depth: int = 3, classes: list[float] | No
         raise UsageError(f"depth must be at least 1, got {max_depth}", where="--depth")
     if min_samples_leaf < 1:  # scikit-learn refuses it naming its own parameter (an internal error here)
         raise UsageError(f"a leaf needs at least 1 run, got {min_samples_leaf}", where="--min-leaf")
+    if 2 * min_samples_leaf > len(data.y):  # the tree could not split: "in every run (no split changes it)", misread
+        raise UsageError(f"no split of {len(data.y)} runs leaves {min_samples_leaf} on each side: at most "
+                         f"{len(data.y) // 2}", where="--min-leaf")
     class_names = None
     y = data.y
     if classes is not None:
