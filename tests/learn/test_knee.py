@@ -80,3 +80,19 @@ def test_load_knee_takes_the_median_of_repeats_as_perflearn_knee_does():
     spiked[3] = 50.0  # one repeat of load 4 with a tail spike
     repeats = load_knee(np.repeat(loads, 3), np.column_stack([p95, spiked, p95]).ravel())
     assert repeats == load_knee(loads, p95)
+
+
+def test_a_noisy_load_that_latency_comes_back_down_from_moves_no_knee():
+    """Session 54's audit: one load of 900 µs amid 100 µs up to 30 000 req/s became, in the
+    isotonic fit, a plateau of 189 µs over 14 000-30 000, and the knee read 12 000 for 30 000."""
+    from perflearn.learn.knee import load_knee, noisy_loads
+
+    rate = np.arange(2, 41, 2) * 1000.0
+    p95 = np.where(rate <= 30_000, 100.0, 100.0 + (rate - 30_000) ** 2 / 1e5)
+    clean = load_knee(rate, p95)
+    spiked = p95.copy()
+    spiked[rate == 14_000] = 900.0
+    assert clean is not None and load_knee(rate, spiked).x == clean.x >= 28_000
+    assert noisy_loads(rate, spiked) == ["load 14000 left out of the knee: its latency 900 comes back down at the "
+                                         "loads after it (a noisy load, not saturation)"]
+    assert noisy_loads(rate, p95) == []  # saturation does not come back down: never a noisy load

@@ -757,6 +757,19 @@ def test_passes_ended_before_static_are_priced_against_it():
     longer.add("static", pd.DataFrame({"energy_j": [8.0, 2.0]}), 2.0, True)
     longer.add("hipster", cut, 1.0, False)
     assert stored[-1] == ("hipster", 8.0, False, "terminated after 1 intervals")  # not 10.0, static's whole pass
+    assert longer.recorded == ["static", "hipster"]
+    # a second Ctrl-C cuts a recording short: what was recorded is known, what was not waits (session 54's audit:
+    # the pass was lost from the store, unsaid)
+    def second_signal(label, *_):
+        if label == "hipster":
+            raise KeyboardInterrupt
+        stored.append(label)
+
+    cut_short = StaticFirst(second_signal, static_comes=True)
+    with pytest.raises(KeyboardInterrupt):
+        cut_short.add("static", frame(8.0), 1.0, True)
+        cut_short.add("hipster", cut, 1.0, False)
+    assert cut_short.recorded == ["static"] and [w[0] for w in cut_short.waiting] == ["hipster"]
 
 
 def test_every_interval_is_on_disk_as_it_ends(tmp_path):
@@ -790,6 +803,7 @@ def test_every_interval_is_on_disk_as_it_ends(tmp_path):
         pd.testing.assert_frame_equal(rows, pd.read_csv(io.StringIO(frame.to_csv(index=False))), check_dtype=False)
     # the turns in the order the service ran them: static's first four, then hipster's
     assert list(written["policy"][8:16]) == ["static"] * 4 + ["hipster"] * 4
+    assert list(journal.labels) == list(dict.fromkeys(written["policy"]))  # each pass written, in order
 
 
 def test_interleaved_comparison_cli(tmp_path):
@@ -1011,6 +1025,9 @@ def test_live_options_are_refused_by_the_simulator_and_a_bad_service_command_bef
                            (["--service", "memcached -p {}", *live], "the only placeholder is {port}"),
                            (["--service", "memcached -p {port", *live], "a literal brace is {{ or }}"),
                            (["--service", "memcached -p 11211", *live], "no {port} in 'memcached -p 11211'"),
+                           # a program not found: exit 1, the option unnamed, after the first pass began (session 54)
+                           (["--service", "no-such-service-xyz -p {port}", *live],
+                            "--service: no program 'no-such-service-xyz' (not found)"),
                            # and the simulator's own options a live run took silently (session 46's review)
                            (["--service", "memcached -p {port}", "--seeds", "3", *live], "--seeds: the simulator's option"),
                            (["--service", "memcached -p {port}", "--mu", "5000", *live], "--mu: the simulator's option"),

@@ -6,6 +6,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
@@ -112,6 +113,10 @@ def manage(
     from perflearn.manage.config import ConfigSpace
     from perflearn.manage.policies import EXPERIENCED, POLICY_NAMES, PROFILERS, variant, with_learning
 
+    # SIGTERM as Ctrl-C from the start: a live run stops its service and load generator and leaves the maximum; a
+    # simulation says what it kept (it exited 143 unsaid, and a live run in its first 2 s too: session 54's audit)
+    interrupt_on_sigterm()
+
     # all and others: every baseline, then the others (they were dropped without a word, an unknown one too)
     names = list(dict.fromkeys([*(POLICY_NAMES if "all" in policy else ()), *(p for p in policy if p != "all")]))
     known = (*POLICY_NAMES, *EXPERIENCED, *PROFILERS)
@@ -126,6 +131,10 @@ def manage(
         raise UsageError("heimdall-experience needs --experience: the --csv files of earlier runs")
     if experience and not any(n in EXPERIENCED for n in bases):
         terminal.warn("--experience is read by heimdall-experience only, which is not among the policies: unused")
+    elif experience:
+        from perflearn.manage.experience import check_readable
+
+        check_readable(experience)
     if not (0 < miss_budget < 1):  # NaN too
         raise UsageError(f"--miss-budget: a share of the intervals in (0, 1), got {miss_budget:g}")
     if miss_budget != 0.01 and not any(n in EXPERIENCED for n in bases):
@@ -259,7 +268,7 @@ def manage(
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, models,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
               shlex.split(load_args), power_, tick, cost_models, order, headroom, cpus, experience, miss_budget, slot,
-              quantiles, rapl)
+              quantiles, rapl, store=store)
 
 
 LABEL = re.compile(r"[A-Za-z0-9_.-]+")
@@ -313,6 +322,13 @@ def _check_service_command(command: str) -> None:
                          where="--service")
     if "port" not in fields:
         raise UsageError(f"no {{port}} in {command!r}: the manager picks a free port and the service must listen on it",
+                         where="--service")
+    try:
+        program = shlex.split(command)[0]
+    except (ValueError, IndexError):
+        raise UsageError(f"not a command line: {command!r}", where="--service") from None
+    if shutil.which(program) is None:  # found after the first pass began, exit 1 and the option unnamed
+        raise UsageError(f"no program {program!r} ({'not executable' if os.path.exists(program) else 'not found'})",
                          where="--service")
 
 
@@ -383,7 +399,7 @@ def _say_if_ticks_hold_too_few(tick: float | None, max_rps: float) -> None:
     if tick and max_rps * tick < TICK_REQUESTS:
         terminal.warn(f"--react-ms {tick * 1e3:g}: a tick holds {max_rps * tick:.3g} requests at the maximum load, "
                       f"fewer than {TICK_REQUESTS}: a load step is told from noise late or never, and Heimdall misses "
-                      f"more (--react-ms {TICK_REQUESTS / max_rps * 1e3:.2g} or more)")
+                      f"more (--react-ms {math.ceil(TICK_REQUESTS / max_rps * 1e3):d} or more)")  # 1e+02 read for 100
 
 
 def _check_simulation_size(space, trace: str, step_seconds: float, interval: float, mu: float,
@@ -458,7 +474,7 @@ def _of(model, kind: str, what: str):
 
 def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, trace, step_seconds, interval,
           figure, csv, record, load_args, power, tick, cost_dirs, order, headroom, service_cpus=None, experience_csvs=None,
-          miss_budget=0.01, slot=None, quantiles: dict | None = None, rapl=None) -> None:
+          miss_budget=0.01, slot=None, quantiles: dict | None = None, rapl=None, store=None) -> None:
     from perflearn.manage.compare import check_unit, figure as draw, model_predictor
     from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.journal import IntervalCsv
@@ -496,7 +512,6 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
     else:  # measured, every interval; --power still prices the same intervals afterwards (--from-csv)
         terminal.info(f"energy: measured by RAPL ({len(rapl.files)} package counter(s)), the harness's share included")
     workdir = work_directory()  # and those of managers killed outright removed
-    interrupt_on_sigterm()  # a killed run stops its service and load generator and leaves the maximum
     segments = _live_segments(trace, max_rps, step_seconds, interval)
     if trace == "steps":  # perflearn-load's own steps
         shape = ["--profile", "steps", "--step-seconds", f"{step_seconds:g}"]
@@ -548,11 +563,18 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                 frames[label] = frame
                 priced.add(label, frame, wall, complete)
         except BaseException as exc:  # interrupted, or the service failed: nothing measured is lost
+            why = ("terminated" if isinstance(exc, Terminated) else "interrupted" if isinstance(exc, KeyboardInterrupt)
+                   else "stopped")
             priced.flush()  # what waited for static, unpriced
+            if store is not None and priced.recorded:
+                terminal.warn(f"{why}: recorded in {store}: {', '.join(priced.recorded)}")
             if journal and journal.rows:
-                why = ("terminated" if isinstance(exc, Terminated) else "interrupted" if isinstance(exc, KeyboardInterrupt)
-                       else "stopped")
                 terminal.warn(f"{why}: the {journal.rows} intervals run so far are in {csv}")
+                # a second Ctrl-C is delivered at once, its pass's recording cut short: said, not lost unsaid
+                unsaved = [label for label in journal.labels if label not in priced.recorded]
+                if store is not None and unsaved:
+                    terminal.warn(f"{why}: {', '.join(unsaved)} not in {store} (a second signal stopped the recording): "
+                                  f"their intervals are in {csv} only (perflearn manage --from-csv records a file)")
             raise
     reference = frames["static"]["energy_j"].sum() if "static" in frames else None  # every pass ended: whole passes
     shown = frames  # static too when not asked for: the energy's reference, as the simulator shows it
@@ -586,6 +608,7 @@ class StaticFirst:
         self.record, self.static_comes = record, static_comes
         self.static = None  # static's pass
         self.waiting: list[tuple] = []
+        self.recorded: list[str] = []  # the labels recorded, in order
 
     def add(self, label: str, frame, wall: float, complete: bool) -> None:
         if label == "static":
@@ -595,10 +618,12 @@ class StaticFirst:
             self.flush()
 
     def flush(self) -> None:
-        for label, frame, wall, complete in self.waiting:
+        while self.waiting:
+            label, frame, wall, complete = self.waiting[0]
             self.record(label, frame, static_energy(self.static, frame), wall, complete,
                         frame.attrs.get("stopped"))
-        self.waiting = []
+            self.waiting.pop(0)
+            self.recorded.append(label)
 
 
 def _one_file_each(paths: list[tuple[str, Path | None]]) -> None:
@@ -733,6 +758,10 @@ def _say_experience(experience) -> None:
     known = int((experience.intervals >= LEAST).any(axis=1)[1:].sum())
     terminal.info(f"experience: {len(experience)} intervals from {experience.files} file(s); configurations known at "
                   f"{known} of {experience.buckets} loads")
+    if experience.foreign:  # 532 of 545 intervals dropped, unsaid (session 54's audit)
+        terminal.warn(f"experience: {experience.foreign} interval(s) under load ran a configuration outside "
+                      f"{len(experience.space.cores)} cores x {len(experience.space.levels)} levels (another "
+                      "--cores or --levels): left out")
 
 
 def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, seeds, figure, csv, record,
@@ -742,6 +771,7 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     from perflearn.manage.heimdall import HOST_QUANTILE
     from perflearn.manage.simulator import ServerModel, SlowHost
 
+    from perflearn.lifetime import signals_held
     from perflearn.manage.journal import append_pass
 
     runs, ended, written = [], [], []
@@ -750,7 +780,8 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     def ended_pass(s: int, priced):
         def on_pass(name, frame):
             if csv:
-                append_pass(csv, frame, name, s, first=not written)
+                with signals_held():  # a pass is written whole or not at all: Ctrl-C waits for it
+                    append_pass(csv, frame, name, s, first=not written)
                 written.append(name)
             # its wall time is the simulated seconds, as --from-csv records a live pass's (it was 0)
             priced.add(name, frame, float(frame["t"].max()), True)
@@ -773,12 +804,13 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
                            HOST_QUANTILE if host_quantile is None else host_quantile, on_pass=ended_pass(s, priced))
             _say_seed(run, s == seed, s, names, space, mu, tick, profiled_speed, host, miss_budget)
             runs.append(run)
-    except KeyboardInterrupt:  # every finished pass was recorded as it ended: say so (it said only "interrupted")
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: every finished pass was recorded as it ended: say so
+        why = "terminated" if isinstance(exc, Terminated) else "interrupted"
         if ended and stored:
-            terminal.warn(f"interrupted: the {len(ended)} pass(es) that had ended are recorded ({', '.join(ended)}); "
+            terminal.warn(f"{why}: the {len(ended)} pass(es) that had ended are recorded ({', '.join(ended)}); "
                           "the one running is not")
         if written:
-            terminal.warn(f"interrupted: the intervals of the {len(written)} pass(es) that had ended are in {csv}")
+            terminal.warn(f"{why}: the intervals of the {len(written)} pass(es) that had ended are in {csv}")
         raise
     _say_simulation(runs, names, trace, seed, seeds, power, figure, csv)
 
@@ -853,7 +885,7 @@ def knee(
     QoS target = latency there, maximum load = 95 % of its load."""
     import pandas as pd
 
-    from perflearn.learn.knee import knee_before_jump, knee_doubts, load_knee
+    from perflearn.learn.knee import knee_before_jump, knee_doubts, load_knee, noisy_loads
     from perflearn.store import open_store
 
     with open_store(store, read_only=True) as results:
@@ -891,6 +923,8 @@ def knee(
         raise UsageError(f"{y} does not turn up within the loads measured (highest {x} = {curve.index.max():g}): "
                          f"measure higher loads, or give perflearn manage --target-ms and --max-rps yourself")
     loads, latencies = curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float)
+    for note in noisy_loads(loads, latencies):
+        terminal.warn(note)
     if before_jump and (moved := knee_before_jump(loads, latencies, found)) != found:
         terminal.warn(f"kneedle's knee at {x} = {found.x:g} ({y} = {found.y:g}) is past a latency jump; "
                       f"taking the load before it")

@@ -57,6 +57,7 @@ class Experience:
     misses: np.ndarray
     busy: np.ndarray  # [bucket]; NaN where none was seen
     files: int = 0
+    foreign: int = 0  # intervals under load in a configuration outside ``space`` (another --cores, --levels)
 
     @property
     def buckets(self) -> int:
@@ -73,18 +74,20 @@ class Experience:
         intervals = np.zeros((buckets + 1, len(configs)), dtype=int)
         misses = np.zeros_like(intervals)
         busy: list[list[float]] = [[] for _ in range(buckets + 1)]
+        foreign = 0
         for path in paths:
             frame = _read(path)
             for row in frame.itertuples(index=False):
                 i = index.get((int(row.cores), round(float(row.level), 4)))
-                if i is None:  # a configuration of another space: nothing to say about this one
+                if i is None:  # a configuration of another space: nothing to say about this one, but said
+                    foreign += 1
                     continue
                 b = load_bucket(row.rps, max_rps, buckets)
                 intervals[b, i] += 1
                 misses[b, i] += row.p95 > target_s
                 busy[b].append(row.utilisation * row.cores * row.level)
         median = np.array([np.median(v) if v else np.nan for v in busy])
-        return cls(space, max_rps, intervals, misses, median, files=len(paths))
+        return cls(space, max_rps, intervals, misses, median, files=len(paths), foreign=foreign)
 
     def share(self) -> np.ndarray:
         """Miss share per bucket and configuration (Jeffreys' estimate, (misses + 1/2) /
@@ -190,6 +193,13 @@ class Freshness:
         return f"{self.misses} of {len(self.shares)} intervals missed where it expected {sum(self.shares):.1f}"
 
 
+def check_readable(paths: list[Path]) -> None:
+    """Each ``--experience`` file read once before the run: a bad one was found after the
+    simulator's profiling (8 s), or a live run's preload."""
+    for path in paths:
+        _read(path)
+
+
 def _read(path: Path) -> pd.DataFrame:
     """The intervals of one ``perflearn manage --csv`` file that can teach: under load, with
     a p95, no reaction inside."""
@@ -197,7 +207,11 @@ def _read(path: Path) -> pd.DataFrame:
         frame = pd.read_csv(path)
     except FileNotFoundError:
         raise UsageError(f"--experience: no file {path}") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise UsageError(f"--experience {path}: a directory, not a perflearn manage --csv file") from None
+    except OSError as exc:  # unreadable, or a .gz cut short (gzip.BadGzipFile and EOFError, an internal error before)
+        raise UsageError(f"--experience {path}: cannot read it ({exc.strerror or exc})") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError) as exc:
         raise UsageError(f"--experience {path}: not a CSV ({str(exc).splitlines()[0]})") from None
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:

@@ -37,11 +37,13 @@ class IntervalCsv:
         self.writer.writerow(COLUMNS)
         self.file.flush()
         self.rows = 0
+        self.labels: dict[str, None] = {}  # each pass written, in order
 
     def __call__(self, label: str, record: IntervalRecord) -> None:
         self.writer.writerow([_cell(getattr(record, name)) for name in COLUMNS[:-1]] + [label])
         self.file.flush()  # to the kernel: what a killed process wrote is kept
         self.rows += 1
+        self.labels[label] = None
 
     def close(self) -> None:
         self.file.close()

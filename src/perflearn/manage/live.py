@@ -134,8 +134,12 @@ class LiveService(Service):
 
         # stderr to a file: a pipe nobody reads while it runs would stop a service that logs
         self.service_err = tempfile.TemporaryFile()
-        self.service = subprocess.Popen(shlex.split(command), preexec_fn=join, process_group=0,
-                                        stdout=subprocess.DEVNULL, stderr=self.service_err)
+        argv = shlex.split(command)
+        try:
+            self.service = subprocess.Popen(argv, preexec_fn=join, process_group=0,
+                                            stdout=subprocess.DEVNULL, stderr=self.service_err)
+        except (FileNotFoundError, PermissionError) as exc:  # exit 1, the option unnamed (closed by __init__)
+            raise UsageError(f"--service: cannot run {argv[0]!r}: {exc.strerror}") from None
         _wait_port(port, self.service, self.service_err, 10.0)
         if self.harness:  # this process's threads, and so the sniffer and the load generator it starts: off the service's CPUs
             _place_threads(self.harness)
@@ -384,7 +388,7 @@ def _wait_port(port: int, proc: subprocess.Popen, stderr, timeout: float) -> Non
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise UsageError(f"the service ended with {_status(proc)} before accepting on port {port}: "
-                             f"{_tail(stderr)}")
+                             f"{_tail(stderr) or 'it wrote nothing to stderr'}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
