@@ -618,12 +618,16 @@ class StaticFirst:
             self.flush()
 
     def flush(self) -> None:
+        from perflearn.lifetime import signals_held
+
         while self.waiting:
             label, frame, wall, complete = self.waiting[0]
-            self.record(label, frame, static_energy(self.static, frame), wall, complete,
-                        frame.attrs.get("stopped"))
-            self.waiting.pop(0)
-            self.recorded.append(label)
+            # a store call Ctrl-C cuts gives up ("Query interrupted"): held, and the pass counted with it
+            with signals_held():
+                self.record(label, frame, static_energy(self.static, frame), wall, complete,
+                            frame.attrs.get("stopped"))
+                self.waiting.pop(0)
+                self.recorded.append(label)
 
 
 def _one_file_each(paths: list[tuple[str, Path | None]]) -> None:
@@ -780,9 +784,9 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     def ended_pass(s: int, priced):
         def on_pass(name, frame):
             if csv:
-                with signals_held():  # a pass is written whole or not at all: Ctrl-C waits for it
+                with signals_held():  # a pass is written whole or not at all, and counted: Ctrl-C waits for both
                     append_pass(csv, frame, name, s, first=not written)
-                written.append(name)
+                    written.append(name)
             # its wall time is the simulated seconds, as --from-csv records a live pass's (it was 0)
             priced.add(name, frame, float(frame["t"].max()), True)
         return on_pass
