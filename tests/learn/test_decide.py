@@ -78,3 +78,16 @@ def test_decide_fills_a_partly_given_context_and_warns_beyond_the_runs():
     said = replace(d, table_family="rf").lines()[-1]
     assert "learned choices per context (a random forest's, cross-fitted by context)" in said
     assert "random forest" not in d.lines()[-1]
+
+
+def test_decide_never_recommends_a_setting_whose_every_run_left_the_target_empty():
+    """Session 54's review: recommend left such settings out, decide (searching as recommend
+    does) recommended a=4, every run of which was empty."""
+    import pandas as pd
+
+    rows = [(a, b, 10.0 - 2 * a + b + 0.01 * r) for a in (1, 2, 3) for b in (1, 2) for r in range(3)]
+    rows += [(4, b, None) for b in (1, 2) for _ in range(3)]
+    ds = Dataset.from_frame(pd.DataFrame(rows, columns=["a", "b", "t"]), metrics=["t"], name="e")
+    d = decide(ds, "t", "min", family="linear")
+    assert d.recommendation.point == {"a": 3, "b": 1}, d.recommendation.point
+    assert any("failed or left t empty" in n for n in d.recommendation.notes)

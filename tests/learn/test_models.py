@@ -32,6 +32,16 @@ def test_cart_recovers_known_split(step_ds):
     assert 4.7 < tree.threshold[0] < 5.3
 
 
+def test_a_spread_of_rounding_is_not_scaled_up():
+    """Session 54's review: 0.3 and 0.30000000000000004 were scaled by 2^53, and the trees
+    split on float noise (rules: three rules, each "t ≈ 0.3")."""
+    from perflearn.learn.models import BinaryScaler
+
+    assert BinaryScaler().fit(np.array([[0.3], [0.1 + 0.2]])).scale_ == 1.0
+    assert BinaryScaler().fit(np.full((7, 1), 0.1)).scale_ == 1.0
+    assert BinaryScaler().fit(np.array([[1e-8], [2e-8], [3e-8]])).scale_ == 2.0 ** 27
+
+
 @pytest.mark.parametrize("family", ["cart", "rf", "gbm"])
 def test_trees_learn_a_target_in_a_small_unit(family):
     """scikit-learn's trees make a node a leaf when its variance is at most 2.2e-16 in the

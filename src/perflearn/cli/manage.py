@@ -565,16 +565,18 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         except BaseException as exc:  # interrupted, or the service failed: nothing measured is lost
             why = ("terminated" if isinstance(exc, Terminated) else "interrupted" if isinstance(exc, KeyboardInterrupt)
                    else "stopped")
-            priced.flush()  # what waited for static, unpriced
-            if store is not None and priced.recorded:
-                terminal.warn(f"{why}: recorded in {store}: {', '.join(priced.recorded)}")
-            if journal and journal.rows:
-                terminal.warn(f"{why}: the {journal.rows} intervals run so far are in {csv}")
-                # a second Ctrl-C is delivered at once, its pass's recording cut short: said, not lost unsaid
-                unsaved = [label for label in journal.labels if label not in priced.recorded]
-                if store is not None and unsaved:
-                    terminal.warn(f"{why}: {', '.join(unsaved)} not in {store} (a second signal stopped the recording): "
-                                  f"their intervals are in {csv} only (perflearn manage --from-csv records a file)")
+            try:
+                priced.flush()  # what waited for static, unpriced
+            finally:  # said however the flush ended (another signal)
+                if store is not None and priced.recorded:
+                    terminal.warn(f"{why}: recorded in {store}: {', '.join(priced.recorded)}")
+                if journal and journal.rows:
+                    terminal.warn(f"{why}: the {journal.rows} intervals run so far are in {csv}")
+                    # a second Ctrl-C is delivered at once, its pass's recording cut short: said, not lost unsaid
+                    unsaved = [label for label in journal.labels if label not in priced.recorded]
+                    if store is not None and unsaved:
+                        terminal.warn(f"{why}: {', '.join(unsaved)} not in {store} (stopped before it was recorded): "
+                                      f"their intervals are in {csv} only (perflearn manage --from-csv records a file)")
             raise
     reference = frames["static"]["energy_j"].sum() if "static" in frames else None  # every pass ended: whole passes
     shown = frames  # static too when not asked for: the energy's reference, as the simulator shows it
@@ -609,6 +611,7 @@ class StaticFirst:
         self.static = None  # static's pass
         self.waiting: list[tuple] = []
         self.recorded: list[str] = []  # the labels recorded, in order
+        self.abandoned: list[str] = []  # those whose recording a signal cut short
 
     def add(self, label: str, frame, wall: float, complete: bool) -> None:
         if label == "static":
@@ -621,13 +624,18 @@ class StaticFirst:
         from perflearn.lifetime import signals_held
 
         while self.waiting:
-            label, frame, wall, complete = self.waiting[0]
-            # a store call Ctrl-C cuts gives up ("Query interrupted"): held, and the pass counted with it
-            with signals_held():
-                self.record(label, frame, static_energy(self.static, frame), wall, complete,
-                            frame.attrs.get("stopped"))
-                self.waiting.pop(0)
-                self.recorded.append(label)
+            label, frame, wall, complete = self.waiting.pop(0)
+            # a store call Ctrl-C cuts gives up ("Query interrupted"): held, and the pass counted with it. A second
+            # signal is delivered at once: that pass is given up, not tried again (it could wait as long again)
+            try:
+                with signals_held():
+                    self.record(label, frame, static_energy(self.static, frame), wall, complete,
+                                frame.attrs.get("stopped"))
+                    self.recorded.append(label)
+            except BaseException:
+                if label not in self.recorded:
+                    self.abandoned.append(label)
+                raise
 
 
 def _one_file_each(paths: list[tuple[str, Path | None]]) -> None:

@@ -111,7 +111,7 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
         fixed.update(zip(taken, top if isinstance(top, tuple) else (top,)))
         tied = int((sizes == sizes.max()).sum())
     space = search_space(ds, [f for f in model.features if f not in fixed], fixed,
-                         any_combination=any_combination)
+                         any_combination=any_combination, target=target)  # as recommend: empty-target settings out
     rec = recommend({target: model}, target, sense, space, fixed, seed=random_state)
     # the point beyond the runs (a context not measured, settings never together): said, as recommend says it
     used = [f for f in model.features if f in rec.point]

@@ -126,8 +126,12 @@ class BinaryScaler(TransformerMixin, BaseEstimator):
     in a larger unit; a target whose spread is 1 or more is left as it is."""
 
     def fit(self, y, _=None):
-        sd = float(np.nanstd(np.asarray(y, dtype=float)))
-        self.scale_ = 2.0 ** max(0, -math.floor(math.log2(sd))) if 0 < sd < math.inf else 1.0
+        y = np.asarray(y, dtype=float)
+        sd = float(np.nanstd(y))
+        # a spread of rounding (0.3 and 0.30000000000000004, or a constant fold's std of 1e-17) is none:
+        # scaled up, the trees split on float noise
+        noise = 1e-12 * float(np.nanmax(np.abs(y))) if y.size and np.isfinite(y).any() else 0.0
+        self.scale_ = 2.0 ** max(0, -math.floor(math.log2(sd))) if noise < sd < math.inf else 1.0
         return self
 
     def transform(self, y):

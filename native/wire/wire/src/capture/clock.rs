@@ -20,6 +20,12 @@ const READ_GAP_NS: i64 = 1_000_000;
 /// After a check, a stamp well before the last placed (reordered in the kernel's buffer)
 /// checks again only this much later: such stamps in a row cost a check each (150 ns).
 const RECHECK_NS: i64 = 1_000_000;
+/// After a step, a reading of a stamp this close after the last placed continues the stream
+/// (the kernel's buffer is in order); one this close to now is a packet just arrived.
+const CONTINUES_NS: i64 = 5_000_000;
+const FRESH_NS: i64 = 20_000_000;
+/// Steps kept until a stamp is seen on them (two before any packet was read lost the first).
+const MAX_PENDING: usize = 8;
 
 /// The two clocks, read in nanoseconds (a trait so that tests can step a wall clock).
 pub trait Clocks {
@@ -50,8 +56,8 @@ pub struct CaptureClock<C: Clocks = SystemClocks> {
     base: i64,
     /// wall - monotonic that stamps are taken to be on
     applied: i64,
-    /// after a step, the new offset, until a stamp is seen on it
-    pending: Option<i64>,
+    /// after steps, their offsets in the order seen, until a stamp is seen on one
+    pending: Vec<i64>,
     /// a monotonic time no stamp can lie past yet (now, read lately, plus the slack)
     horizon: i64,
     /// the last stamp placed, on the monotonic clock
@@ -71,8 +77,8 @@ impl CaptureClock<SystemClocks> {
 impl<C: Clocks> CaptureClock<C> {
     pub fn new(clocks: C) -> Self {
         let (offset, now) = sample(&clocks);
-        CaptureClock { clocks, base: offset, applied: offset, pending: None, horizon: now + SLACK_NS, last: i64::MIN / 2,
-                       checked: now, steps: vec![] }
+        CaptureClock { clocks, base: offset, applied: offset, pending: vec![], horizon: now + SLACK_NS,
+                       last: i64::MIN / 2, checked: now, steps: vec![] }
     }
 
     /// Seconds to add to CLOCK_MONOTONIC to get the capture's times (the ready line's `clock_offset`).
@@ -90,12 +96,15 @@ impl<C: Clocks> CaptureClock<C> {
     pub fn check(&mut self) {
         let (offset, now) = sample(&self.clocks);
         self.checked = now;
-        let change = offset - self.pending.unwrap_or(self.applied);
+        let change = offset - self.pending.last().copied().unwrap_or(self.applied);
         if change.abs() > STEP_NS {
-            self.pending = Some(offset);
+            if self.pending.len() == MAX_PENDING {
+                self.pending.remove(0);
+            }
+            self.pending.push(offset);
             self.steps.push(change);
-        } else if self.pending.is_some() {
-            self.pending = Some(offset);
+        } else if let Some(newest) = self.pending.last_mut() {
+            *newest = offset;
         } else {
             self.applied = offset;
         }
@@ -110,7 +119,7 @@ impl<C: Clocks> CaptureClock<C> {
     pub fn place(&mut self, stamp: Ts) -> Ts {
         let stamp = stamp as i64;
         let mut at = stamp - self.applied;
-        if self.pending.is_none() && (at > self.horizon || at < self.last - SLACK_NS) {
+        if self.pending.is_empty() && (at > self.horizon || at < self.last - SLACK_NS) {
             // past now (the clock stepped forward: always checked), or well before the last stamp (back)
             let now = self.clocks.monotonic();
             self.horizon = now + SLACK_NS;
@@ -118,21 +127,44 @@ impl<C: Clocks> CaptureClock<C> {
                 self.check();
             }
         }
-        if let Some(offset) = self.pending {
-            // Stamped before the step or after it? Packets wait in the kernel's buffer a
-            // little, never in the future: the later reading that is not past now.
-            let new = stamp - offset;
-            self.horizon = self.clocks.monotonic() + SLACK_NS;
-            let (later, earlier) = if new > at { (new, at) } else { (at, new) };
-            let chosen = if later <= self.horizon { later } else { earlier };
-            if chosen == new {
-                self.applied = offset;
-                self.pending = None;
-            }
-            at = chosen;
+        if !self.pending.is_empty() {
+            at = self.after_step(stamp);
         }
         self.last = self.last.max(at);
         (at + self.base).max(0) as Ts
+    }
+
+    /// Where a stamp read after a step lies: on the offset applied (stamped before the step)
+    /// or on a step's (after it). A reading is possible when it is not past now (packets
+    /// wait in the kernel's buffer, never in the future) and not before the last stamp
+    /// placed (the buffer is in order). Of two possible, the one that continues the stream
+    /// (a backlog read after a stall: the later reading was placed a step late), else one
+    /// just arrived (after a pause longer than the step, the earlier was a step early), else
+    /// the offset applied. A stamp placed on a step's offset applies it, and drops the steps
+    /// before it.
+    fn after_step(&mut self, stamp: i64) -> i64 {
+        let now = self.clocks.monotonic();
+        self.horizon = now + SLACK_NS;
+        let readings = std::iter::once(self.applied).chain(self.pending.iter().copied()).map(|o| stamp - o);
+        let possible = |at: &i64| *at <= self.horizon && *at >= self.last - SLACK_NS;
+        let (earliest, latest) = readings.clone().filter(possible).fold((None, None), |(lo, hi): (Option<i64>, Option<i64>), at| {
+            (Some(lo.map_or(at, |v: i64| v.min(at))), Some(hi.map_or(at, |v: i64| v.max(at))))
+        });
+        let applied = stamp - self.applied;
+        let at = match (earliest, latest) {
+            (Some(lo), Some(hi)) if lo == hi => lo,
+            (Some(lo), _) if lo - self.last <= CONTINUES_NS => lo,
+            (_, Some(hi)) if hi >= now - FRESH_NS => hi,
+            // nothing tells: the clock the stamps were on (a first packet read late is stamped before the step)
+            (Some(lo), _) => if possible(&applied) { applied } else { lo },
+            // none possible (reordered past the slack): the latest not past now, else the earliest
+            _ => readings.clone().filter(|at| *at <= self.horizon).max().unwrap_or_else(|| readings.clone().min().unwrap_or(stamp)),
+        };
+        if let Some(k) = self.pending.iter().position(|o| stamp - o == at) {
+            self.applied = self.pending[k];
+            self.pending.drain(..=k);
+        }
+        at
     }
 }
 
@@ -302,5 +334,74 @@ mod tests {
         placed.sort_by(f64::total_cmp);
         read.sort_by(f64::total_cmp);
         println!("ns per stamp, median of 5: {:.2} placed, {:.2} only read", placed[2], read[2]);
+    }
+
+    /// Packets that arrived at `arrived` ms (monotonic), stamped on the wall clock of then
+    /// (`steps`: (at ms, step ns), in order), read at `read` ms each, the clocks compared at
+    /// `checks` ms (as the sniffer's timer, and its empty waits, do) or, with `check_each`,
+    /// before each packet too: where each is placed, in ms from the start.
+    fn read_back(arrived: &[i64], read: &[i64], steps: &[(i64, i64)], checks: &[i64], check_each: bool) -> Vec<f64> {
+        let (hand, mut clock) = started();
+        let wall_at = |ms: i64| steps.iter().filter(|(at, _)| *at <= ms).map(|(_, s)| s).sum::<i64>();
+        let mut due = checks.iter().peekable();
+        arrived.iter().zip(read).map(|(&a, &r)| {
+            while let Some(&&c) = due.peek().filter(|&&&c| c <= r) {
+                hand.at(c);
+                hand.step.set(wall_at(c));
+                clock.check();
+                due.next();
+            }
+            hand.at(r);
+            hand.step.set(wall_at(r));
+            if check_each {
+                clock.check();
+            }
+            (clock.place(hand.stamp(a, wall_at(a))) as i64 - WALL0) as f64 / MS as f64
+        }).collect()
+    }
+
+    fn every(from: i64, to: i64, step: usize) -> Vec<i64> {
+        (from..to).step_by(step).collect()
+    }
+
+    #[test]
+    fn a_backlog_read_after_a_step_is_placed_where_it_arrived() {
+        // a step back of 30 ms at 100 ms; packets every ms, each read 36-61 ms late (review, session 54:
+        // the later reading, not past now, put those stamped before the step 30 ms late)
+        let arrived: Vec<i64> = (70..130).collect();
+        let read: Vec<i64> = arrived.iter().map(|a| a + 36 + (a % 26)).collect::<Vec<_>>();
+        let read: Vec<i64> = read.iter().scan(0, |m, &r| { *m = r.max(*m); Some(*m) }).collect();  // in order
+        for check_each in [true, false] {
+            let placed = read_back(&arrived, &read, &[(100, -30 * MS)], &every(0, 300, 100), check_each);
+            assert_eq!(placed, arrived.iter().map(|&a| a as f64).collect::<Vec<_>>(), "check each: {check_each}");
+        }
+        // starved for 500 ms, the clock stepped back 200 ms at 300 ms: the whole backlog read at 520-530 ms
+        let arrived: Vec<i64> = (0..50).map(|i| 20 + i * 10).collect();
+        let read: Vec<i64> = (0..50).map(|i| 520 + i / 5).collect();
+        let placed = read_back(&arrived, &read, &[(300, -200 * MS)], &[], true);
+        assert_eq!(placed, arrived.iter().map(|&a| a as f64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn after_a_pause_longer_than_the_step_a_packet_just_arrived_is_placed_now() {
+        // quiet from 100 to 400 ms (the clocks compared at each empty wait of 10 ms), a step back of
+        // 50 ms at 200: the packet at 400 is read at 401
+        let placed = read_back(&[90, 100, 400, 401], &[91, 101, 401, 402], &[(200, -50 * MS)], &every(110, 400, 10),
+                               false);
+        assert_eq!(placed, vec![90.0, 100.0, 400.0, 401.0]);
+    }
+
+    #[test]
+    fn a_step_forward_read_late_and_two_steps_before_any_packet() {
+        let arrived: Vec<i64> = (80..120).collect();
+        let read: Vec<i64> = arrived.iter().map(|a| a + 28).collect();
+        let placed = read_back(&arrived, &read, &[(100, 30 * MS)], &[], true);
+        assert_eq!(placed, arrived.iter().map(|&a| a as f64).collect::<Vec<_>>());
+        // back 1 s at 100 ms, forward 400 ms at 150 ms, the clocks compared at 120 ms and 180 ms, every
+        // packet read at 200 ms (the first step was lost: the second's offset replaced it)
+        let arrived: Vec<i64> = (90..190).step_by(10).collect();
+        let read = vec![200; arrived.len()];
+        let placed = read_back(&arrived, &read, &[(100, -1000 * MS), (150, 400 * MS)], &[120, 180], false);
+        assert_eq!(placed, arrived.iter().map(|&a| a as f64).collect::<Vec<_>>());
     }
 }
