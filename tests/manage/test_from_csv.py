@@ -279,27 +279,18 @@ def test_a_gzipped_csv_is_read_as_the_csv_it_holds(simulated, tmp_path):
         assert len(x) == journal["policy"].nunique() and x.drop(columns="run_id").equals(y.drop(columns="run_id"))
 
 
-def test_a_terminated_simulation_says_what_it_kept(tmp_path):
+def test_a_terminated_simulation_says_what_it_kept(tmp_path, when_written):
     """SIGTERM to a simulation exited 143 with no word (session 54's audit): it was made an
     interrupt in the live path only, after the models loaded."""
     import signal
     import subprocess
     import sys
-    import time
 
     csv = tmp_path / "term.csv"
     proc = subprocess.Popen([sys.executable, "-m", "perflearn", "manage", "--simulate", "-p", "static", "-p", "ondemand",
                              *RUN, "--seeds", "20", "--csv", str(csv)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not (csv.exists() and "ondemand" in csv.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    output = when_written(proc, csv, lambda text: "ondemand" in text, lambda p: p.send_signal(signal.SIGTERM), 120)
     said = " ".join(output.split())
     assert proc.returncode == 143 and "error: terminated" in said, output
     kept = int(re.search(r"terminated: the intervals of the (\d+) pass\(es\) that had ended are in", said).group(1))

@@ -333,7 +333,7 @@ def test_a_step_of_the_wall_clock_moves_no_interval(tmp_path):
 
 @pytest.mark.slow
 @needs_memcached
-def test_a_manager_stopped_for_a_while_records_what_it_missed_in_its_places(tmp_path):
+def test_a_manager_stopped_for_a_while_records_what_it_missed_in_its_places(tmp_path, when_written):
     """The manager itself stopped (SIGSTOP; a starved host) while the service, the load and
     the capture ran on: the intervals it missed are recorded in their places, measured but
     not decided on, and every later one keeps its own load."""
@@ -348,17 +348,13 @@ def test_a_manager_stopped_for_a_while_records_what_it_missed_in_its_places(tmp_
                                 "--levels", "2", "--max-rps", "8000", "--target-ms", "2", "--step-seconds", "2",
                                 "--csv", str(csv), "-p", "static"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not (csv.exists() and len(csv.read_text().splitlines()) > 6) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        manager.send_signal(signal.SIGSTOP)
+
+    def stop_for_a_while(proc) -> None:
+        proc.send_signal(signal.SIGSTOP)
         time.sleep(4)
-        manager.send_signal(signal.SIGCONT)
-        output, _ = manager.communicate(timeout=90)
-    finally:
-        if manager.poll() is None:
-            manager.kill()
+        proc.send_signal(signal.SIGCONT)
+
+    output = when_written(manager, csv, lambda text: len(text.splitlines()) > 6, stop_for_a_while)
     assert manager.returncode == 0, output
     frame = pd.read_csv(csv)
     assert list(frame["service_interval"]) == list(range(22))
