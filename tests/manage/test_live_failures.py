@@ -84,7 +84,7 @@ SERVICE = "memcached -u root -l 127.0.0.1 -p {port} -t 1 -U 0"
 needs_memcached = pytest.mark.skipif(shutil.which("memcached") is None, reason="needs memcached")
 
 
-def run_manage(tmp_path, action, *policies: str, after: float, on: str = "memcached"):
+def run_manage(tmp_path, action, *policies: str, after: float, on: str = "memcached", step_seconds: int = 2):
     """``perflearn manage`` with ``policies`` on a real memcached (2-s steps, 8 000 req/s at
     most) while ``action(pid)`` is done to the process ``on`` (memcached or perflearn-load,
     a child of this one) ``after`` seconds after it started; the command's result and its CSV."""
@@ -108,7 +108,7 @@ def run_manage(tmp_path, action, *policies: str, after: float, on: str = "memcac
     csv = tmp_path / "live.csv"
     try:
         result = CliRunner().invoke(app, ["manage", "--service", SERVICE, "--cores", "1", "--levels", "2",
-                                          "--max-rps", "8000", "--target-ms", "2", "--step-seconds", "2",
+                                          "--max-rps", "8000", "--target-ms", "2", "--step-seconds", str(step_seconds),
                                           "--csv", str(csv), *policies])
     finally:
         done.set()
@@ -311,18 +311,19 @@ def test_a_step_of_the_wall_clock_moves_no_interval(tmp_path):
     def step_back_then_forward(_pid: int) -> None:
         step_wall_clock(-2.0)
         stepped.append(-2.0)
-        time.sleep(4.0)
+        time.sleep(3.0)
         step_wall_clock(+2.0)
         stepped.append(+2.0)
 
-    try:
-        result, csv = run_manage(tmp_path, step_back_then_forward, "-p", "static", after=7, on="perflearn-sniff")
+    try:  # 1-s steps of 1-s intervals: each interval a load of its own
+        result, csv = run_manage(tmp_path, step_back_then_forward, "-p", "static", after=3.5, on="perflearn-sniff",
+                                 step_seconds=1)
     finally:
         if sum(stepped):
             step_wall_clock(-sum(stepped))  # leave the clock as it was
     assert stepped == [-2.0, 2.0] and result.exit_code == 0, result.output
     frame = pd.read_csv(csv)
-    assert list(frame["service_interval"]) == list(range(22))
+    assert list(frame["service_interval"]) == list(range(11))
     notes = frame["note"].fillna("")
     assert not notes.str.contains("stalled").any(), frame[["offered_rps", "rps", "note"]]
     assert notes.str.contains("the wall clock stepped -2.000 s").sum() == 1
