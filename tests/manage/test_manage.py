@@ -948,6 +948,9 @@ def test_ticks_too_short_to_see_a_step_and_steps_of_part_intervals_are_said():
     assert result.exit_code == 0 and "a tick holds" not in result.output
     result = cli.invoke(app, ["manage", "--simulate", "-p", "static", "--interval", "0.5", "--step-seconds", "0.7"])
     assert result.exit_code == 0 and "each step is held 1 whole intervals" in result.output
+    # the diurnal trace's rate changes every interval: it said "each step is held 2 whole intervals" (session 54's audit)
+    result = cli.invoke(app, ["manage", "--simulate", "-p", "static", "--trace", "diurnal", "--step-seconds", "2.5"])
+    assert result.exit_code == 0 and "whole intervals" not in result.output, result.output
     # live, perflearn-load holds each step its seconds: the simulator's words were wrong there (session 52's audit)
     result = cli.invoke(app, ["manage", "--service", "memcached -p {port}", "--max-rps", "1000", "--target-ms", "1",
                               "-p", "static", "--interval", "0.5", "--step-seconds", "0.7", "--cores", "5000"])

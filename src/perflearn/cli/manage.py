@@ -188,7 +188,8 @@ def manage(
     if tick and interval / tick > MAX_TICKS:  # --interval 1e7 with 20-ms ticks: 2 GB, then MemoryError
         raise UsageError(f"--react-ms: {interval / tick:.3g} ticks of {react_ms:g} ms in a {interval:g}-s interval, more "
                          f"than {MAX_TICKS:,}: a longer tick, or 0 (no reaction)")
-    if not math.isclose(step_seconds / interval, round(step_seconds / interval), rel_tol=1e-6):
+    # the diurnal trace changes its rate every interval (--step-seconds sets its period, 12 steps): nothing straddles
+    if trace != "diurnal" and not math.isclose(step_seconds / interval, round(step_seconds / interval), rel_tol=1e-6):
         said = f"--step-seconds {step_seconds:g} is {step_seconds / interval:.3g} intervals of {interval:g} s: "
         if simulate:  # the simulator's trace is made of whole intervals (trace_segments rounds each step)
             terminal.warn(said + f"each step is held {round(step_seconds / interval)} whole intervals")
