@@ -82,6 +82,13 @@ struct TickLine {
     rps: f64,
 }
 
+/// One JSON line, flushed: a reader of the stream sees each line as it is written.
+fn write_json_line<W: Write + ?Sized>(w: &mut W, line: &impl Serialize) -> io::Result<()> {
+    serde_json::to_writer(&mut *w, line).map_err(io::Error::from)?;
+    w.write_all(b"\n")?;
+    w.flush()
+}
+
 /// A step of the wall clock seen during a live capture (its times do not follow it).
 #[derive(Serialize)]
 struct ClockStepLine {
@@ -206,10 +213,7 @@ impl Reporter {
     pub fn clock_step(&mut self, at: Ts, step_ns: i64) {
         if let Some(w) = self.intervals.as_mut() {
             let line = ClockStepLine { kind: "clock_step", at: secs(at), step: step_ns as f64 / 1e9 };
-            let r = serde_json::to_writer(&mut *w, &line).map_err(io::Error::from).and_then(|_| {
-                w.write_all(b"\n")?;
-                w.flush()
-            });
+            let r = write_json_line(w, &line);
             self.keep(r);
         }
     }
@@ -295,10 +299,7 @@ impl Reporter {
             if let Some(w) = self.intervals.as_mut() {
                 let line = TickLine { kind: "tick", start: secs(from), end: secs(start + len), requests,
                                       rps: requests as f64 / secs((start + len - from).max(1)) };
-                let r = serde_json::to_writer(&mut *w, &line).map_err(io::Error::from).and_then(|_| {
-                    w.write_all(b"\n")?;
-                    w.flush()
-                });
+                let r = write_json_line(w, &line);
                 self.keep(r);
             }
             start += len;
@@ -338,10 +339,7 @@ impl Reporter {
             kernel,
         };
         if let Some(w) = self.intervals.as_mut() {
-            let r = serde_json::to_writer(&mut *w, &line).map_err(io::Error::from).and_then(|_| {
-                w.write_all(b"\n")?;
-                w.flush()
-            });
+            let r = write_json_line(w, &line);
             self.keep(r);
         }
         self.totals.add(&self.window);
@@ -382,10 +380,7 @@ impl Reporter {
             self.keep(r);
         }
         if let Some(w) = self.summary.as_mut() {
-            let r = serde_json::to_writer(&mut *w, &line).map_err(io::Error::from).and_then(|_| {
-                w.write_all(b"\n")?;
-                w.flush()
-            });
+            let r = write_json_line(w, &line);
             self.keep(r);
         }
         requests
