@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from perflearn.wire.sniff import clock_offset
+
 # How late after its end an interval's line may come and still be the stream's: perflearn-sniff
 # closes intervals on a timer of at most 100 ms, 20 ms behind the packets
 SNIFFER_DELAY_S = 0.15
@@ -85,9 +87,8 @@ class LineStream:
         start and the sniffer's mark (a whole second could fall there). The ready line gives
         the clock; a clock_step line is listed in ``steps``."""
         kind = obj.get("type")
-        if kind == "ready":  # a sniffer built before session 54 says no clock: it kept the wall clock
-            given = obj.get("clock_offset")
-            self.offset = float(given) if isinstance(given, (int, float)) else time.time() - time.monotonic()
+        if kind == "ready":
+            self.offset = clock_offset(obj)
         elif kind == "clock_step":
             self.steps.append(float(obj["step"]))
         if kind not in ("interval", "tick"):

@@ -9,6 +9,7 @@ import queue
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,13 @@ from .jsonl import objects, tool_error
 from .locate import locate
 
 PROTOCOLS = ("auto", "memcache", "memcache-binary", "memcache-ascii", "redis", "http", "generic")
+
+
+def clock_offset(ready: dict) -> float:
+    """A ready line's ``clock_offset``: its times minus the monotonic clock. A sniffer built
+    before session 54 said none and kept the wall clock: the wall clock's offset now."""
+    given = ready.get("clock_offset")
+    return float(given) if isinstance(given, (int, float)) else time.time() - time.monotonic()
 
 
 @dataclass
@@ -43,7 +51,7 @@ class SniffResult:
         elif kind == "summary":
             self.summary = obj
         elif kind == "ready":
-            self.clock_offset = obj.get("clock_offset")
+            self.clock_offset = clock_offset(obj)
         elif kind == "record" and records:
             self.records.append(obj)
 

@@ -72,7 +72,6 @@ class Wire(Collector):
         self._captures, self._results, self._errors = {}, {}, {}
         # on the monotonic clock: a capture's times are its start's wall clock moved on by it (clock_offset)
         self._started = time.monotonic()
-        self._wall_offset = time.time() - self._started  # for a capture that did not say its clock (older tool)
         self._marked = float("-inf")
         for metric in self.metrics:
             key = self._key(metric, run)
@@ -128,7 +127,7 @@ class Wire(Collector):
     def samples(self, run) -> list[tuple[str, float, float | None]]:
         rows = []
         for (_, _, _, _), capture in self._results.items():
-            offset = capture.clock_offset if capture.clock_offset is not None else self._wall_offset
+            offset = capture.clock_offset  # a live capture's ready line said it (LiveSniffer.start waits for it)
             for i, interval in enumerate(capture.intervals):
                 start = interval.get("start")
                 at = float(start) - offset if isinstance(start, (int, float)) else None
