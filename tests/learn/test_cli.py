@@ -214,7 +214,8 @@ def test_cluster_cli(tmp_path):
     "args, message",
     [
         (["fit", "--csv", STEP, "-t", "nope"], "no column 'nope'"),
-        (["fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "-f", "zz"], "unknown feature 'zz'"),
+        # the CSV named by its path, as the other errors of a CSV are (it said "step: unknown feature")
+        (["fit", "--csv", STEP, "-t", "T", "-m", "T,lat", "-f", "zz"], f"{STEP}: unknown feature 'zz'"),
         (["fit", "--csv", STEP, "-t", "T", "--family", "tree"], "unknown model family 'tree'"),
         (["fit", "-t", "T"], "say where the runs are"),
         (["fit", "--csv", "missing.csv", "-t", "T"], "missing.csv: no such file"),

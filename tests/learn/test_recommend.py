@@ -42,6 +42,21 @@ def test_constraint_moves_the_optimum(bowl):
     assert r.top["violation"].iloc[0] > 0  # how far past lat <= 0
 
 
+def test_a_point_on_a_strict_bound_does_not_meet_it_and_says_so():
+    """lat < 1 met with lat = 1 stood as a violation of 1e-12, and the table showed 1e-12."""
+    df = pd.DataFrame({"x": list(range(10)) * 2})
+    df["lat"] = (df.x > 4) + 1.0  # 1 up to x = 4, then 2: a tree predicts these exactly
+    df["T"] = 20.0 - df.x
+    ds = Dataset.from_frame(df, metrics=["T", "lat"], name="step")
+    models = {"T": fit(ds, "T", family="linear"), "lat": fit(ds, "lat", family="cart")}
+    strict = recommend(models, "T", "min", search_space(ds, ["x"]), constraints=[Constraint.parse("lat<1")], top=10)
+    assert not strict.feasible and strict.point == {"x": 4}  # on the bound beats past it, then the objective
+    assert list(strict.top["violation"][:5]) == [0.0] * 5 and strict.top["on_strict_bound"][:5].all()
+    assert (strict.top["violation"][5:] == 1.0).all() and not strict.top["on_strict_bound"][5:].any()
+    loose = recommend(models, "T", "min", search_space(ds, ["x"]), constraints=[Constraint.parse("lat<=1")])
+    assert loose.feasible and loose.point == {"x": 4} and "on_strict_bound" not in loose.top
+
+
 def test_sampling_and_local_search_find_known_optimum(bowl):
     ds, models = bowl
     r = recommend(models, "T", "min", search_space(ds, ["x", "y"]), max_exhaustive=10, samples=15, seed=3)

@@ -54,6 +54,26 @@ def test_every_command_that_learns_says_the_runs_it_left_out(tmp_path):
         assert out.exit_code == 0 and "4 run(s) left out" in out.output, (argv, out.output)
 
 
+def test_the_runs_left_out_are_counted_by_cause(tmp_path):
+    """"10 run(s) left out (failed, or NULL t or feature)" told neither what to rerun nor
+    which column to fix; a model saved with the counts says them again when reused."""
+    frame = runs_without(1, 1).assign(status="ok").astype({"t": float, "z": float})
+    frame.loc[:3, "status"] = "failed"
+    frame.loc[4:5, "t"] = None
+    frame.loc[6, "z"] = None
+    frame.loc[3, "z"] = None  # failed first: counted once, as failed
+    path = tmp_path / "runs.csv"
+    frame.to_csv(path, index=False)
+    said = "7 run(s) left out: 4 failed, 2 with NULL t, 1 with NULL z"
+    for argv in (["fit", "-t", "t", "--family", "linear", "-o", str(tmp_path / "m")], ["evaluate", "-t", "t", "-k", "3"],
+                 ["rules", "-t", "t"]):
+        out = CliRunner().invoke(app, [argv[0], "--csv", str(path), *argv[1:]], terminal_width=200)
+        assert out.exit_code == 0 and said in " ".join(out.output.split()), (argv, out.output)
+    out = CliRunner().invoke(app, ["recommend", "--model", str(tmp_path / "m"), "--csv", str(path), "-t", "t",
+                                   "--maximize"], terminal_width=200)
+    assert out.exit_code == 0 and said in " ".join(out.output.split()), out.output
+
+
 def test_unseen_pairs_take_missing_values_as_not_had():
     """A nullable column's missing values are no setting a run had (the matrix form refused them)."""
     import pandas as pd

@@ -135,3 +135,25 @@ def test_a_csv_written_by_export_warns_that_its_metrics_would_be_features(tmp_pa
     r = runner.invoke(app, ["fit", "--csv", str(tmp_path / "x.csv"), "-t", "iops", "-m", "iops,bandwidth",
                             "--family", "cart", "--cv", "3", "-o", str(tmp_path / "m2")])
     assert r.exit_code == 0 and "perflearn export" not in r.output
+
+
+def test_predictions_of_exported_runs_keep_the_runs_identity(tmp_path):
+    """predict --points on a `perflearn export` file wrote the features and the prediction,
+    but not run_id, point_id or rep: the predictions could not be joined back to the runs."""
+    db = tmp_path / "p.duckdb"
+    frame = pd.DataFrame({"threads": [1, 2, 4, 8] * 3})
+    frame["iops"] = 100.0 * frame["threads"]
+    with open_store(db) as s:
+        s.import_dataset(Dataset.from_frame(frame, metrics=["iops"], name="x"), name="x")
+    runner = CliRunner()
+    assert runner.invoke(app, ["export", "x", "-s", str(db), "-o", str(tmp_path / "x.csv")]).exit_code == 0
+    exported = pd.read_csv(tmp_path / "x.csv")
+    r = runner.invoke(app, ["fit", "--csv", str(tmp_path / "x.csv"), "-t", "iops", "--family", "cart", "--cv", "3",
+                            "-o", str(tmp_path / "m")])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["predict", str(tmp_path / "m"), "-p", str(tmp_path / "x.csv"), "-o", str(tmp_path / "p.csv")])
+    assert r.exit_code == 0, r.output
+    pred = pd.read_csv(tmp_path / "p.csv")
+    assert list(pred.columns[:4]) == ["run_id", "point_id", "rep", "threads"], list(pred.columns)
+    assert (pred["run_id"] == exported["run_id"]).all() and (pred["rep"] == exported["rep"]).all()
+    assert (pred["iops_measured"] == exported["iops"]).all()

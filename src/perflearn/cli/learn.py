@@ -54,11 +54,12 @@ def _split(value: str | list[str] | None) -> list[str] | None:
 SHOWN = 50  # predictions printed to the terminal; --out writes them all
 
 
-def _say_left_out(runs: int, target: str) -> None:
-    """Runs a model did not learn from, said by every command that fits one (recommend,
-    rules and cluster said nothing of 10 failed runs, session 46's review)."""
+def _say_left_out(runs: int, target: str, why: str = "") -> None:
+    """Runs a model did not learn from, by cause, said by every command that fits one
+    (recommend, rules and cluster said nothing of 10 failed runs, session 46's review)."""
     if runs:
-        terminal.warn(f"{runs} run(s) left out (failed, or NULL {target} or feature)")
+        terminal.warn(f"{runs} run(s) left out: {why}" if why else
+                      f"{runs} run(s) left out (failed, or NULL {target} or feature)")  # a model saved before causes
 
 
 def _in(unit: str) -> str:
@@ -372,7 +373,7 @@ def fit(
                       weights=weights)
     model.save(out)
     if model.n_excluded:
-        _say_left_out(model.n_excluded, target)
+        _say_left_out(model.n_excluded, target, model.excluded_why)
     _say_constant(model.schema)
     wide = model.cv.get("left_out")
     if wide:  # see learn.models.AUTO_MAX_WIDTH
@@ -507,7 +508,7 @@ def evaluate(
         lc = ev.learning_curve(data, family, fractions=[0.1, 0.2, 0.3, 0.5, 0.7, 0.9], repeats=max(3, repeats),
                                params=params, log_target=lt, random_state=seed, families=candidates)
     if data.excluded:
-        _say_left_out(data.excluded, target)
+        _say_left_out(data.excluded, target, data.excluded_why)
     _say_constant(data.schema)
     zeros = int((data.y == 0).sum())
     if zeros:  # MAPE divides by every target (it printed 1e17 %), MRE skips y = 0
@@ -629,9 +630,13 @@ def predict(
     for note in model.schema.outside(frame):
         terminal.warn(note)
     measured = [frame[model.target].rename(f"{model.target}_measured")] if model.target in frame else []
+    # an exported run's identity (run_id, point_id, rep) kept first, so a prediction joins back to its
+    # run; a knob of that name is the model's, shown once among the features
+    ids = [c for c in ("run_id", "point_id", "rep") if c in frame and c not in model.features]
     # the points' own measurement beside the prediction (it was dropped); one concat, not an insert on a wide frame
-    result = pd.concat([part.reset_index(drop=True) for part in (frame[model.features], *measured, dist)], axis=1)
-    result.columns = _unique([*model.features, *(m.name for m in measured)],
+    result = pd.concat([part.reset_index(drop=True) for part in (frame[ids], frame[model.features], *measured, dist)],
+                       axis=1)
+    result.columns = _unique([*ids, *model.features, *(m.name for m in measured)],
                              [model.target if c == "pred" else c for c in dist.columns])
     if out is not None:
         result.to_csv(out, index=False)
@@ -733,7 +738,7 @@ def recommend(
     if missing_ctx and table:  # the table covers every context: it needs none given
         terminal.info(f"no --context {missing_ctx[0]}=VALUE: no recommendation for one context, the table only")
         for metric, m in models.items():
-            _say_left_out(m.n_excluded, metric)
+            _say_left_out(m.n_excluded, metric, m.excluded_why)
         print_table()
         return
     if missing_ctx:
@@ -757,7 +762,7 @@ def recommend(
     best = ", ".join(f"{k}={v}" for k, v in r.point.items())
     pred = ", ".join(f"{k}={_fmt(v)}" for k, v in r.predicted.items())
     for metric, m in models.items():
-        _say_left_out(m.n_excluded, metric)
+        _say_left_out(m.n_excluded, metric, m.excluded_why)
     _say_constant(models[target].schema)
     # piped, the line alone is what is read: it says when no point met the constraints
     terminal.out.print(f"recommended: {best}  (predicted {pred})" if r.feasible else
@@ -839,7 +844,7 @@ def rules(
             raise UsageError(f"class thresholds must be numbers, got {classes!r}", where="--classes") from None
     r = tree_rules(data, max_depth=depth, classes=thresholds, min_samples_leaf=min_leaf)
     kind = "accuracy" if thresholds is not None else "R²"
-    _say_left_out(data.excluded, target)
+    _say_left_out(data.excluded, target, data.excluded_why)
     _say_constant(data.schema)
     terminal.out.print(f"rules for {target} from a depth-{depth} tree over {len(data.y)} runs (in-sample {kind} {r.r2_or_accuracy:.3f}):")
     terminal.out.print(r.text(data.schema.unit))

@@ -87,7 +87,7 @@ def cluster(
     random_state: int = 0,
 ) -> ClusterResult:
     """Cluster the points (or runs, ``by="run"``) of ``ds`` by ``columns`` (default: all metrics)."""
-    where = ds.experiment
+    where = ds.where
     if kmax < 2:  # k = 1..kmax: the elbow needs more than one k (it was silently raised to 2)
         raise UsageError(f"the largest k tried must be at least 2, got {kmax}", where="--kmax")
     if k is None and kmax < ELBOW_KS:  # kneedle's threshold on 3 points can never be crossed: k = 1, always

@@ -223,6 +223,7 @@ class TrainingData:
     schema: FeatureSchema
     excluded: int  # runs left out: failed status, NULL target or NULL feature
     rows: pd.DataFrame  # the kept rows of the dataset frame (for reports)
+    excluded_why: str = ""  # the left-out runs by cause: "7 failed, 3 with NULL runtime"
 
     def hash(self) -> str:
         return data_hash(self.X, self.y)
@@ -261,7 +262,7 @@ def training_data(
     Errors (one line, UsageError): unknown target or feature, a feature that is
     NULL in every run, no usable run, a constant target.
     """
-    where = where or ds.experiment
+    where = where or ds.where
     if target not in ds.metrics:
         # -m p95,thr -t time: time is a column, read as a knob (-m names every metric)
         knob = (f"; {target!r} is a knob or context here (for a CSV, -m names every metric: add it there)"
@@ -292,6 +293,7 @@ def training_data(
     keep &= frame[features].notna().all(axis=1)
     rows = frame[keep]
     excluded = int(len(frame) - len(rows))
+    excluded_why = left_out_why(frame, target, features)
     if len(rows) == 0:
         raise UsageError(f"no run has a value for {target!r} (all {len(frame)} failed or NULL)", where=where)
     y = rows[target].to_numpy(dtype=float)
@@ -339,7 +341,29 @@ def training_data(
         unit=ds.units.get(target, ""),
         one_hot=[list(g) for g in one_hot_groups(X, [f for f in features if kinds[f] == "numeric"])],
     )
-    return TrainingData(X=X.reset_index(drop=True), y=y, schema=schema, excluded=excluded, rows=rows.reset_index(drop=True))
+    return TrainingData(X=X.reset_index(drop=True), y=y, schema=schema, excluded=excluded,
+                        rows=rows.reset_index(drop=True), excluded_why=excluded_why)
+
+
+def left_out_why(frame: pd.DataFrame, target: str, features: list[str]) -> str:
+    """The runs a model cannot learn from, by cause, each run counted once in the first that
+    holds: "7 failed, 3 with NULL runtime, 2 with NULL a or b" ("10 left out (failed, or NULL
+    runtime or feature)" told a user neither what to rerun nor which column to fix)."""
+    failed = (frame["status"] != "ok").to_numpy()
+    no_target = ~failed & frame[target].isna().to_numpy()
+    rest = ~failed & ~no_target
+    null = frame.loc[rest, features].isna()
+    no_feature = null.any(axis=1)
+    parts = []
+    if failed.sum():
+        parts.append(f"{int(failed.sum())} failed")
+    if no_target.sum():
+        parts.append(f"{int(no_target.sum())} with NULL {target}")
+    if no_feature.sum():
+        named = [f for f in features if null[f].any()]
+        shown = " or ".join(named[:3]) + (f" (or {len(named) - 3} more)" if len(named) > 3 else "")
+        parts.append(f"{int(no_feature.sum())} with NULL {shown}")
+    return ", ".join(parts)
 
 
 # a group is inferred only where chance would rarely show it: two independent, balanced

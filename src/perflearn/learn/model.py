@@ -91,6 +91,7 @@ class Model:
     n_train: int
     n_excluded: int
     experiment: str = ""
+    excluded_why: str = ""  # the left-out runs by cause (features.left_out_why)
     cv: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=versions)
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -223,6 +224,7 @@ class Model:
             "data_hash": self.data_hash,
             "n_train": self.n_train,
             "n_excluded": self.n_excluded,
+            "excluded_why": self.excluded_why,
             "cv": _jsonable(self.cv),
             "versions": self.versions,
             "created": self.created,
@@ -292,6 +294,7 @@ class Model:
                 data_hash=meta.get("data_hash", ""),
                 n_train=int(meta.get("n_train", 0)),
                 n_excluded=int(meta.get("n_excluded", 0)),
+                excluded_why=str(meta.get("excluded_why", "")),
                 experiment=meta.get("experiment", ""),
                 cv=meta.get("cv", {}),
                 versions=saved,
@@ -314,7 +317,7 @@ class Model:
                    "a --per-sample fit took, which no setting chooses)")
             raise UsageError(
                 f"model was trained on features {', '.join(self.features)}; this data lacks {', '.join(missing)}"
-                + why, where=where or ds.experiment,
+                + why, where=where or ds.where,
             )
 
 
@@ -513,6 +516,7 @@ def fit_data(
         data_hash=data.hash(),
         n_train=n,
         n_excluded=data.excluded,
+        excluded_why=data.excluded_why,
         experiment=experiment,
         cv=cvinfo,
     )

@@ -53,16 +53,14 @@ class Constraint:
         return cls(m.group(1), m.group(2), value)
 
     def violation(self, v: np.ndarray) -> np.ndarray:
-        """How far each value is outside the bound (0 when satisfied)."""
-        if self.op in ("<=", "<"):
-            out = np.maximum(v - self.value, 0.0)
-            if self.op == "<":
-                out = np.where(v >= self.value, np.maximum(out, 1e-12), out)
-        else:
-            out = np.maximum(self.value - v, 0.0)
-            if self.op == ">":
-                out = np.where(v <= self.value, np.maximum(out, 1e-12), out)
-        return out
+        """How far each value is past the bound (0 when satisfied, and on a strict bound:
+        ``on_bound`` tells that one apart)."""
+        return np.maximum(v - self.value, 0.0) if self.op in ("<=", "<") else np.maximum(self.value - v, 0.0)
+
+    def on_bound(self, v: np.ndarray) -> np.ndarray:
+        """Values equal to a strict bound: not past it, yet not meeting it (a violation of 1e-12
+        stood for them, and the table showed it)."""
+        return (v == self.value) if self.op in ("<", ">") else np.zeros(len(v), dtype=bool)
 
     def __str__(self) -> str:
         return f"{self.metric}{self.op}{self.value:g}"
@@ -85,9 +83,12 @@ def _score_frame(points: pd.DataFrame, models: dict[str, Model], objective: str,
     for metric, model in models.items():
         out[metric] = model.predict(points, where="search")
     viol = np.zeros(len(out))
+    on_bound = np.zeros(len(out), dtype=bool)
     for c in constraints:
         viol += c.violation(out[c.metric].to_numpy())
+        on_bound |= c.on_bound(out[c.metric].to_numpy())
     out["_violation"] = viol
+    out["_on_bound"] = on_bound  # ranks after the points that meet every constraint, before those past one
     out["_key"] = out[objective] if sense == "min" else -out[objective]
     return out
 
@@ -107,7 +108,7 @@ def implausible(predicted: dict[str, float], runs: pd.DataFrame) -> list[str]:
 
 
 def _rank(scored: pd.DataFrame) -> pd.DataFrame:
-    return scored.sort_values(["_violation", "_key"], kind="mergesort")
+    return scored.sort_values(["_violation", "_on_bound", "_key"], kind="mergesort")
 
 
 def recommend(
@@ -201,9 +202,13 @@ def recommend(
     point = {k: _plain(best[k]) for k in [*knobs, *context]}
     predicted = {m: float(best[m]) for m in models}
     # how far past its constraints a point is; without constraints a column of zeros, left out
-    shown = scored.head(top).drop(columns=["_key", "_axes"] + ([] if constraints else ["_violation"]))
-    shown = shown.rename(columns={"_violation": "violation"}).reset_index(drop=True)
-    return Recommendation(point, predicted, bool(best["_violation"] == 0), method, evaluated, shown, space.notes)
+    shown = scored.head(top)
+    # a column of zeros left out: without constraints the violation, without a strict one on its bound, on_bound
+    shown = shown.drop(columns=["_key", "_axes"] + ([] if constraints else ["_violation"])
+                       + ([] if shown["_on_bound"].any() else ["_on_bound"]))
+    shown = shown.rename(columns={"_violation": "violation", "_on_bound": "on_strict_bound"}).reset_index(drop=True)
+    feasible = bool(best["_violation"] == 0 and not best["_on_bound"])
+    return Recommendation(point, predicted, feasible, method, evaluated, shown, space.notes)
 
 
 # -- Kunkel's "Default Choice" table ------------------------------------------------------
@@ -284,7 +289,7 @@ def defaults_table(
     complete = [s for s in measured.columns if measured[s].notna().all()]
     if not complete:
         raise UsageError("no knob setting was measured in every context; cannot compare system-wide defaults",
-                         where=ds.experiment)
+                         where=ds.where)
 
     def loss(values: pd.Series) -> pd.Series:
         return (values - best_val) if sense == "min" else (best_val - values)

@@ -122,7 +122,7 @@ def search_space(ds: Dataset, knobs: list[str], context: Mapping[str, object] | 
                 vals = np.unique(np.quantile(vals, np.linspace(0, 1, max_values), method="nearest"))
             values[k] = vals.tolist()
         if not values[k]:
-            raise UsageError(f"knob {k!r} has no measured value to choose from", where=ds.experiment)
+            raise UsageError(f"knob {k!r} has no measured value to choose from", where=ds.where)
     # as the search's values: categories as text, numbers as floats
     measured = _as_keys(frame[knobs].dropna().drop_duplicates(), _categorical(ds, knobs))
     space = SearchSpace(values, measured=measured.reset_index(drop=True))

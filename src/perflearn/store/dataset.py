@@ -64,6 +64,12 @@ class Dataset:
     kinds: dict[str, str] = field(default_factory=dict)
     constraints: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what a reader should hear of how the data was read
+    source: str = ""  # the CSV read, if any: errors name the file, not its stem ("x: unknown feature")
+
+    @property
+    def where(self) -> str:
+        """Where the runs came from, for an error line: the CSV's path, else the experiment's name."""
+        return self.source or self.experiment
 
     @property
     def features(self) -> list[str]:
@@ -92,7 +98,9 @@ class Dataset:
         path = Path(path)
         with csv_errors(path):
             raw = read_csv_runs(path)
-        return cls.from_frame(raw, metrics, knobs, context, name or path.stem, where=str(path))
+        ds = cls.from_frame(raw, metrics, knobs, context, name or path.stem, where=str(path))
+        ds.source = str(path)
+        return ds
 
     @classmethod
     def from_frame(
