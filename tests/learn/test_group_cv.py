@@ -68,7 +68,7 @@ def test_grouped_cv_is_not_optimistic_where_sample_cv_is():
 def test_auto_chooses_by_run_and_says_so():
     data = per_sample_data(runs=12, samples=6)
     model = fit_data(data, "auto", families=["knn", "linear"])
-    assert model.cv["folds_by"] == "run" and model.cv["runs"] == 12
+    assert model.cv["folds_by"] == "run" and model.cv["units"] == 12
     groups = ev.run_groups(data)
     X = data.X.to_numpy()
     grouped = AutoRegressor(families=["knn"], loo_below=30, cv=5).fit(X, data.y, groups=groups)
@@ -93,6 +93,9 @@ def test_the_repeats_of_a_configuration_stay_on_one_side_of_a_split():
     by_config = ev.evaluate(data, "knn", params={"n_neighbors": 1}, folds=4)
     by_row = ev.evaluate(data, "knn", params={"n_neighbors": 1}, folds=4, by_run=False)
     assert by_config.grouped and by_config.unit == "configuration" and by_config.n_runs == 12
+    # stored as a count of configurations, not as "runs" (24 runs read "runs": 12)
+    stored = ev.cross_validate_pipeline(data, "knn", params={"n_neighbors": 1}, folds=4)
+    assert stored["folds_by"] == "configuration" and stored["units"] == 12 and "runs" not in stored
     assert (by_config.splits["n_test"] % 2 == 0).all()  # both repeats on one side
     row, config = by_row.summary()["mre"]["mean"], by_config.summary()["mre"]["mean"]
     assert config > 5 * row, (row, config)  # by row: the twin's 1 % noise

@@ -405,7 +405,7 @@ def _print_model(model, out: Path, per_sample_runs: int = 0) -> None:
     else:
         table.add_row("runs used", f"{model.n_train} ({model.n_excluded} left out)")
     cv = model.cv
-    by_run = f", folds by {cv['folds_by']} ({cv.get('runs')} {cv['folds_by']}s)" if cv.get("folds_by") else ""
+    by_run = f", folds by {cv['folds_by']} ({cv.get('units', cv.get('runs'))} {cv['folds_by']}s)" if cv.get("folds_by") else ""
     if model.quantile is not None:  # a quantile is judged by how often values fall under it
         table.add_row("predicts", f"the {model.quantile:g} quantile of {model.target}")
         table.add_row(f"{cv.get('folds', '?')}-fold CV{by_run}",

@@ -312,7 +312,7 @@ def cross_validate_pipeline(data: TrainingData, family: str, *, params=None, log
                                                     units=res.n_runs if res.grouped else None)}
     if res.grouped:
         out["folds_by"] = res.unit
-        out["runs"] = res.n_runs
+        out["units"] = res.n_runs  # how many of folds_by (configurations, when runs repeat one): it read "runs"
     if res.oob:
         out["oob"] = res.oob
     return out

@@ -500,7 +500,7 @@ def fit_data(
             cvinfo["left_out"] = {"candidates": est.left_out_, "width": int(est.n_features_in_),
                                   "max_width": AUTO_MAX_WIDTH}
         if groups is not None:
-            cvinfo.update(folds_by=group_unit(data), runs=runs)
+            cvinfo.update(folds_by=group_unit(data), units=runs)
     else:
         chosen_family, chosen_params, chosen_log = family, dict(params or {}), bool(log_target)
         from .evaluate import cross_validate_pipeline
