@@ -1876,6 +1876,7 @@ def test_models_swapped_and_all_with_others_are_one_line(tmp_path):
              "--cost-model is a model of p95, not of the CPU time per request: give it as --model")):
         result = CliRunner().invoke(app, [*live, *models])
         assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+        assert "recording in" not in result.output  # said before the model was refused, and nothing was
     named = grid.assign(cores=grid["cores"].map({1: "one", 2: "two"}))  # cores as words: categories
     named.to_csv(tmp_path / "named.csv", index=False)
     result = CliRunner().invoke(app, ["fit", "--csv", str(tmp_path / "named.csv"), "-m", "p95,cpu_us_per_request",

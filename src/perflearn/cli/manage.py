@@ -255,6 +255,7 @@ def manage(
     if simulate:
         _check_simulation_size(space, trace, step_seconds, interval, mu, heimdall)
         with recording as record:
+            record.start()
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
                       csv, record, power_, tick, profiled_speed, follow_cost, headroom, experience, miss_budget, slot,
                       slow_host, quantiles.get(None), stored=store is not None)
@@ -429,7 +430,7 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
     runs); a new one is made with the first pass recorded, so a bad flag found later (a
     model refused) leaves no file behind."""
     if store is None:
-        yield lambda policy, frame, static_energy, wall_s, complete=True, why=None: None
+        yield _Record()
         return
     from perflearn.manage.record import PolicyRecorder
     from perflearn.store import open_store
@@ -451,8 +452,26 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 
         if store.exists():
             opened()
-        terminal.info(f"recording in {store} as experiment {name!r}")
-        yield lambda *args, **kwargs: opened().record(*args, **kwargs)
+        yield _Record(lambda *args, **kwargs: opened().record(*args, **kwargs),
+                      f"recording in {store} as experiment {name!r}")
+
+
+class _Record:
+    """Records a pass; says where, once, when the run starts (``start``) or at its first record:
+    said on entry, "recording in p.duckdb" came before a model was refused, and nothing was."""
+
+    def __init__(self, record=None, where: str = ""):
+        self.record, self.where = record, where
+
+    def start(self) -> None:
+        if self.where:
+            terminal.info(self.where)
+            self.where = ""
+
+    def __call__(self, *args, **kwargs) -> None:
+        self.start()
+        if self.record is not None:
+            self.record(*args, **kwargs)
 
 
 # what the manager's own records hold besides latency: a model of one of them given as --model
@@ -508,6 +527,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
              for label, path in cost_dirs.items()}
     if any(n.startswith("heimdall") for n in names):
         _say_if_ticks_hold_too_few(tick, max_rps)
+    record.start()  # the models taken: the run starts
     if rapl is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")
     else:  # measured, every interval; --power still prices the same intervals afterwards (--from-csv)
@@ -727,6 +747,7 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
                       "longer than it are recorded without an energy reduction")
     with _recording(store, name or f"manage-{path.name.split('.')[0]}", labels, f"recorded from {path} ({trace} trace)",
                     power_label) as record:
+        record.start()
         for policy in labels:
             frame = passes[policy]
             record(policy, frame, static_energy(passes.get("static"), frame), float(frame["t"].max()), policy not in cut,
