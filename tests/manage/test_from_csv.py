@@ -91,11 +91,19 @@ def test_a_static_pass_cut_short_or_missing_prices_nothing_longer_and_says_so(si
     half.to_csv(tmp_path / "half.csv", index=False)
     result = from_csv(tmp_path / "half.csv", tmp_path / "h.duckdb")
     assert result.exit_code == 0, result.output
-    assert "static's pass was cut short (11 of 22 intervals): the passes longer than it are recorded without" \
-        in result.output, result.output
+    said = " ".join(result.output.split())
+    assert "static's pass was cut short (11 of 22 intervals): the passes longer than it (ondemand, hipster" in said \
+        and "are recorded without an energy reduction" in said, result.output
     with open_store(tmp_path / "h.duckdb", read_only=True) as store:
         runs = store.dataset("manage-half").frame.set_index("policy")
     assert runs.loc[["ondemand", "hipster"], "energy_reduction"].isna().all(), runs["energy_reduction"]
+    # no pass longer than static's: nothing goes unpriced, and it said "the passes longer than it are recorded without"
+    short = half.groupby("policy", sort=False).head(11)
+    short.to_csv(tmp_path / "short.csv", index=False)
+    result = from_csv(tmp_path / "short.csv", tmp_path / "s.duckdb")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0 and "no pass is longer, so each is priced against static's as far as it ran" in said \
+        and "longer than it (" not in said, result.output
     journal[journal["policy"] != "static"].to_csv(tmp_path / "nostatic.csv", index=False)
     result = from_csv(tmp_path / "nostatic.csv", tmp_path / "n.duckdb")
     assert result.exit_code == 0 and "no static pass, the energy's reference" in result.output, result.output

@@ -743,8 +743,10 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
         terminal.warn(f"{path}: no static pass, the energy's reference: the passes are recorded without an energy "
                       "reduction")
     elif "static" in cut:
-        terminal.warn(f"{path}: static's pass was cut short ({cut['static']} of {intervals} intervals): the passes "
-                      "longer than it are recorded without an energy reduction")
+        longer = [p for p in labels if len(passes[p]) > cut["static"]]
+        terminal.warn(f"{path}: static's pass was cut short ({cut['static']} of {intervals} intervals): "
+                      + (f"the passes longer than it ({', '.join(longer)}) are recorded without an energy reduction"
+                         if longer else "no pass is longer, so each is priced against static's as far as it ran"))
     with _recording(store, name or f"manage-{path.name.split('.')[0]}", labels, f"recorded from {path} ({trace} trace)",
                     power_label) as record:
         record.start()
