@@ -631,8 +631,7 @@ class StaticFirst:
         self.record, self.static_comes = record, static_comes
         self.static = None  # static's pass
         self.waiting: list[tuple] = []
-        self.recorded: list[str] = []  # the labels recorded, in order
-        self.abandoned: list[str] = []  # those whose recording a signal cut short
+        self.recorded: list[str] = []  # the labels recorded, in order (a pass a signal cut short is not)
 
     def add(self, label: str, frame, wall: float, complete: bool) -> None:
         if label == "static":
@@ -648,15 +647,10 @@ class StaticFirst:
             label, frame, wall, complete = self.waiting.pop(0)
             # a store call Ctrl-C cuts gives up ("Query interrupted"): held, and the pass counted with it. A second
             # signal is delivered at once: that pass is given up, not tried again (it could wait as long again)
-            try:
-                with signals_held():
-                    self.record(label, frame, static_energy(self.static, frame), wall, complete,
-                                frame.attrs.get("stopped"))
-                    self.recorded.append(label)
-            except BaseException:
-                if label not in self.recorded:
-                    self.abandoned.append(label)
-                raise
+            with signals_held():
+                self.record(label, frame, static_energy(self.static, frame), wall, complete,
+                            frame.attrs.get("stopped"))
+                self.recorded.append(label)
 
 
 def _one_file_each(paths: list[tuple[str, Path | None]]) -> None:
