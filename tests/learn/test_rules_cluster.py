@@ -253,3 +253,35 @@ def test_a_tree_without_a_split_reads_as_one_rule_for_every_run():
     df = pd.DataFrame({"x": np.arange(12) % 4, "T": [100.0] * 5 + [9000.0] + [100.0] * 5 + [9100.0]})
     r = tree_rules(training_data(Dataset.from_frame(df, metrics=["T"]), "T"), max_depth=1, classes=[8000])
     assert r.text() == "in every run (no split changes it), T is <=8000 (p=0.83, n=12)", r.text()
+
+
+def test_a_rule_threshold_keeps_the_digits_that_put_each_run_on_its_side():
+    """2400.5 to 4 digits read "freq <= 2400" (no run is) and "2401 < freq <= 2401" (empty)."""
+    rng = np.random.default_rng(0)
+    freq = np.round(rng.uniform(2400, 2401, 60), 3)
+    frame = pd.DataFrame({"freq": freq, "T": np.where(freq > 2400.5, 200.0, 100.0) + rng.normal(0, 1, 60)})
+    r = tree_rules(training_data(Dataset.from_frame(frame, ["T"], name="f"), "T"), max_depth=1)
+    low, high = r.rules
+    threshold = float(low.conditions[0].split("<= ")[1])
+    assert high.conditions[0] == f"freq > {low.conditions[0].split('<= ')[1]}"
+    assert (freq <= threshold).sum() == low.samples and (freq > threshold).sum() == high.samples
+
+
+def test_the_drawn_tree_of_a_tiny_target_shows_its_values(tmp_path):
+    """With 3 decimals, a target of 1e-9 s drew "value = 0.0" in every box."""
+    frame = pd.DataFrame({"a": np.tile(np.arange(8), 10)})
+    frame["T"] = (1 + frame["a"]) * 1e-9
+    r = tree_rules(training_data(Dataset.from_frame(frame, ["T"], name="tiny"), "T"), max_depth=2)
+    from perflearn.learn.rules import _digits
+
+    assert _digits(r.tree) == 11 and f"{7.5e-9:.{_digits(r.tree)}f}" == "0.00000000750"
+    assert r.plot(tmp_path / "t.png").stat().st_size > 0
+
+
+def test_cluster_k_beyond_the_distinct_profiles_is_one_line():
+    """Repeated runs measure one profile twice: --k 3 over 2 distinct ones was an internal error."""
+    frame = pd.DataFrame([{"k1": i, "m1": 10.0 * (i % 2), "m2": 1.0 + 4 * (i % 2)} for i in range(12)])
+    ds = Dataset.from_frame(frame, ["m1", "m2"], name="dup")
+    with pytest.raises(UsageError, match="k must be at most 2: the 12 profiles hold only 2 distinct ones, got 3"):
+        cluster(ds, k=3)
+    assert cluster(ds).k == 2 and cluster(ds, k=2).k == 2

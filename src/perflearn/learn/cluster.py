@@ -150,6 +150,12 @@ def cluster(
     kmax = min(kmax, n - 1)
     if k is not None and not 1 <= k <= n:
         raise UsageError(f"k must be in 1..{n}, got {k}", where="--k")
+    # repeated runs often measure one profile twice: k-means cannot make more clusters than distinct
+    # profiles (--k 3 over 2 distinct ones left a cluster empty: an internal error)
+    distinct = len(np.unique(Z, axis=0))
+    if k is not None and k > distinct:
+        raise UsageError(f"k must be at most {distinct}: the {n} profiles hold only {distinct} distinct ones, got {k}",
+                         where="--k")
     ks = list(range(1, max(kmax, 2) + 1))
     inertias, fits = [], {}
     with warnings.catch_warnings():
@@ -159,7 +165,8 @@ def cluster(
             inertias.append(float(km.inertia_))
             fits[kk] = km
         elbow = find_knee(ks, inertias, curve="convex", direction="decreasing") if len(ks) >= 3 else None
-        chosen = k if k is not None else (int(elbow.x) if elbow is not None else 1)
+        # beyond the distinct profiles inertia is 0 and a cluster would be empty: the elbow lies at or before them
+        chosen = k if k is not None else min(int(elbow.x) if elbow is not None else 1, distinct)
         km = fits.get(chosen) or KMeans(n_clusters=chosen, n_init=10, random_state=random_state).fit(Z)
     labels = km.labels_
     # the result's own columns, named apart from a knob or metric called "cluster" or "size"

@@ -61,7 +61,7 @@ class Rules:
         depth = self.tree.get_depth()
         fig, ax = plt.subplots(figsize=(max(8, 3 * 2 ** min(depth, 5) / 2), 2.2 * (depth + 1)))
         plot_tree(self.tree, feature_names=self.feature_names, class_names=self.class_names, filled=True,
-                  rounded=True, impurity=False, proportion=False, precision=3, fontsize=8, ax=ax)
+                  rounded=True, impurity=False, proportion=False, precision=_digits(self.tree), fontsize=8, ax=ax)
         ax.set_title(f"rules for {self.target}")
         fig.tight_layout()
         fig.savefig(path, dpi=100, format="png")  # exactly ``path`` (without format, no suffix gets ".png" added)
@@ -250,13 +250,32 @@ class _Path:
             lo = "" if low is None else f"{_value(np.floor(low) + 1)} <=" if low % 1 else f"{_value(low)} <"
             hi = "" if high is None else f"<= {_value(np.floor(high))}"
         else:
-            lo = "" if low is None else f"{low:.4g} <"
-            hi = "" if high is None else f"<= {high:.4g}"
+            lo = "" if low is None else f"{_threshold(low, values)} <"
+            hi = "" if high is None else f"<= {_threshold(high, values)}"
         return lo, hi
 
     def _inside(self, name: str, low: float | None, high: float | None) -> np.ndarray:
         values = self.measured.get(name, np.array([]))
         return values[((values > low) if low is not None else True) & ((values <= high) if high is not None else True)]
+
+
+def _digits(tree) -> int:
+    """Decimals for the drawn tree: 3 of the largest value's significant digits (with 3
+    decimals, a target of 2e-08 s drew "value = 0.0" in every box)."""
+    values = np.abs(tree.tree_.value[np.isfinite(tree.tree_.value)])
+    largest = float(values.max()) if values.size and values.max() > 0 else 1.0
+    return int(min(15, max(3, 2 - np.floor(np.log10(largest)))))
+
+
+def _threshold(t: float, values: np.ndarray) -> str:
+    """A split as few digits as put every measured value on its side (at least 4):
+    2400.5 rounded to 4 digits read "freq <= 2400" (no run) and "2401 < freq <= 2401"."""
+    below = values <= t
+    for digits in range(4, 18):
+        text = f"{t:.{digits}g}"
+        if np.array_equal(values <= float(text), below):
+            return text
+    return repr(float(t))
 
 
 def _flip(low: str) -> str:
