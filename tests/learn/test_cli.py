@@ -220,6 +220,9 @@ def test_cluster_cli(tmp_path):
         (["fit", "-t", "T"], "say where the runs are"),
         (["fit", "--csv", "missing.csv", "-t", "T"], "missing.csv: no such file"),
         (["evaluate", "--csv", STEP, "-t", "T", "-k", "100"], "fewer than the 100 folds"),
+        # -k was ignored under random splits, unsaid, where --test-size under k-fold was refused
+        (["evaluate", "--csv", STEP, "-t", "T", "--scheme", "random", "-k", "10"],
+         "--folds: applies to --scheme kfold; a random split's test part is --test-size"),
         (["fit", "--experiment", "x", "--store", "/nonexistent/p.duckdb", "-t", "T"], ""),
         (["predict", "/nonexistent/model"], "not a perflearn model directory"),
         (["recommend", "--csv", STEP, "-t", "T", "-w", "lat=3"], "is not METRIC<=VALUE"),

@@ -51,6 +51,8 @@ def test_bad_input():
         find_knee([1, 2, 3], [1, 2])
     with pytest.raises(UsageError, match="curve must be"):
         find_knee([1, 2, 3], [1, 2, 3], curve="round")
+    with pytest.raises(UsageError, match="sensitivity must be 0 or more"):  # it took the first local maximum
+        find_knee([1, 2, 3, 4], [1, 1.1, 1.3, 3], sensitivity=-1)
 
 
 def test_load_knee_ignores_the_falling_start_and_noise():

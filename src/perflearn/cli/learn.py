@@ -459,7 +459,7 @@ def evaluate(
     families: FamiliesOpt = None,
     log_target: Annotated[str, typer.Option("--log-target", help="auto, yes or no.")] = "auto",
     scheme: Annotated[str, typer.Option("--scheme", help="kfold or random (repeated random splits).")] = "kfold",
-    folds: Annotated[int, typer.Option("--folds", "-k", help="k of k-fold.")] = 5,
+    folds: Annotated[Optional[int], typer.Option("--folds", "-k", help="k of k-fold (default 5).")] = None,
     repeats: Annotated[int, typer.Option("--repeats", help="Repetitions of k-fold, or number of random splits.")] = 1,
     test_size: Annotated[Optional[float], typer.Option("--test-size", help="Random splits: test fraction (default 0.25).")] = None,
     curve: Annotated[str, typer.Option("--curve", help="Learning curve: none, inverse-kfold (Kunkel) or fraction.")] = "none",
@@ -487,7 +487,10 @@ def evaluate(
         raise UsageError(f"must be none, inverse-kfold or fraction, got {curve!r}", where="--curve")
     if scheme == "kfold" and test_size is not None:  # a k-fold's test part is one fold: it was ignored, unsaid
         raise UsageError("applies to --scheme random; a k-fold's test part is one fold of -k", where="--test-size")
+    if scheme == "random" and folds is not None:  # ignored, unsaid, where --test-size under kfold was refused
+        raise UsageError("applies to --scheme kfold; a random split's test part is --test-size", where="--folds")
     test_size = 0.25 if test_size is None else test_size
+    folds = 5 if folds is None else folds
     params, candidates = _with_quantile(_hyper(param), quantile, family), _families(families)
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup,
                       where, named=_split(metrics))

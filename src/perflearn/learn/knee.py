@@ -75,6 +75,8 @@ def find_knee(x, y, *, curve: str = "auto", direction: str = "auto", sensitivity
         raise UsageError(f"curve must be concave, convex or auto, got {curve!r}", where=where)
     if direction not in ("auto", "increasing", "decreasing"):
         raise UsageError(f"direction must be increasing, decreasing or auto, got {direction!r}", where=where)
+    if not sensitivity >= 0:  # a negative one took the first local maximum, however slight
+        raise UsageError(f"sensitivity must be 0 or more (kneedle's S), got {sensitivity:g}", where=where)
     ux, inv = np.unique(x, return_inverse=True)
     uy = np.bincount(inv, weights=y) / np.bincount(inv)
     if len(ux) < 3:
