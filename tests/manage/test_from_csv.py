@@ -230,6 +230,23 @@ def test_a_run_is_priced_by_the_power_model_it_is_recorded_under(simulated, tmp_
     assert (tx1 < 0.5 * server).all()  # the TX1's watts, not the server's
 
 
+def test_the_files_energy_is_kept_unless_power_reprices_it(simulated, tmp_path):
+    """The file's power_w and energy_j were replaced by the server model's, unsaid: a run RAPL
+    measured was recorded with modelled joules (session 55's audit)."""
+    where, journal = simulated
+    measured = journal.assign(power_w=journal["power_w"] * 2, energy_j=journal["energy_j"] * 2)
+    measured.to_csv(tmp_path / "rapl.csv", index=False)
+    kept = from_csv(tmp_path / "rapl.csv", tmp_path / "k.duckdb")
+    assert kept.exit_code == 0 and "repriced" not in kept.output, kept.output
+    repriced = from_csv(tmp_path / "rapl.csv", tmp_path / "k.duckdb", "--name", "server", "--power", "server")
+    assert repriced.exit_code == 0 and "energy repriced under the" in repriced.output, repriced.output
+    with open_store(tmp_path / "k.duckdb", read_only=True) as store:
+        kept_j = store.dataset("manage-rapl").frame.set_index("policy")["energy_j"]
+        server_j = store.dataset("server").frame.set_index("policy")["energy_j"]
+    static = measured[measured["policy"] == "static"]["energy_j"].sum()
+    assert kept_j["static"] == pytest.approx(static) and server_j["static"] == pytest.approx(static / 2)
+
+
 def test_a_row_without_a_policy_or_with_an_odd_flag_is_refused(simulated, tmp_path):
     """Rows with an empty policy were dropped by the grouping: the static pass vanished."""
     where, journal = simulated

@@ -575,6 +575,29 @@ class Counting(Static):
         return self.space.maximum
 
 
+class Forecasting(Static):
+    """Alternates the minimum and the maximum, forecasting 1 ms and 0.1 ms for them."""
+
+    def decide(self, o):
+        new = self.space.minimum if o.config == self.space.maximum else self.space.maximum
+        self.predicted = 1e-3 if new == self.space.minimum else 1e-4
+        return new
+
+
+def test_a_record_holds_the_forecast_for_the_configuration_that_ran():
+    """``predicted`` was the forecast for the configuration chosen at the interval's end, the next
+    one's: on every change, the new configuration's forecast beside the old one's latency
+    (measured / forecast read 0.15 where it was 1, session 55's audit)."""
+    service = ClockedService([(k, []) for k in range(4)] + [None, (5, [])])
+    frame = control_loop(Forecasting(SPACE, TARGET, 1000), service, 6, 1.0, PowerModel(), offered=[1.0] * 6)
+    # maximum first (no forecast), then min (1 ms), max (0.1 ms), min; a stall forces the maximum (no forecast)
+    ran_min = [c == SPACE.minimum.cores and lv == SPACE.minimum.level for c, lv in zip(frame["cores"], frame["level"])]
+    expected = [None, 1e-3, 1e-4, 1e-3, 1e-4, None]
+    got = [None if math.isnan(v) else v for v in frame["predicted"]]
+    assert got == expected, got
+    assert ran_min[1] and ran_min[3] and not ran_min[2] and not ran_min[5]
+
+
 def test_intervals_the_loop_passed_over_keep_their_places():
     """A live loop that fell behind (two lines waiting) decides on the newest; one whose
     lines of some intervals never came goes on. Read by count, every later interval was

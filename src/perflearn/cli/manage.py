@@ -94,7 +94,8 @@ def manage(
                                        "this many noise seeds from --seed; report mean ± sd and minimum per policy.")] = 1,
     power: Annotated[str, typer.Option(help="Power model where there is no RAPL: server (20 W static, per core 1.5 W "
                                        "idle + 6 W dynamic), tx1 (the seed's Jetson TX1: 30 % of peak at 10 % load), "
-                                       "or static,idle,dynamic watts.")] = "server",
+                                       "or static,idle,dynamic watts. With --from-csv: reprice the file's "
+                                       "energy under this model (without it, the file's energy is kept).")] = None,
     figure: Annotated[Optional[Path], typer.Option(help="Write one PNG, a column per policy (load, p95 vs target, speed, cores).")] = None,
     csv: Annotated[Optional[Path], typer.Option(help="Write every interval of every policy here (live: as each "
                                                      "ends, so a killed run keeps them; simulated: as each pass "
@@ -203,7 +204,7 @@ def manage(
     from perflearn.manage.power import Rapl, power_model, rapl_or_none
 
     try:
-        power_ = power_model(power)
+        power_ = power_model(power or "server")
     except ValueError as exc:
         raise UsageError(f"--power: {exc}") from None
     if name is not None and (store is None or not name.strip()):  # ignored unsaid; "" took the default name
@@ -233,7 +234,7 @@ def manage(
         if given:  # the run's own command line may be given again; they were ignored unsaid (--figure wrote nothing)
             terminal.warn(f"ignored with --from-csv, which records every pass its file holds, at the file's own "
                           f"configurations and target: {', '.join(given)}")
-        _from_csv(from_csv, store, name, trace, step_seconds, interval, power_)
+        _from_csv(from_csv, store, name, trace, step_seconds, interval, power_ if power is not None else None)
         return
     if "sweep" in names and step_seconds / interval < 3 * len(space):  # Sweep.hold intervals each
         terminal.warn(f"sweep: {step_seconds:g}-s steps hold {step_seconds / interval:.0f} intervals, fewer than 3 for each "
@@ -708,18 +709,32 @@ def _live_segments(trace: str, max_rps: float, step_seconds: float, interval: fl
 def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step_seconds: float, interval: float,
               power) -> None:
     """``--from-csv``: an earlier live run's passes recorded in ``store``, as ``_live``
-    records them (static's energy the reference), their energy priced by ``power`` (the
-    file does not say which model priced it, so the label would otherwise be a guess); a
-    pass with fewer intervals than the trace has is recorded as failed, as an
-    interrupted one is."""
+    records them (static's energy the reference), with the file's energy, or repriced by
+    ``power`` when given (the file does not say whether RAPL measured it or which model
+    priced it: kept, it is labelled as the file's; repricing a measured run had replaced
+    its RAPL joules with modelled ones, unsaid); a pass with fewer intervals than the
+    trace has is recorded as failed, as an interrupted one is."""
     from perflearn.manage.journal import read_passes
     from perflearn.manage.loop import energy_under
     from perflearn.manage.simulator import per_interval
 
     if store is None:
         raise UsageError("--from-csv records in a results store: give --store")
-    passes = {label: energy_under(frame, power).reset_index(drop=True) for label, frame in read_passes(path, terminal.warn).items()}
-    power_label = power.label
+    passes = read_passes(path, terminal.warn)
+    unpriced = [p for p, f in passes.items() if {"power_w", "energy_j"} - set(f) or f["energy_j"].isna().any()]
+    if power is None and unpriced:
+        from perflearn.manage.power import power_model
+
+        power = power_model("server")
+        terminal.warn(f"{path}: {', '.join(unpriced)} without energy in every interval: every pass priced by the "
+                      f"{power.label} model (--power chooses another)")
+    if power is None:
+        passes = {label: frame.sort_values("t").reset_index(drop=True) for label, frame in passes.items()}
+        power_label = f"as in {path.name} (RAPL or a model: the file does not say)"
+    else:
+        passes = {label: energy_under(frame, power).reset_index(drop=True) for label, frame in passes.items()}
+        power_label = power.label
+        terminal.info(f"energy repriced under the {power.label} model: the file's power_w and energy_j are replaced")
     intervals = len(per_interval(_live_segments(trace, 1.0, step_seconds, interval), interval))
     labels = sorted(passes, key=lambda p: p != "static")  # static first, as run: the energy's reference
     over = {p: len(f) for p, f in passes.items() if len(f) > intervals}

@@ -152,6 +152,10 @@ class Controller:
         # neither configuration, so the next decision is applied even when it equals ``config``
         # (a failed quota write left one core for 15 s while "maximum" was recorded and never re-applied)
         self.unsure = False
+        # the policy's latency forecast for the configuration in force, made when it chose it: a record's
+        # ``predicted`` (policy.predicted after a decision is the next interval's, and was recorded beside
+        # this one's p95: on each change, the new configuration's forecast beside the old one's latency)
+        self.forecast: float | None = None
         self.records: list[IntervalRecord] = []
         self.log = log  # told each interval as it ends (its record complete): a file that outlives a kill
 
@@ -186,7 +190,7 @@ class Controller:
                 self.unsure = True
                 return
             events.append(f"reacted at {rps:.0f} req/s: {self.config} -> {new}")
-            self.config, self.unsure = new, False
+            self.config, self.unsure, self.forecast = new, False, policy.predicted
 
         reacting = bool(service.tick_s) and policy.reacts
         i = 0
@@ -213,7 +217,7 @@ class Controller:
             # its configuration ran through it and the interval before: the record's and the policy's to know
             settled = (i > 0 and not self.records[-1].changed and not self.records[-1].reactions and not reactions
                        and not self.unsure)  # a half-applied configuration ran: neither one's latency
-            cost_us = None
+            cost_us, decided = None, False
             if measured is None:
                 note = "latency stream stalled: maximum configuration applied"
                 new = service.space.maximum
@@ -231,17 +235,21 @@ class Controller:
                 try:
                     new = policy.decide(obs)
                     note, policy.remark = policy.remark, ""
+                    decided = True
                 except Exception as exc:  # a model that fails must not leave the service under-provisioned
                     note = f"policy failed ({type(exc).__name__}: {exc}): maximum configuration applied"
                     new = service.space.maximum
-            self._append(t, offered[i], measured, config, policy.predicted, new != config,
+            self._append(t, offered[i], measured, config, self.forecast, new != config,
                          [*events, measured.note, note], reactions, settled, cost_us, first + i)
+            # the forecast for what runs next: the policy's, when it decided (not when the maximum was forced)
+            chosen = policy.predicted if decided else None
+            self.forecast = chosen
             if new != config or self.unsure:
                 try:
                     service.apply(new)
                     self.config, self.unsure = new, False
                 except Exception as exc:  # applied again at the next decision, whatever it is
-                    self.unsure = True
+                    self.unsure, self.forecast = True, None
                     self.records[-1].changed = False  # a change that did not happen is not counted as one
                     self.records[-1].note = (self.records[-1].note + "; " if self.records[-1].note else "") + \
                         f"actuation failed: {exc}"
