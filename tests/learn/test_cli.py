@@ -671,3 +671,19 @@ def test_a_column_name_that_holds_a_comma_is_named_quoted(tmp_path):
     r = run("fit", "--csv", csv, "-t", "T", "-m", "T\nx", "--family", "cart", "-o", tmp_path / "m3")
     assert r.exit_code == 2 and "as a comma-separated list" in r.output and len(r.output.strip().splitlines()) == 1, \
         r.output
+
+
+def test_a_feature_whose_values_the_trees_cannot_tell_apart_is_said(tmp_path):
+    """A delay in seconds at nanosecond scale: the trees never split on it (scikit-learn takes
+    values 1e-7 apart for one) and `rules` printed one rule for every run, `fit` importance 0,
+    unsaid (session 55's audit)."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(10, 161, 60)
+    frame = pd.DataFrame({"delay_s": x * 1e-9, "T": 100 + 2 * x + rng.normal(0, 1, 60)})
+    frame.to_csv(tmp_path / "s.csv", index=False)
+    frame.assign(delay_s=x).to_csv(tmp_path / "ns.csv", index=False)
+    said = "delay_s has values 2e-09 apart (median): the tree families"
+    for argv in (["rules"], ["fit", "--family", "rf", "-o", tmp_path / "m"], ["evaluate", "--family", "cart"]):
+        r = run(argv[0], "--csv", tmp_path / "s.csv", "-t", "T", *argv[1:])
+        assert r.exit_code == 0 and said in " ".join(r.output.split()), (argv, r.output)
+        assert "apart" not in run(argv[0], "--csv", tmp_path / "ns.csv", "-t", "T", *argv[1:]).output
