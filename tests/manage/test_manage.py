@@ -1006,8 +1006,12 @@ def test_bad_flags():
                            (["--model-unit", "foo", "--simulate"], "--model-unit: expected us, ms or s"),
                            (["--levels", "0", "--simulate"], "need at least one speed level, got 0"),
                            (["--figure", "fig", "--simulate"], "--figure: the figure is a PNG"),
-                           (["--interval", "nan", "--simulate"], "--interval must be at least 0.01 s"),
-                           (["--step-seconds", "inf", "--simulate"], "both finite"),
+                           (["--interval", "nan", "--simulate"], "--interval: at least 0.01 s and finite, got nan"),
+                           (["--step-seconds", "inf", "--simulate"], "--step-seconds: at least one interval (1 s) and "
+                                                                     "finite, got inf"),
+                           # it said both rules and neither value (session 55's audit)
+                           (["--interval", "10", "--step-seconds", "4", "--simulate"],
+                            "--step-seconds: at least one interval (10 s) and finite, got 4"),
                            (["--react-ms", "nan", "--simulate"], "--react-ms: 0 (off)"),
                            (["--trace", "weekly", "--simulate"], "--trace"),
                            (["--cores", "0", "--simulate"], "--cores/--levels"),
@@ -2124,11 +2128,18 @@ def test_options_no_policy_reads_are_said_to_be_unused():
     were taken and ignored without a word when no policy reads them."""
     result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "5", "--cores", "2", "--levels", "2",
                                       "-p", "static", "-p", "ondemand", "--headroom", "0.8", "--miss-budget", "0.05",
-                                      "--host-quantile", "0.5"])
+                                      "--host-quantile", "0.5", "--profiled-speed", "1.3", "--no-follow-cost",
+                                      "--react-ms", "5"])
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())
     assert "--miss-budget is heimdall-experience's, which is not among the policies: unused" in said
-    assert "--headroom, --host-quantile: read by the heimdall policies only" in said
+    # session 55's audit: --profiled-speed, --no-follow-cost and --react-ms were taken unsaid as well
+    assert ("--headroom, --host-quantile, --profiled-speed, --no-follow-cost, --react-ms: read by the heimdall "
+            "policies only") in said
+    result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "5", "--cores", "2", "--levels", "2",
+                                      "-p", "static", "--target-ms", "0.05"])  # static met 0 %, unsaid
+    assert result.exit_code == 0 and ("--target-ms 0.05: at or below the simulated service's fixed delay (--base-us "
+                                      "100 us): no configuration can meet it") in " ".join(result.output.split())
     result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "5", "--cores", "2", "--levels", "2",
                                       "-p", "heimdall-cheapest", "--headroom", "0.8"])
     assert result.exit_code == 0 and "unused" not in result.output, result.output

@@ -143,7 +143,9 @@ def manage(
     heimdall = any(b.startswith("heimdall") for b in bases)
     if not heimdall:  # taken and ignored without a word (session 52's audit)
         unused = [o for o, v in (("--model", None in models), ("--cost-model", None in cost_models),
-                                 ("--headroom", headroom is not None), ("--host-quantile", None in quantiles)) if v]
+                                 ("--headroom", headroom is not None), ("--host-quantile", None in quantiles),
+                                 ("--profiled-speed", profiled_speed != 1.0), ("--no-follow-cost", not follow_cost),
+                                 ("--react-ms", react_ms != 20.0)) if v]
         if unused:
             terminal.warn(f"{', '.join(unused)}: read by the heimdall policies only, none of which is among the "
                           "policies: unused")
@@ -181,8 +183,10 @@ def manage(
             raise UsageError(f"{given[0]}: the simulator's option (--simulate); a live run measures its service")
     if not (1e-3 <= profiled_speed <= 1e3):  # 1e300 failed inside the simulator, naming no option
         raise UsageError(f"--profiled-speed: a speed ratio from 0.001 to 1000, got {profiled_speed:g}")
-    if not (0.01 <= interval < math.inf) or not (interval <= step_seconds < math.inf):  # NaN fails both
-        raise UsageError("--interval must be at least 0.01 s and --step-seconds at least one interval, both finite")
+    if not (0.01 <= interval < math.inf):  # NaN too
+        raise UsageError(f"--interval: at least 0.01 s and finite, got {interval:g}")
+    if not (interval <= step_seconds < math.inf):  # it said both rules and neither value
+        raise UsageError(f"--step-seconds: at least one interval ({interval:g} s) and finite, got {step_seconds:g}")
     if not (0 <= react_ms / 1e3 < interval):  # NaN too
         raise UsageError(f"--react-ms: 0 (off) or a tick shorter than the interval, got {react_ms:g}")
     tick = react_ms / 1e3 or None
@@ -255,6 +259,9 @@ def manage(
     cpus = _service_cpus(service_cpus, cores, simulate, live=bool(service) and not simulate)
     if simulate:
         _check_simulation_size(space, trace, step_seconds, interval, mu, heimdall)
+        if target_ms is not None and target_ms * 1e3 <= base_us:  # static met 0 %, unsaid (session 55's audit)
+            terminal.warn(f"--target-ms {target_ms:g}: at or below the simulated service's fixed delay (--base-us "
+                          f"{base_us:g} us): no configuration can meet it")
         with recording as record:
             record.start()
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
