@@ -713,6 +713,27 @@ def test_interleaved_policies_take_turns_on_one_service():
     assert frames["ondemand"]["level"].nunique() > 1  # its own decisions, turn after turn
 
 
+def test_a_simulated_turn_does_not_inherit_another_policys_backlog():
+    """Static at the maximum read 84 % met at 4-s steps once hipster took turns with it: each
+    turn began with the queue hipster's saturated turn had left (session 55's audit)."""
+    from perflearn.manage.loop import SimulatedService, interleaved, interleaved_loads
+
+    class Starving(Static):  # the least there is, whatever the load: a backlog by the step's end
+        def decide(self, o):
+            return self.space.minimum
+
+    loads = [1000.0] * 4 + [9000.0] * 4 + [3000.0] * 4
+    alone = interleaved({"static": Static(SPACE, TARGET, 10_000)},
+                        SimulatedService(ServerModel(mu_max=4000, seed=3), SPACE, interleaved_loads(loads, 4, 1), 1.0),
+                        loads, 4, 1.0, PowerModel())["static"]
+    paired = interleaved({"static": Static(SPACE, TARGET, 10_000), "starving": Starving(SPACE, TARGET, 10_000)},
+                         SimulatedService(ServerModel(mu_max=4000, seed=3), SPACE, interleaved_loads(loads, 4, 2), 1.0),
+                         loads, 4, 1.0, PowerModel())
+    assert (paired["starving"]["p95"] > 10 * TARGET).any()  # it left a queue behind it
+    # static's latency is its own: the same noise aside, no step of it starts in the other's queue
+    assert (paired["static"]["p95"] < 2 * alone["p95"].max()).all(), paired["static"]["p95"].tolist()
+
+
 def test_an_interrupted_interleaved_comparison_keeps_the_turns_taken():
     """The run in flight of an interleaved comparison is every policy's: interrupted, each
     policy's intervals so far come out, marked incomplete, and the interrupt goes on; the
