@@ -42,6 +42,19 @@ def test_a_spread_of_rounding_is_not_scaled_up():
     assert BinaryScaler().fit(np.array([[1e-8], [2e-8], [3e-8]])).scale_ == 2.0 ** 27
 
 
+@pytest.mark.parametrize("scale", [1e-3, 1e4])
+def test_bayes_learns_a_target_in_any_unit(scale):
+    """ARD and Bayesian ridge priors are set for a target near unit scale: a target in seconds
+    (1e-3) or IOPS (1e4) was learned as a constant, R² -0.04 (session 55's audit)."""
+    frame = step_frame()
+    unit = fit(Dataset.from_frame(frame, metrics=["T"], name="unit"), "T", family="bayes", cv=3)
+    scaled = fit(Dataset.from_frame(frame.assign(T=frame["T"] * scale), metrics=["T"], name="scaled"), "T",
+                 family="bayes", cv=3)
+    assert scaled.cv["r2"] > 0.7 and scaled.cv["r2"] == pytest.approx(unit.cv["r2"], abs=1e-6)  # a step: linear 0.74
+    points = frame[["a", "b", "c"]].iloc[::7]
+    np.testing.assert_allclose(scaled.predict(points), unit.predict(points) * scale, rtol=1e-6)
+
+
 @pytest.mark.parametrize("family", ["cart", "rf", "gbm"])
 def test_trees_learn_a_target_in_a_small_unit(family):
     """scikit-learn's trees make a node a leaf when its variance is at most 2.2e-16 in the

@@ -223,6 +223,8 @@ def build(
             raise ValueError(f"bayes: prior must be ard or ridge, got {prior!r}")
         reg = ARDRegression(**p) if prior == "ard" else BayesianRidge(**p)
         model = Pipeline([("scale", StandardScaler()), ("bayes", reg)])
+        if not log_target:  # its hyperpriors are set for a target near unit scale: IOPS (1e5) or seconds (1e-3)
+            model = _scaled_target(model)  # were learned as a constant (R² -0.04); a log target is near it already
     elif family == "knn":
         p.setdefault("n_neighbors", KNN_NEIGHBORS)
         p.setdefault("weights", "distance")
