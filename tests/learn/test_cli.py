@@ -687,3 +687,17 @@ def test_a_feature_whose_values_the_trees_cannot_tell_apart_is_said(tmp_path):
         r = run(argv[0], "--csv", tmp_path / "s.csv", "-t", "T", *argv[1:])
         assert r.exit_code == 0 and said in " ".join(r.output.split()), (argv, r.output)
         assert "apart" not in run(argv[0], "--csv", tmp_path / "ns.csv", "-t", "T", *argv[1:]).output
+
+
+def test_the_evaluation_page_says_the_warnings_the_terminal_did(tmp_path):
+    """evaluate.html showed "MAPE n/a" without the reason, and not the run left out."""
+    frame = pd.read_csv(STEP).dropna()
+    frame["T"] = frame["T"] - frame["T"].min()  # one run at 0: MAPE undefined
+    frame.loc[frame.index[3], "a"] = None
+    frame.to_csv(tmp_path / "z.csv", index=False)
+    r = run("evaluate", "--csv", tmp_path / "z.csv", "-t", "T", "-m", "T,lat", "--family", "linear",
+            "--figures", tmp_path / "ev")
+    assert r.exit_code == 0, r.output
+    page = (tmp_path / "ev" / "evaluate.html").read_text()
+    assert "warning: 1 run(s) left out: 1 with NULL a" in page
+    assert "MAPE is undefined (n/a)" in page

@@ -508,6 +508,7 @@ def evaluate(
     from perflearn.learn.metrics import all_metrics
 
     check_output(figures, "--figures", directory=True)
+    terminal.warned.clear()  # the page says the warnings of this evaluation
     if warmup and not per_sample:
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
     if curve not in ("none", "inverse-kfold", "fraction"):  # before any work (it failed after the CV table)
@@ -532,11 +533,18 @@ def evaluate(
     res = ev.evaluate(data, family, scheme=scheme, folds=folds, repeats=repeats, test_size=test_size,
                       params=params, log_target=lt, random_state=seed, families=candidates, progress=progress)
     lc = None  # the curve before any output: too few runs for it fails before the table, not after
+
+    def curve_progress(done: int, total: int, size: str) -> None:  # with auto, a size is many fits: minutes
+        if time.monotonic() - started >= 5:
+            terminal.info(f"learning curve: {size} done ({done} of {total} sizes), {time.monotonic() - started:.0f} s")
+
     if curve == "inverse-kfold":
-        lc = ev.learning_curve(data, family, params=params, log_target=lt, random_state=seed, families=candidates)
+        lc = ev.learning_curve(data, family, params=params, log_target=lt, random_state=seed, families=candidates,
+                               progress=curve_progress)
     elif curve == "fraction":
         lc = ev.learning_curve(data, family, fractions=[0.1, 0.2, 0.3, 0.5, 0.7, 0.9], repeats=max(3, repeats),
-                               params=params, log_target=lt, random_state=seed, families=candidates)
+                               params=params, log_target=lt, random_state=seed, families=candidates,
+                               progress=curve_progress)
     if data.excluded:
         _say_left_out(data.excluded, target, data.excluded_why)
     _say_constant(data.schema, data.rows)
@@ -601,7 +609,9 @@ def evaluate(
         # the learning curve (it showed the per-split summary alone, without pooled figures or split counts)
         import html
 
-        tables = [f"<p>{html.escape(title)}</p>",
+        # and its warnings (runs left out, MAPE undefined: the page showed "n/a" without the reason)
+        tables = [*(f"<p>warning: {html.escape(w)}</p>" for w in terminal.warned),
+                  f"<p>{html.escape(title)}</p>",
                   pd.DataFrame(shown, columns=["metric", "mean", "std", "pooled"]).to_html(index=False),
                   f"<p>{html.escape(t.caption)}</p>", *(f"<p>{html.escape(line)}</p>" for line in said)]
         if lc is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from rich.console import Console
 from rich.markup import escape
 
@@ -17,8 +19,14 @@ def error(message: str) -> None:
     err.print(f"[bold red]error:[/] {escape(message)}", markup=True)
 
 
+# the latest warnings, for a report that says what the terminal said (evaluate.html); a command
+# that writes one clears it when it starts
+warned: deque[str] = deque(maxlen=100)
+
+
 def warn(message: str) -> None:
     err.print(f"[yellow]warning:[/] {escape(message)}", markup=True)
+    warned.append(message)
 
 
 def info(message: str) -> None:
