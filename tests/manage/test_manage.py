@@ -914,6 +914,18 @@ def test_power_presets_and_custom_models():
             power_model(bad)
 
 
+def test_the_figure_has_statics_column_as_the_table_has_its_row(tmp_path, monkeypatch):
+    """-p X -p Y --figure drew X and Y only, where the table showed static: the reference."""
+    import perflearn.manage.compare as compare
+
+    drawn = []
+    monkeypatch.setattr(compare, "figure", lambda frames, path, title="": drawn.append(list(frames)))
+    result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "2", "--cores", "2", "--levels", "2",
+                                      "-p", "ondemand", "--figure", str(tmp_path / "f.png")])
+    assert result.exit_code == 0, result.output
+    assert drawn == [["static", "ondemand"]]
+
+
 @pytest.mark.slow
 def test_simulated_comparison_cli(tmp_path):
     result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "10", "--figure", str(tmp_path / "f.png"),

@@ -623,7 +623,8 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
     if slow:  # the evaluated passes and static, the energy's reference even when not shown; not a learning pass
         _warn_if_hosts_differ({n: slow[n] for n in dict.fromkeys(["static", *names]) if n in slow})
     if figure:
-        draw({n: frames[n] for n in names}, figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
+        draw({n: frames[n] for n in dict.fromkeys(["static", *names]) if n in frames}, figure,
+             f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
         terminal.info(f"figure: {figure}")
     if csv:
         terminal.info(f"intervals: {csv}")
@@ -918,7 +919,9 @@ def _say_simulation(runs, names, trace, seed, seeds, power, figure, csv) -> None
     for run in runs:
         _say_policy_failures(run.frames)
     if figure:
-        draw({n: runs[0].frames[n] for n in names}, figure, f"{trace} load, target {runs[0].target_s * 1e3:.2f} ms")
+        # static's column too, as its row in the table: the reference (a figure of -p X -p Y left it out)
+        draw({n: runs[0].frames[n] for n in dict.fromkeys(["static", *names]) if n in runs[0].frames}, figure,
+             f"{trace} load, target {runs[0].target_s * 1e3:.2f} ms")
         terminal.info(f"figure: {figure} (seed {seed})")
     if csv:  # written pass by pass as each ended
         terminal.info(f"intervals: {csv}")
