@@ -285,3 +285,8 @@ def test_cluster_k_beyond_the_distinct_profiles_is_one_line():
     with pytest.raises(UsageError, match="k must be at most 2: the 12 profiles hold only 2 distinct ones, got 3"):
         cluster(ds, k=3)
     assert cluster(ds).k == 2 and cluster(ds, k=2).k == 2
+    four = Dataset.from_frame(pd.DataFrame({"k1": [1, 2, 3, 4], "m": [1.0, 10, 100, 1000]}), ["m"], name="four")
+    with pytest.raises(UsageError, match=r"4 profiles are too few to find an elbow \(k = 1..4 at least needs 5\); "
+                                         "give --k"):  # it read "k = 1 (no elbow found)"
+        cluster(four)
+    assert cluster(four, k=2).k == 2

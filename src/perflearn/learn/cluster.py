@@ -148,6 +148,9 @@ def cluster(
         Z = PCA(n_components=pca, random_state=random_state).fit_transform(Z)
     capped = n - 1 if kmax > n - 1 else None  # k-means needs more profiles than clusters
     kmax = min(kmax, n - 1)
+    if k is None and kmax < ELBOW_KS:  # it read "k = 1 (no elbow found)" for 4 clearly separate profiles
+        raise UsageError(f"{n} profiles are too few to find an elbow (k = 1..{ELBOW_KS} at least needs "
+                         f"{ELBOW_KS + 1}); give --k", where=where)
     if k is not None and not 1 <= k <= n:
         raise UsageError(f"k must be in 1..{n}, got {k}", where="--k")
     # repeated runs often measure one profile twice: k-means cannot make more clusters than distinct
