@@ -267,15 +267,24 @@ def test_a_rule_threshold_keeps_the_digits_that_put_each_run_on_its_side():
     assert (freq <= threshold).sum() == low.samples and (freq > threshold).sum() == high.samples
 
 
-def test_the_drawn_tree_of_a_tiny_target_shows_its_values(tmp_path):
+def test_the_drawn_tree_of_a_tiny_target_shows_its_values(tmp_path, monkeypatch):
     """With 3 decimals, a target of 1e-9 s drew "value = 0.0" in every box."""
+    import sklearn.tree
+
     frame = pd.DataFrame({"a": np.tile(np.arange(8), 10)})
     frame["T"] = (1 + frame["a"]) * 1e-9
     r = tree_rules(training_data(Dataset.from_frame(frame, ["T"], name="tiny"), "T"), max_depth=2)
-    from perflearn.learn.rules import _digits
+    drawn = []
+    real = sklearn.tree.plot_tree
 
-    assert _digits(r.tree) == 11 and f"{7.5e-9:.{_digits(r.tree)}f}" == "0.00000000750"
+    def plot_tree(*args, **kwargs):  # what the boxes say
+        drawn.extend(a.get_text() for a in real(*args, **kwargs))
+        return []
+
+    monkeypatch.setattr(sklearn.tree, "plot_tree", plot_tree)
     assert r.plot(tmp_path / "t.png").stat().st_size > 0
+    values = [line.split("= ")[1] for text in drawn for line in text.splitlines() if line.startswith("value")]
+    assert len(values) == 7 and "0.0" not in values and "7.5e-09" in values, values
 
 
 def test_cluster_k_beyond_the_distinct_profiles_is_one_line():

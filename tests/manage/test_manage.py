@@ -598,6 +598,24 @@ def test_a_record_holds_the_forecast_for_the_configuration_that_ran():
     assert ran_min[1] and ran_min[3] and not ran_min[2] and not ran_min[5]
 
 
+def test_a_maximum_forced_inside_an_interval_has_no_forecast():
+    """A policy that failed in a tick ran the maximum; the record kept the forecast the policy
+    had made for the configuration it replaced (session 55's review)."""
+    from perflearn.manage.loop import SimulatedService
+
+    class FailingTick(Forecasting):
+        reacts = True
+
+        def react(self, rps, tick_s, config):
+            raise RuntimeError("no forecast at this rate")
+
+    service = SimulatedService(ServerModel(mu_max=4000, seed=3), SPACE, [1000.0] * 4, 1.0, tick_s=0.25)
+    frame = control_loop(FailingTick(SPACE, TARGET, 1000), service, 4, 1.0, PowerModel(), offered=[1000.0] * 4)
+    assert (frame["cores"] * frame["level"] == SPACE.maximum.cores * SPACE.maximum.level).all()
+    assert frame["note"].iloc[1:].str.contains("policy failed in a tick").all()
+    assert frame["predicted"].isna().all(), frame["predicted"].tolist()
+
+
 def test_intervals_the_loop_passed_over_keep_their_places():
     """A live loop that fell behind (two lines waiting) decides on the newest; one whose
     lines of some intervals never came goes on. Read by count, every later interval was
@@ -615,7 +633,8 @@ def test_intervals_the_loop_passed_over_keep_their_places():
     notes = frame["note"].tolist()
     assert "stalled" in notes[1]
     assert all("measured, not decided on" in n for n in notes[2:4]) and "neither measured" in notes[5]
-    assert not frame["changed"].iloc[2:4].any() and frame["predicted"].iloc[2:4].isna().all()
+    assert not frame["changed"].iloc[2:4].any()  # Counting forecasts nothing: no predicted anywhere
+    assert frame["predicted"].isna().all()
     assert frame["t"].tolist() == [float(k + 1) for k in range(8)]  # the policy's clock too
     # an interval whose capture lost packets reads as a load drop: not decided on, the maximum applied
     lossy = ClockedService([(0, []), (1, [], True), (2, [])])
@@ -1937,6 +1956,11 @@ def test_models_swapped_and_all_with_others_are_one_line(tmp_path):
         result = CliRunner().invoke(app, [*live, *models])
         assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
         assert "recording in" not in result.output  # said before the model was refused, and nothing was
+    # the simulator's own checks come after the flags': nor there (session 55's review)
+    result = CliRunner().invoke(app, ["manage", "--simulate", "--store", str(tmp_path / "sim.duckdb"), "-p",
+                                      "heimdall-cheapest", "--profiled-speed", "0.01", "--cores", "2", "--levels", "2",
+                                      "--step-seconds", "2"])
+    assert result.exit_code == 2 and "recording in" not in result.output, result.output
     named = grid.assign(cores=grid["cores"].map({1: "one", 2: "two"}))  # cores as words: categories
     named.to_csv(tmp_path / "named.csv", index=False)
     result = CliRunner().invoke(app, ["fit", "--csv", str(tmp_path / "named.csv"), "-m", "p95,cpu_us_per_request",

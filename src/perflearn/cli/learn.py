@@ -76,40 +76,13 @@ def _band_errors(cv: dict) -> str:
     return f"{band['n']} out-of-fold errors"
 
 
-# scikit-learn's trees take a feature whose values in a node span less than this for constant
-# (its splitter's FEATURE_THRESHOLD): a delay in seconds at nanosecond scale was never split on
-TREE_SPAN_MIN = 1e-7
-
-
-def _say_constant(schema, frame=None) -> None:
-    """Features that never varied: nothing can be learnt of them (a constant column got no word);
-    and, in ``frame`` (the runs), those whose values the trees cannot tell apart."""
+def _say_constant(schema) -> None:
+    """Features that never varied: nothing can be learnt of them (a constant column got no word)."""
     const = schema.constant()
     if const:
         terminal.warn(f"{len(const)} feature(s) with one value in every run used: "
                       + ", ".join(f"{f}={v}" for f, v in const.items())
                       + "; the model cannot learn their effect (a prediction at another value is a guess)")
-    if frame is None:
-        return
-    import numpy as np
-
-    close = {}
-    for f in schema.ranges:
-        values = np.unique(pd_numeric(frame[f]))
-        gaps = np.diff(values)
-        # most of them, not two by chance (10 000 uniform values have neighbours 1e-8 apart)
-        if len(gaps) and np.median(gaps) <= TREE_SPAN_MIN:
-            close[f] = float(np.median(gaps))
-    if close:
-        terminal.warn(", ".join(f"{f} has values {gap:.2g} apart (median)" for f, gap in close.items())
-                      + f": the tree families (cart, rf, gbm, and auto's trees) cannot split between values "
-                      f"{TREE_SPAN_MIN:g} apart or closer and take them for one; give it in a smaller unit (ns, not s)")
-
-
-def pd_numeric(column):
-    import pandas as pd
-
-    return pd.to_numeric(column, errors="coerce").dropna().to_numpy(dtype=float)
 
 
 def _families(value: str | None) -> list[str] | None:
@@ -401,7 +374,7 @@ def fit(
     model.save(out)
     if model.n_excluded:
         _say_left_out(model.n_excluded, target, model.excluded_why)
-    _say_constant(model.schema, ds.frame)
+    _say_constant(model.schema)
     wide = model.cv.get("left_out")
     if wide:  # see learn.models.AUTO_MAX_WIDTH
         terminal.info(f"auto did not try {', '.join(wide['candidates'])}: the model input is {wide['width']} columns "
@@ -547,7 +520,7 @@ def evaluate(
                                progress=curve_progress)
     if data.excluded:
         _say_left_out(data.excluded, target, data.excluded_why)
-    _say_constant(data.schema, data.rows)
+    _say_constant(data.schema)
     zeros = int((data.y == 0).sum())
     if zeros:  # MAPE divides by every target (it printed 1e17 %), MRE skips y = 0
         terminal.warn(f"{zeros} run(s) have {target} = 0: MAPE is undefined (n/a), MRE leaves them out")
@@ -803,7 +776,7 @@ def recommend(
     pred = ", ".join(f"{k}={_fmt(v)}" for k, v in r.predicted.items())
     for metric, m in models.items():
         _say_left_out(m.n_excluded, metric, m.excluded_why)
-    _say_constant(models[target].schema, ds.frame)
+    _say_constant(models[target].schema)
     # piped, the line alone is what is read: it says when no point met the constraints
     terminal.out.print(f"recommended: {best}  (predicted {pred})" if r.feasible else
                        f"recommended, though no point meets every constraint (the least violating): {best}  "
@@ -885,7 +858,7 @@ def rules(
     r = tree_rules(data, max_depth=depth, classes=thresholds, min_samples_leaf=min_leaf)
     kind = "accuracy" if thresholds is not None else "R²"
     _say_left_out(data.excluded, target, data.excluded_why)
-    _say_constant(data.schema, data.rows)
+    _say_constant(data.schema)
     terminal.out.print(f"rules for {target} from a depth-{depth} tree over {len(data.y)} runs (in-sample {kind} {r.r2_or_accuracy:.3f}):")
     terminal.out.print(r.text(data.schema.unit))
     if png is not None:

@@ -94,8 +94,9 @@ def manage(
                                        "this many noise seeds from --seed; report mean ± sd and minimum per policy.")] = 1,
     power: Annotated[str, typer.Option(help="Power model where there is no RAPL: server (20 W static, per core 1.5 W "
                                        "idle + 6 W dynamic), tx1 (the seed's Jetson TX1: 30 % of peak at 10 % load), "
-                                       "or static,idle,dynamic watts. With --from-csv: reprice the file's "
-                                       "energy under this model (without it, the file's energy is kept).")] = None,
+                                       "or static,idle,dynamic watts (default: server). With --from-csv: "
+                                       "reprice the file's energy under this model (without it, the file's "
+                                       "energy is kept).")] = None,
     figure: Annotated[Optional[Path], typer.Option(help="Write one PNG, a column per policy (load, p95 vs target, speed, cores).")] = None,
     csv: Annotated[Optional[Path], typer.Option(help="Write every interval of every policy here (live: as each "
                                                      "ends, so a killed run keeps them; simulated: as each pass "
@@ -208,7 +209,7 @@ def manage(
     from perflearn.manage.power import Rapl, power_model, rapl_or_none
 
     try:
-        power_ = power_model(power or "server")
+        power_ = power_model(power if power is not None else "server")
     except ValueError as exc:
         raise UsageError(f"--power: {exc}") from None
     if name is not None and (store is None or not name.strip()):  # ignored unsaid; "" took the default name
@@ -262,8 +263,7 @@ def manage(
         if target_ms is not None and target_ms * 1e3 <= base_us:  # static met 0 %, unsaid (session 55's audit)
             terminal.warn(f"--target-ms {target_ms:g}: at or below the simulated service's fixed delay (--base-us "
                           f"{base_us:g} us): no configuration can meet it")
-        with recording as record:
-            record.start()
+        with recording as record:  # said at the first pass recorded: the simulation's own checks come first
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
                       csv, record, power_, tick, profiled_speed, follow_cost, headroom, experience, miss_budget, slot,
                       slow_host, quantiles.get(None), stored=store is not None)

@@ -132,6 +132,7 @@ def tree_rules(data: TrainingData, max_depth: int = 3, classes: list[float] | No
         pipe.fit(data.X, y * scale if scale != 1.0 else y)
     names = list(pipe.named_steps["prep"].get_feature_names_out())
     fitted = pipe.named_steps["model"]
+    _thresholds_in_own_units(pipe, names)
     if scale != 1.0:
         fitted.tree_.value[:] /= scale  # views of the tree's own arrays: its predictions and drawing follow
         fitted.tree_.impurity[:] /= scale**2
@@ -143,6 +144,23 @@ def tree_rules(data: TrainingData, max_depth: int = 3, classes: list[float] | No
     score = float(pipe.score(data.X, y))
     return Rules(data.schema.target, rules, export_text(fitted, feature_names=names, decimals=3), names,
                  class_names, fitted, score)
+
+
+def _thresholds_in_own_units(pipe, names: list[str]) -> None:
+    """A feature the pipeline scaled up for the tree to split it (``GapScaler``: values 1e-9
+    s apart) is read back in its own unit: the thresholds divided, the scaler set to 1, so
+    that the pipeline predicts as before (a power of two: exactly) and the rules, the
+    drawing and the measured values agree."""
+    scaler = pipe.named_steps["prep"].named_transformers_.get("num")
+    scale = getattr(scaler, "scale_", None)
+    if scale is None or np.all(scale == 1.0):
+        return
+    by_name = dict(zip(names[len(names) - len(scale):], scale))  # the numeric columns come last
+    tree = pipe.named_steps["model"].tree_
+    for node in range(tree.node_count):
+        if tree.children_left[node] != tree.children_right[node]:  # a split, not a leaf
+            tree.threshold[node] /= by_name.get(names[tree.feature[node]], 1.0)
+    scaler.scale_ = np.ones_like(scale)
 
 
 def _onehot_map(data: TrainingData) -> dict[str, tuple[str, str, str | None]]:

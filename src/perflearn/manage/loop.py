@@ -185,13 +185,15 @@ class Controller:
             self.unsure = False
         except Exception as exc:  # said in the first interval's note, and applied again at its decision
             first_note.append(f"actuation failed: {exc}")
-            self.unsure = True
+            self.unsure, self.forecast = True, None  # neither configuration's forecast holds
         started = time.monotonic()
         policy, interval_s, power = self.policy, self.interval, self.power
 
         def react(rps: float) -> None:
+            forecast = None  # the maximum forced: no forecast of the policy's
             try:
                 new = policy.react(rps, service.tick_s, self.config)
+                forecast = policy.predicted
             except Exception as exc:  # as for a decision: never leave the service under-provisioned
                 new = service.space.maximum
                 events.append(f"policy failed in a tick ({type(exc).__name__}: {exc}): maximum configuration applied")
@@ -204,7 +206,7 @@ class Controller:
                 self.unsure = True
                 return
             events.append(f"reacted at {rps:.0f} req/s: {self.config} -> {new}")
-            self.config, self.unsure, self.forecast = new, False, policy.predicted
+            self.config, self.unsure, self.forecast = new, False, forecast
 
         reacting = bool(service.tick_s) and policy.reacts
         i = 0
@@ -295,7 +297,7 @@ class Controller:
                 "the loop fell behind: neither measured nor decided on"
             if got is None:
                 got = Measured(0.0, float("nan"), float("nan"), measured.utilisation)
-            self._append((len(self.records) + 1) * self.interval, offered[i], got, self.config, None, False,
+            self._append((len(self.records) + 1) * self.interval, offered[i], got, self.config, self.forecast, False,
                          [*events, got.note, note], service_interval=first + i)
             events = []
             if self.log is not None:
