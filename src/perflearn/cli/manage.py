@@ -145,7 +145,9 @@ def manage(
     if not heimdall:  # taken and ignored without a word (session 52's audit)
         unused = [o for o, v in (("--model", None in models), ("--cost-model", None in cost_models),
                                  ("--headroom", headroom is not None), ("--host-quantile", None in quantiles),
-                                 ("--profiled-speed", profiled_speed != 1.0), ("--no-follow-cost", not follow_cost),
+                                 # the simulator's own: a live run refuses them below
+                                 ("--profiled-speed", simulate and profiled_speed != 1.0),
+                                 ("--no-follow-cost", simulate and not follow_cost),
                                  ("--react-ms", react_ms != 20.0)) if v]
         if unused:
             terminal.warn(f"{', '.join(unused)}: read by the heimdall policies only, none of which is among the "
