@@ -42,6 +42,16 @@ def test_auto_is_nested_in_each_split(smooth_ds):
     assert len(res.chosen) == 3 and all(c.startswith(("linear", "knn")) for c in res.chosen)
 
 
+def test_residuals_of_a_target_measured_at_zero_keep_every_run():
+    """A run measured at 0 has no relative error: it was left out of residuals.png, unsaid."""
+    from perflearn.learn.evaluate import residuals
+
+    values, label = residuals([2.0, 4.0], [2.2, 3.0])
+    assert np.allclose(values, [10.0, -25.0]) and label == "relative error of prediction (%)"
+    values, label = residuals([0.0, 4.0], [0.5, 3.0])
+    assert np.allclose(values, [0.5, -1.0]) and label == "predicted - measured (1 measured 0)"
+
+
 def test_a_learning_curve_tells_each_size_as_it_ends(step_ds):
     """With auto, a curve of 150 fits ran 29 minutes without a word (session 55's audit)."""
     data = training_data(step_ds, "T")

@@ -446,15 +446,24 @@ def plot_pred_vs_actual(y_true, y_pred, path: str | Path, title: str = "") -> Pa
     return Path(path)
 
 
+def residuals(y_true, y_pred) -> tuple[np.ndarray, str]:
+    """Each prediction's error and its axis label: relative (%), or, where a measured value
+    is 0 (no relative error), predicted - measured for every run (the runs at 0 were left
+    out of the figure, unsaid)."""
+    y_true, y_pred = np.asarray(y_true, dtype=float), np.asarray(y_pred, dtype=float)
+    if (y_true == 0).any():
+        return y_pred - y_true, f"predicted - measured ({int((y_true == 0).sum())} measured 0)"
+    return (y_pred - y_true) / y_true * 100, "relative error of prediction (%)"
+
+
 def plot_residuals(y_true, y_pred, path: str | Path, title: str = "") -> Path:
     plt = _plt()
-    y_true = np.asarray(y_true)
-    rel = (np.asarray(y_pred) - y_true) / np.where(y_true == 0, np.nan, y_true) * 100
+    values, label = residuals(y_true, y_pred)
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.scatter(y_true, rel, s=12, alpha=0.7)
+    ax.scatter(np.asarray(y_true), values, s=12, alpha=0.7)
     ax.axhline(0, color="k", lw=1)
     ax.set_xlabel("measured")
-    ax.set_ylabel("relative error of prediction (%)")
+    ax.set_ylabel(label)
     ax.set_title(title or "residuals")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
