@@ -118,6 +118,11 @@ def _scaled_target(model) -> TransformedTargetRegressor:
     return TransformedTargetRegressor(regressor=model, transformer=StandardScaler())
 
 
+def power_up(x: float) -> float:
+    """The power of two that brings ``x`` > 0 to 1 or more (1 when it is): it scales exactly."""
+    return 2.0 ** max(0, -math.floor(math.log2(x)))
+
+
 class BinaryScaler(TransformerMixin, BaseEstimator):
     """A target times the power of two that brings its spread to 1 or more. scikit-learn's
     trees make a node a leaf when its variance is 2.2e-16 or less, in the target's own unit:
@@ -131,7 +136,7 @@ class BinaryScaler(TransformerMixin, BaseEstimator):
         # a spread of rounding (0.3 and 0.30000000000000004, or a constant fold's std of 1e-17) is none:
         # scaled up, the trees split on float noise
         noise = 1e-12 * float(np.nanmax(np.abs(y))) if y.size and np.isfinite(y).any() else 0.0
-        self.scale_ = 2.0 ** max(0, -math.floor(math.log2(sd))) if noise < sd < math.inf else 1.0
+        self.scale_ = power_up(sd) if noise < sd < math.inf else 1.0
         return self
 
     def transform(self, y):
@@ -163,14 +168,13 @@ class GapScaler(TransformerMixin, BaseEstimator):
             values = np.unique(column[np.isfinite(column)])
             gap = float(np.median(np.diff(values))) if len(values) > 1 else 0.0
             if 0 < gap <= TREE_GAP_MIN:
-                self.scale_[j] = 2.0 ** -np.floor(np.log2(gap))
+                self.scale_[j] = power_up(gap)
         return self
 
     def transform(self, X):
-        scale = getattr(self, "scale_", None)
-        if scale is None or np.all(scale == 1.0):
+        if np.all(self.scale_ == 1.0):
             return X  # as "passthrough" did: nothing to scale
-        return np.asarray(X, dtype=float) * scale
+        return np.asarray(X, dtype=float) * self.scale_
 
     def get_feature_names_out(self, input_features=None):
         return np.asarray(input_features, dtype=object)
