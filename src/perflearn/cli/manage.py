@@ -623,13 +623,18 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
     terminal.out.print(table)
     _say_policy_failures(frames)
     if slow:  # the evaluated passes and static, the energy's reference even when not shown; not a learning pass
-        _warn_if_hosts_differ({n: slow[n] for n in dict.fromkeys(["static", *names]) if n in slow})
+        _warn_if_hosts_differ(_static_first(slow, names))
     if figure:
-        draw({n: frames[n] for n in dict.fromkeys(["static", *names]) if n in frames}, figure,
-             f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
+        draw(_static_first(frames, names), figure, f"live {command.split()[0]}, target {target * 1e3:.2f} ms")
         terminal.info(f"figure: {figure}")
     if csv:
         terminal.info(f"intervals: {csv}")
+
+
+def _static_first(by_policy: dict, names: list[str]) -> dict:
+    """``names``' entries of ``by_policy``, static's first whenever it is there: the energy's
+    reference, shown as the table shows its row (a figure of -p X -p Y left it out)."""
+    return {n: by_policy[n] for n in dict.fromkeys(["static", *names]) if n in by_policy}
 
 
 class StaticFirst:
@@ -768,7 +773,6 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
                          if longer else "no pass is longer, so each is priced against static's as far as it ran"))
     with _recording(store, name or f"manage-{path.name.split('.')[0]}", labels, f"recorded from {path} ({trace} trace)",
                     power_label) as record:
-        record.start()
         for policy in labels:
             frame = passes[policy]
             record(policy, frame, static_energy(passes.get("static"), frame), float(frame["t"].max()), policy not in cut,
@@ -921,9 +925,7 @@ def _say_simulation(runs, names, trace, seed, seeds, power, figure, csv) -> None
     for run in runs:
         _say_policy_failures(run.frames)
     if figure:
-        # static's column too, as its row in the table: the reference (a figure of -p X -p Y left it out)
-        draw({n: runs[0].frames[n] for n in dict.fromkeys(["static", *names]) if n in runs[0].frames}, figure,
-             f"{trace} load, target {runs[0].target_s * 1e3:.2f} ms")
+        draw(_static_first(runs[0].frames, names), figure, f"{trace} load, target {runs[0].target_s * 1e3:.2f} ms")
         terminal.info(f"figure: {figure} (seed {seed})")
     if csv:  # written pass by pass as each ended
         terminal.info(f"intervals: {csv}")

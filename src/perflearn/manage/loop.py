@@ -258,8 +258,7 @@ class Controller:
             self._append(t, offered[i], measured, config, self.forecast, new != config,
                          [*events, measured.note, note], reactions, settled, cost_us, first + i)
             # the forecast for what runs next: the policy's, when it decided (not when the maximum was forced)
-            chosen = policy.predicted if decided else None
-            self.forecast = chosen
+            self.forecast = policy.predicted if decided else None
             if new != config or self.unsure:
                 try:
                     service.apply(new)
