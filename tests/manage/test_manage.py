@@ -12,7 +12,7 @@ from perflearn.cli import app
 from perflearn.manage.config import ConfigSpace, Configuration
 from perflearn.manage.loop import Measured, Service, control_loop, summarize
 from perflearn.manage.baselines import Heracles, Hipster, Ondemand, Static
-from perflearn.manage.heimdall import Heimdall, monotone_fit, tick_dispersion
+from perflearn.manage.heimdall import Heimdall, monotone_fit, ramp, tick_dispersion
 from perflearn.manage.policies import make_policy
 from perflearn.manage.policy import Observation
 from perflearn.manage.power import PowerModel, power_model
@@ -1657,6 +1657,32 @@ def test_reacting_meets_the_target_in_the_first_interval_of_a_step_up():
     assert (reacting["p95"] <= 10e-3).all()
     assert reacting["reactions"].iloc[5] == 1 and "reacted at" in reacting["note"].iloc[5]
     assert summarize(reacting)["changes"] == reacting["changed"].sum() + 1
+
+
+def test_a_ramp_is_two_rises_beyond_the_noise():
+    assert ramp([3000.0, 3360.0], 1.0, 1.0) == 0.0  # one rise may be a step: too few intervals
+    assert ramp([3000.0, 3360.0, 3763.2], 1.0, 1.0) == pytest.approx(4166.4)  # the last plus its rise
+    assert ramp([3000.0, 3000.0, 3360.0], 1.0, 1.0) == 0.0  # a step: it rose once
+    assert ramp([3000.0, 3100.0, 3200.0], 1.0, 1.0) == 0.0  # 3 %: within the noise (at least 5 %)
+    assert ramp([300.0, 345.0, 397.0], 1.0, 1.0) == 0.0  # 15 % of 300 requests is under 4 sd (69)
+    assert ramp([300.0, 345.0, 397.0], 10.0, 1.0) == pytest.approx(449.0)  # of 3000 requests it is over
+    assert ramp([3000.0, 3360.0, 3763.2], 1.0, 50.0) == 0.0  # bursty counts: the same rises are noise
+
+
+def test_heimdall_sizes_a_ramp_for_the_next_interval():
+    """Load rising 12 % a second: sized for the last interval's load, the cheapest rule
+    is an interval behind all the way up (82 % met before the ramp was followed); sized
+    for the last plus its rise, every interval meets the target, for less energy."""
+    from perflearn.manage.loop import SimulatedService
+
+    space = ConfigSpace.make(3, 8)
+    loads = [3000.0] * 3 + [3000.0 * 1.12 ** i for i in range(1, 17)] + [19000.0] * 3
+    server = ServerModel(mu_max=10000.0, base_s=50e-6, noise=0.0, seed=0)
+    policy = Heimdall(space, 2e-3, 30000.0, model=queueing_model(server), cheapest=True)
+    service = SimulatedService(server, space, loads, 1.0, tick_s=0.02)
+    frame = control_loop(policy, service, len(loads), 1.0, PowerModel())
+    assert (frame["p95"] <= 2e-3).all() and frame["reactions"].sum() == 0
+    assert frame["cores"].iloc[1:].min() == 1  # and it did not just run the maximum
 
 
 @pytest.mark.slow
