@@ -544,6 +544,23 @@ def test_an_ensemble_has_no_single_parameters_row(tmp_path):
     assert "ensemble" in r.output and "each member's, in its name above" in r.output
 
 
+def test_ensemble_is_honoured_over_autos_averages(tmp_path):
+    """--ensemble was accepted and ignored: auto's near-ties average (and on small data its
+    inverse weights) came first, so --ensemble 1 still averaged every candidate."""
+    frame = pd.read_csv(STEP).dropna(subset=["T"]).head(9)
+    frame.to_csv(tmp_path / "small.csv", index=False)
+    members = {}
+    for k in ("default", "1"):
+        extra = [] if k == "default" else ["--ensemble", k]
+        r = run("fit", "--csv", tmp_path / "small.csv", "-t", "T", "-m", "T,lat", "-o", tmp_path / k, *extra)
+        assert r.exit_code == 0, r.output
+        members[k] = json.loads((tmp_path / k / "model.json").read_text())["cv"]["members"]
+    assert len(members["default"]) == 6 and len(members["1"]) == 1
+    r = run("fit", "--csv", tmp_path / "small.csv", "-t", "T", "-m", "T,lat", "-o", tmp_path / "w",
+            "--ensemble", "3", "--weights", "inverse")
+    assert r.exit_code == 2 and "--ensemble: " in r.output and "give one" in r.output
+
+
 def test_findings_of_the_learn_audit_are_one_clear_line_each(tmp_path):
     """Session 48's audit: each of these was silently wrong or blamed the wrong thing."""
     trailing = tmp_path / "trail.csv"  # a trailing comma on every row: pandas took x as the index, perf all NULL

@@ -56,6 +56,16 @@ def test_a_complement_chance_could_show_is_no_group():
     assert one_hot_groups(full.assign(w=full["y"]), ["x", "y", "z", "v", "w"]) == []  # not exclusive
 
 
+def test_a_small_option_crossed_with_another_knob_is_a_group():
+    """A 3-valued option as r1, r5, r9 crossed with six values of q: 18 configurations,
+    each with exactly one of them. Its 3 patterns alone (0.44 ** 3) were no evidence, so it
+    was never grouped, and recommend proposed r1 = r5 = 1, which no run could have."""
+    rows = [dict(r1=int(r == 0), r5=int(r == 1), r9=int(r == 2), q=q) for r in range(3) for q in range(1, 7)]
+    frame = pd.DataFrame(rows)
+    assert one_hot_groups(frame, ["r1", "r5", "r9", "q"]) == [("r1", "r5", "r9")]
+    assert one_hot_groups(frame[frame["q"] == 1], ["r1", "r5", "r9", "q"]) == []  # 3 configurations: no evidence
+
+
 SPEC = """
     [experiment]
     name = "bounded"

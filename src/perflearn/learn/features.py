@@ -380,7 +380,10 @@ def one_hot_groups(frame: pd.DataFrame, knobs: list[str]) -> list[tuple[str, ...
               and set(np.unique(frame[k].to_numpy(dtype=float))) == {0.0, 1.0}]
     if len(binary) < 2:
         return []
-    m = np.unique(frame[binary].to_numpy(dtype=float).astype(bool), axis=0)  # distinct configurations
+    m = np.unique(frame[binary].to_numpy(dtype=float).astype(bool), axis=0)  # distinct patterns of the 0/1 knobs
+    # each distinct configuration is a draw (a 3-valued option crossed with 6 values of another
+    # knob is 18 draws that all show exactly one, not 3: counted as 3, it was never grouped)
+    draws = len(frame[knobs].drop_duplicates())
     groups: list[tuple[str, ...]] = []
     taken: set[int] = set()
     for i in range(len(binary)):
@@ -391,7 +394,7 @@ def one_hot_groups(frame: pd.DataFrame, knobs: list[str]) -> list[tuple[str, ...
             continue
         shares = m[:, members].mean(axis=0)
         exactly_one = sum(p * math.prod(1 - q for b, q in enumerate(shares) if b != a) for a, p in enumerate(shares))
-        if exactly_one ** len(m) < CHANCE:
+        if exactly_one ** draws < CHANCE:
             groups.append(tuple(binary[j] for j in sorted(members)))
             taken.update(members)
     return groups

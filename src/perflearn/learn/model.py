@@ -453,6 +453,11 @@ def fit_data(
         raise UsageError(f"cross-validation needs at least 2 folds, got {cv}", where="--cv")
     if ensemble is not None and ensemble < 1:  # 0 or less was ignored
         raise UsageError(f"an ensemble has at least 1 pick, got {ensemble}", where="--ensemble")
+    if ensemble is not None:  # the user's own picks: not auto's averages, which came first and ignored it
+        if weights == "inverse":
+            raise UsageError("--ensemble picks members by their out-of-fold predictions, --weights inverse averages "
+                             "every candidate: give one", where="--ensemble")
+        weights, blend = "near-ties", 0.0 if blend is None else blend
     if groups is not None and runs < 2:
         unit = group_unit(data)
         raise UsageError(f"the {n} rows come from {runs} {unit}; cross-validation by {unit} needs at least 2",
