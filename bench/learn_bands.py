@@ -64,7 +64,7 @@ def score(label: str, train: pd.DataFrame, test: pd.DataFrame, target: str, fami
 
     ds = Dataset.from_frame(train.reset_index(drop=True), metrics=[target], name="bands")
     t0 = time.perf_counter()
-    model = fit_data(training_data(ds, target), family, cv=5, random_state=0, experiment="bands")
+    model = fit_data(training_data(ds, target), family, random_state=0, experiment="bands")
     fit_s = time.perf_counter() - t0
     X = model.transform(test[model.features])
     y = test[target].to_numpy(dtype=float)

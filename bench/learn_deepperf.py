@@ -92,7 +92,7 @@ def one(args):
     target = data.columns[-1]
     ds = Dataset.from_frame(data.iloc[train].reset_index(drop=True), metrics=[target], name=system)
     t0 = time.perf_counter()
-    model = fit_data(training_data(ds, target), family, cv=5, ensemble=ensemble, loo_below=loo_below, blend=blend,
+    model = fit_data(training_data(ds, target), family, ensemble=ensemble, loo_below=loo_below, blend=blend,
                      small_ratio=small_ratio, point=point, weights=weights, random_state=0,
                      experiment=system)
     fit_s = time.perf_counter() - t0

@@ -65,4 +65,11 @@ class CommandFailed(PerflearnError):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, taken as Ctrl-C (cleanup runs) but told apart: the exit status is 143, not 130."""
+    """SIGTERM (or SIGHUP: a dropped ssh session), taken as Ctrl-C (cleanup runs) but told
+    apart: the exit status is 128 + the signal (143, 129) as a shell reports it, not 130."""
+
+    def __init__(self, signum: int = 15):
+        super().__init__(signum)
+        self.signum = signum
+        self.exit_code = 128 + signum
+        self.why = "hung up" if signum == 1 else "terminated"

@@ -41,7 +41,7 @@ def died_with(sig: int = signal.SIGTERM) -> Callable[[], None]:
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """Ctrl-C or SIGTERM in the block is held until it ends, then delivered as it would
+    """Ctrl-C, SIGTERM or SIGHUP in the block is held until it ends, then delivered as it would
     have been. For work a signal must not cut in two: a store call (DuckDB checks for
     signals while it works and gave up with "Query interrupted", an internal error in
     place of a clean stop), a service's shutdown (interrupted, it left the rest undone,
@@ -52,7 +52,8 @@ def signals_held() -> Iterator[None]:
         yield
         return
     got: list[int] = []
-    signals = (signal.SIGINT, signal.SIGTERM)
+    signals = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if signal.getsignal(signal.SIGHUP)
+                                                 is not signal.SIG_IGN else ())  # nohup's stays ignored
     previous: dict = {}
 
     def deliver(signum: int) -> None:

@@ -581,6 +581,46 @@ def test_findings_of_the_learn_audit_are_one_clear_line_each(tmp_path):
     assert r.exit_code == 2 and "6 configurations (folds are by configuration) are fewer than the 30" in r.output
 
 
+def test_findings_of_the_session_56_audit(tmp_path):
+    """Each of these was accepted and then ignored, or ended in an internal error."""
+    rng = np.random.default_rng(5)
+    x1, x2 = rng.uniform(0, 10, 25), rng.uniform(0, 10, 25)
+    csv = tmp_path / "tr.csv"
+    pd.DataFrame({"x1": x1, "x2": x2, "y": 5 + x1 + rng.normal(0, 1, 25)}).to_csv(csv, index=False)
+    # --param alpha with --quantile: the quantile's alpha replaced it, and model.json still showed 0.5
+    r = run("fit", "--csv", csv, "-t", "y", "--family", "gbm", "--quantile", "0.9", "--param", "alpha=0.5",
+            "-o", tmp_path / "q")
+    assert r.exit_code == 2 and "--param: alpha=0.5 and --quantile both set the loss" in r.output
+    r = run("fit", "--csv", csv, "-t", "y", "--family", "gbm", "--param", "loss=quantile", "-o", tmp_path / "q")
+    assert r.exit_code == 2 and "give --quantile Q instead" in r.output
+    # trees without a bootstrap have no out-of-bag runs: it was "internal error (ValueError: Out of bag ...)"
+    r = run("fit", "--csv", csv, "-t", "y", "--family", "rf", "--param", "bootstrap=False", "-o", tmp_path / "b")
+    assert r.exit_code == 0 and "out-of-bag" not in r.output, r.output
+    # --cv 3 on 25 runs: auto's leave-one-out (below 30 runs) replaced it with 25 folds
+    r = run("fit", "--csv", csv, "-t", "y", "--families", "rf,linear", "--cv", "3", "-o", tmp_path / "c")
+    assert r.exit_code == 0 and "3-fold CV" in r.output, r.output
+    assert json.loads((tmp_path / "c" / "model.json").read_text())["cv"]["folds"] == 3
+    r = run("fit", "--csv", csv, "-t", "y", "--families", "rf,linear", "-o", tmp_path / "d")
+    assert "25-fold CV" in r.output  # without --cv, leave-one-out on so few runs as before
+
+
+def test_constraints_name_any_metric_a_csv_holds(tmp_path):
+    """`99p<=25` read "is not METRIC<=VALUE", and a quoted comma-holding name too."""
+    rows = [dict(a=a, b=b, **{"99p": 10 + (a - 3) ** 2 + b, "lat,p95": 2 * a + b}) for a in range(1, 7) for b in (0, 5)]
+    csv = tmp_path / "m.csv"
+    pd.DataFrame(rows).to_csv(csv, index=False)
+    # least lat,p95 with 99p <= 12: a = 2..4 qualify at b = 0 (10 + (a-3)^2 <= 12), the least of them a = 2
+    r = run("recommend", "--csv", csv, "-m", '99p,"lat,p95"', "-t", "lat,p95", "--minimize", "-w", "99p<=12",
+            "--family", "cart")
+    assert r.exit_code == 0 and "recommended: a=2, b=0" in r.output, r.output
+    # least 99p with lat,p95 >= 16: only a = 6 at b = 5 (2a + b = 17) has it
+    r = run("recommend", "--csv", csv, "-m", '99p,"lat,p95"', "-t", "99p", "--minimize", "-w", '"lat,p95">=16',
+            "--family", "cart")
+    assert r.exit_code == 0 and "recommended: a=6, b=5" in r.output, r.output
+    r = run("recommend", "--csv", csv, "-m", '99p,"lat,p95"', "-t", "99p", "-w", "99p<=nan")
+    assert r.exit_code == 2 and "needs a finite number after <=" in r.output
+
+
 def test_wide_data_and_clashing_names(tmp_path):
     """2000 columns printed 3804 pandas PerformanceWarnings; predict -o of a model of `hi`
     on `lo` and `std` wrote lo,std,hi,std,lo,hi."""

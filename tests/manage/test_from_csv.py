@@ -304,21 +304,25 @@ def test_a_gzipped_csv_is_read_as_the_csv_it_holds(simulated, tmp_path):
         assert len(x) == journal["policy"].nunique() and x.drop(columns="run_id").equals(y.drop(columns="run_id"))
 
 
-def test_a_terminated_simulation_says_what_it_kept(tmp_path, when_written):
+@pytest.mark.parametrize("signame, status, why", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")])
+def test_a_terminated_simulation_says_what_it_kept(tmp_path, when_written, signame, status, why):
     """SIGTERM to a simulation exited 143 with no word (session 54's audit): it was made an
-    interrupt in the live path only, after the models loaded."""
+    interrupt in the live path only, after the models loaded. SIGHUP (an ssh session that
+    dropped) killed it outright, unrecorded (session 56's audit)."""
     import signal
     import subprocess
     import sys
 
+    sig = getattr(signal, signame)
     csv = tmp_path / "term.csv"
     proc = subprocess.Popen([sys.executable, "-m", "perflearn", "manage", "--simulate", "-p", "static", "-p", "ondemand",
                              *RUN, "--seeds", "20", "--csv", str(csv)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    output = when_written(proc, csv, lambda text: "ondemand" in text, lambda p: p.send_signal(signal.SIGTERM), 120)
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))  # even under nohup
+    output = when_written(proc, csv, lambda text: "ondemand" in text, lambda p: p.send_signal(sig), 120)
     said = " ".join(output.split())
-    assert proc.returncode == 143 and "error: terminated" in said, output
-    kept = int(re.search(r"terminated: the intervals of the (\d+) pass\(es\) that had ended are in", said).group(1))
+    assert proc.returncode == status and f"error: {why}" in said, output
+    kept = int(re.search(rf"{why}: the intervals of the (\d+) pass\(es\) that had ended are in", said).group(1))
     journal = pd.read_csv(csv)
     assert kept >= 2 and len(journal.groupby(["policy", "seed"])) == kept
 

@@ -871,6 +871,33 @@ def test_every_interval_is_on_disk_as_it_ends(tmp_path):
     assert list(journal.labels) == list(dict.fromkeys(written["policy"]))  # each pass written, in order
 
 
+def test_a_gz_journal_is_gzip_and_readable_as_it_is_written(tmp_path):
+    """A live --csv named .gz was written as plain text, which fit and --experience then
+    refused ("Not a gzipped file"). It is gzip, each row sync-flushed: read back while the
+    run is still writing it (no trailer yet, as after a kill) it holds every row so far."""
+    import gzip
+
+    import pandas as pd
+
+    from perflearn.manage.journal import IntervalCsv, read_passes
+    from perflearn.manage.loop import SimulatedService, comparison
+
+    loads = [1000.0] * 4 + [9000.0] * 4
+    policies = {n: make_policy(n, SPACE, TARGET, 10_000, 1.0, power=PowerModel(), intervals=len(loads))
+                for n in ("static", "ondemand")}
+    csv = tmp_path / "i.csv.gz"
+    seen = []
+    with IntervalCsv(csv) as journal:
+        for label, _, _, _ in comparison(policies, lambda label, given=loads: SimulatedService(
+                ServerModel(mu_max=4000, seed=3), SPACE, given, 1.0), loads, 1.0, PowerModel(), log=journal):
+            seen.append({k: len(v) for k, v in read_passes(csv).items()})  # no trailer yet
+    assert seen == [{"static": 8}, {"static": 8, "ondemand": 8}]
+    assert csv.read_bytes()[:2] == b"\x1f\x8b"
+    whole = pd.read_csv(csv)  # a whole gzip file once closed
+    assert len(whole) == 16 and list(whole["policy"].unique()) == ["static", "ondemand"]
+    assert len(gzip.decompress(csv.read_bytes()).splitlines()) == 17
+
+
 def test_interleaved_comparison_cli(tmp_path):
     """The simulator takes turns as a live run does; Hipster's learning pass runs first, alone."""
     import pandas as pd

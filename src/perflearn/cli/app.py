@@ -66,8 +66,8 @@ class _Group(TyperGroup):
             terminal.error(str(exc))
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt as exc:
-            terminal.error("terminated" if isinstance(exc, Terminated) else "interrupted")
-            ctx.exit(143 if isinstance(exc, Terminated) else 130)
+            terminal.error(exc.why if isinstance(exc, Terminated) else "interrupted")
+            ctx.exit(exc.exit_code if isinstance(exc, Terminated) else 130)
         except OSError as exc:
             if debug():
                 raise
@@ -91,16 +91,19 @@ def _interrupted_query(exc: Exception) -> bool:
 
 
 def interrupt_on_sigterm() -> None:
-    """SIGTERM as Ctrl-C: the command's cleanup runs (services it started are stopped,
-    the machine's settings restored) and it exits with "terminated" (status 143, as a
-    shell reports SIGTERM), where the default action would kill it at once and leave
-    them behind."""
+    """SIGTERM and SIGHUP as Ctrl-C: the command's cleanup runs (services it started are
+    stopped, the machine's settings restored) and it exits with "terminated" (status 143,
+    as a shell reports SIGTERM) or "hung up" (129), where the default action would kill it
+    at once and leave them behind (an ssh session that dropped left the manager's cgroup,
+    and its run unrecorded). A SIGHUP ignored from the start (``nohup``) stays ignored."""
     import signal
 
-    def interrupt(*_):
-        raise Terminated
+    def interrupt(signum, _frame):
+        raise Terminated(signum)
 
     signal.signal(signal.SIGTERM, interrupt)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, interrupt)
 
 
 def check_png(path: Path | None, where: str) -> None:

@@ -303,7 +303,15 @@ def _with_quantile(params: dict[str, object], quantile: float | None, family: st
     from perflearn.learn.models import quantile_of
 
     if quantile is None:
+        if family == "gbm" and params.get("loss") == "quantile":  # else judged and banded as a middle model
+            raise UsageError("loss=quantile: give --quantile Q instead (a quantile model is judged by its own loss)",
+                             where="--param")
         return params
+    # what --quantile sets: the user's own value was replaced without a word (model.json still showed it)
+    clash = [k for k in ("quantile", "loss", "alpha", "default_quantiles") if k in params]
+    if clash:
+        raise UsageError(f"{clash[0]}={params[clash[0]]} and --quantile both set the loss; give --quantile alone",
+                         where="--param")
     if family == "auto":
         raise UsageError("needs --family rf or gbm (auto chooses by relative error, not by a quantile's loss)",
                          where="--quantile")

@@ -594,7 +594,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                 frames[label] = frame
                 priced.add(label, frame, wall, complete)
         except BaseException as exc:  # interrupted, or the service failed: nothing measured is lost
-            why = ("terminated" if isinstance(exc, Terminated) else "interrupted" if isinstance(exc, KeyboardInterrupt)
+            why = (exc.why if isinstance(exc, Terminated) else "interrupted" if isinstance(exc, KeyboardInterrupt)
                    else "stopped")
             try:
                 priced.flush()  # what waited for static, unpriced
@@ -864,7 +864,7 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
             _say_seed(run, s == seed, s, names, space, mu, tick, profiled_speed, host, miss_budget)
             runs.append(run)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: every finished pass was recorded as it ended: say so
-        why = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        why = exc.why if isinstance(exc, Terminated) else "interrupted"
         if ended and stored:
             terminal.warn(f"{why}: the {len(ended)} pass(es) that had ended are recorded ({', '.join(ended)}); "
                           "the one running is not")

@@ -261,7 +261,8 @@ def evaluate(
     oob = {}
     # a quantile forest's point is not the mean the OOB score judges; and where a configuration has
     # several rows, its others are in the very trees that leave one out: 0.89 R² beside a grouped CV's 0.27
-    if family == "rf" and n >= 5 and quantile is None and groups is None:
+    # and trees without a bootstrap (--param bootstrap=False) leave no run out of any tree
+    if family == "rf" and n >= 5 and quantile is None and groups is None and (params or {}).get("bootstrap", True):
         oob = oob_score(data, params=params, log_target=log_target, random_state=random_state, n_jobs=n_jobs)
     return EvalResult(
         family=family,

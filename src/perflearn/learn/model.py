@@ -449,6 +449,8 @@ def fit_data(
         raise UsageError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}", where="--weights")
     if cv is None:  # 5, or one fold per run (configuration, when grouped) when there are fewer
         cv = max(2, min(5, runs))
+    elif loo_below is None:  # the user's folds: auto's leave-one-out on few runs replaced --cv 3 by 25 folds, unsaid
+        loo_below = 0
     if cv < 2:
         raise UsageError(f"cross-validation needs at least 2 folds, got {cv}", where="--cv")
     if ensemble is not None and ensemble < 1:  # 0 or less was ignored

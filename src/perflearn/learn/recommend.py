@@ -32,7 +32,8 @@ from .features import _category, training_data
 from .model import Model, fit_data
 from .space import SearchSpace, plain as _plain
 
-_CONSTRAINT = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
+# any metric name a CSV can hold (99p, p95/ms, "lat,p95" quoted as in the CSV): not only identifiers
+_CONSTRAINT = re.compile(r'^\s*("(?:[^"]|"")+"|[^\s<>="][^<>=]*?)\s*(<=|>=|<|>)\s*(\S+)\s*$')
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,13 @@ class Constraint:
         try:
             value = float(m.group(3))
         except ValueError:
-            raise UsageError(f"constraint {text!r} needs a number after {m.group(2)}", where="--where") from None
-        return cls(m.group(1), m.group(2), value)
+            value = float("nan")
+        if not np.isfinite(value):  # "nan" and "inf" are floats, and bound nothing
+            raise UsageError(f"constraint {text!r} needs a finite number after {m.group(2)}", where="--where")
+        name = m.group(1)
+        if name.startswith('"'):
+            name = name[1:-1].replace('""', '"')
+        return cls(name, m.group(2), value)
 
     def violation(self, v: np.ndarray) -> np.ndarray:
         """How far each value is past the bound (0 when satisfied, and on a strict bound:

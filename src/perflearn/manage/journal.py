@@ -10,6 +10,7 @@ import csv
 import gzip
 import io
 import math
+import zlib
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -32,7 +33,9 @@ class IntervalCsv:
     """A ``comparison``'s ``log``: call with (label, record); a context manager."""
 
     def __init__(self, path: Path):
-        self.file = open(path, "w", newline="")
+        # a .gz name is gzipped, as a simulation's is (it was plain text there, which fit and
+        # --experience then refused); each row's flush is a sync flush, so a killed run keeps them
+        self.file = gzip.open(path, "wt", newline="") if str(path).endswith(".gz") else open(path, "w", newline="")
         self.writer = csv.writer(self.file)
         self.writer.writerow(COLUMNS)
         self.file.flush()
@@ -63,6 +66,18 @@ def append_pass(path: Path, frame: pd.DataFrame, policy: str, seed: int, first: 
         path, mode="w" if first else "a", header=first, index=False)
 
 
+def _gunzip(data: bytes) -> bytes:
+    """What a gzip file holds, also without its trailer (a run killed as it wrote: every row
+    was sync-flushed, and ``gzip.decompress`` refused the whole file for the missing end)
+    and over several members (passes appended one by one)."""
+    out, rest = [], data
+    while rest[:2] == b"\x1f\x8b":
+        d = zlib.decompressobj(wbits=31)
+        out.append(d.decompress(rest))
+        rest = d.unused_data
+    return b"".join(out)
+
+
 def _whole(data: bytes) -> bool:
     """Whether the last line of ``data`` (which has no line end) is a whole row all the same:
     every column of the header, and a policy another row names (a hand-edited file; a row
@@ -90,14 +105,15 @@ def read_passes(path: Path, warn: Callable[[str], None] | None = None) -> dict[s
     try:
         data = path.read_bytes()
         if data[:2] == b"\x1f\x8b":  # gzipped, as the rounds under bench/ are kept
-            data = gzip.decompress(data)
+            data = _gunzip(data)
         cut = data[-1:] not in (b"", b"\n", b"\r") and not _whole(data)
         if cut:  # what follows the last line end; a quote opened in it made the whole file "not a CSV file"
             data = data[:data.rfind(b"\n") + 1]
         frame = pd.read_csv(io.BytesIO(data), low_memory=False)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
-    except (OSError, EOFError, UnicodeDecodeError, csv.Error, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error, pd.errors.ParserError,
+            pd.errors.EmptyDataError) as exc:
         raise UsageError(f"{path}: not a CSV file ({(str(exc).splitlines() or [type(exc).__name__])[0]})") from None
     short = next(((i, len(row)) for i, row in enumerate(csv.reader(io.StringIO(data.decode(errors="replace"))))
                   if i and row and len(row) < len(frame.columns)), None)

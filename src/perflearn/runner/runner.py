@@ -153,19 +153,22 @@ def _run_commands(commands: list[str], spec: Spec, what: str) -> None:
 
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the sweep as cleanly as Ctrl-C (processes stopped, knobs restored)."""
+    """SIGTERM and SIGHUP stop the sweep as cleanly as Ctrl-C (processes stopped, knobs
+    restored); a SIGHUP ignored from the start (``nohup``) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
-        raise Terminated
+        raise Terminated(signum)
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    taken = [signal.SIGTERM] + ([signal.SIGHUP] if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN else [])
+    previous = {s: signal.signal(s, handler) for s in taken}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def _knob_infos(spec: Spec) -> list[KnobInfo]:
@@ -326,11 +329,11 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
             except KeyboardInterrupt as exc:
                 terminated = isinstance(exc, Terminated)
                 stopped = Interrupted(
-                    f"{'terminated' if terminated else 'interrupted'} after {outcome.ran} of {len(todo)} "
+                    f"{exc.why if terminated else 'interrupted'} after {outcome.ran} of {len(todo)} "
                     "runs; every finished run is stored and the one in flight was dropped; continue with: "
                     f"{resume_command or f'perflearn run {spec.path} --resume'}")
                 if terminated:
-                    stopped.exit_code = 128 + signal.SIGTERM
+                    stopped.exit_code = exc.exit_code
                 raise stopped from None
     finally:
         _put_back(actuators, held)
