@@ -57,6 +57,24 @@ def test_a_whole_run_is_recorded_as_the_run_recorded_it(simulated, tmp_path):
     assert samples["replayed"]["value"].isna().sum() == samples["direct"]["value"].isna().sum()
 
 
+def test_the_store_keeps_each_intervals_note_and_change(simulated, tmp_path):
+    """The run's notes were a sorted set of distinct notes cut at 2000 characters, mid-word,
+    and the samples had no `changed` (session 56's audit): each interval's note is there at
+    its time, whole, and every interval's change."""
+    _, journal = simulated
+    hip = journal[journal["policy"] == "hipster"].reset_index(drop=True)
+    long = hip.assign(note=[f"interval {i}: " + "x" * 300 for i in range(len(hip))])
+    long.to_csv(tmp_path / "long.csv", index=False)
+    result = from_csv(tmp_path / "long.csv", tmp_path / "n.duckdb", "--name", "n")
+    assert result.exit_code == 0, result.output
+    with open_store(tmp_path / "n.duckdb", read_only=True) as store:
+        notes = store.runs("n")["notes"].iloc[0].splitlines()
+        samples = store.samples("n")
+    assert len(notes) == len(hip) and notes[3] == f"t={hip['t'][3]:g}: interval 3: " + "x" * 300
+    changed = samples[samples["metric"] == "changed"].sort_values("t")["value"].to_numpy()
+    assert changed.tolist() == hip["changed"].astype(float).tolist() and changed.sum() > 0
+
+
 def test_a_pass_cut_short_is_a_failed_run_with_every_interval_it_ran(simulated, tmp_path):
     where, journal = simulated
     cut = journal.drop(journal.index[journal["policy"] == "ondemand"][-5:])  # killed five intervals early
@@ -164,6 +182,8 @@ def test_from_csv_bad_input(simulated, tmp_path):
     (tmp_path / "short.csv").write_text("".join(lines))
     (tmp_path / "store.duckdb").write_bytes(b"DUCK\x00\x01\r\n\x00binary\nno csv\r\x00")
     pd.concat([journal, journal.iloc[[0]]]).to_csv(tmp_path / "twice.csv", index=False)
+    journal.assign(utilisation=journal["utilisation"].mask(journal.index == 2)).to_csv(tmp_path / "idle.csv",
+                                                                                      index=False)
     cases = [
         (["manage", "--from-csv", str(tmp_path / "nocores.csv"), "--store", str(tmp_path / "a.duckdb")],
          "row 5, column cores: empty"),
@@ -194,7 +214,10 @@ def test_from_csv_bad_input(simulated, tmp_path):
         (["manage", "--from-csv", str(tmp_path / "zero.csv"), "--store", str(tmp_path / "a.duckdb")],
          "row 5, column target: not a target > 0 (0.0)"),
         (["manage", "--from-csv", str(tmp_path / "twice.csv"), "--store", str(tmp_path / "a.duckdb"), *RUN],
-         "static has 23 intervals, more than the 22 of the steps trace"),
+         f"row {len(journal) + 2}: static has the interval at t = 1 s twice"),  # was "23 intervals, more than 22"
+        # an empty utilisation cell was priced at 0 J (session 56's audit)
+        (["manage", "--from-csv", str(tmp_path / "idle.csv"), "--store", str(tmp_path / "a.duckdb"), *RUN,
+          "--power", "server"], "static has 1 interval(s) without utilisation: a power model cannot price them"),
         (["manage", "--from-csv", str(where / "sim.csv"), "--store", str(tmp_path / "a.duckdb")],
          "the --csv of a simulation; run it again with --store"),
         (["manage", "--from-csv", str(tmp_path / "x.csv"), "--store", str(tmp_path / "a.duckdb")],

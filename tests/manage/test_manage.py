@@ -1994,9 +1994,11 @@ def test_models_swapped_and_all_with_others_are_one_line(tmp_path):
     grid = pd.DataFrame([(c, lv, r) for c in (1, 2) for lv in (0.5, 1.0) for r in range(500, 9000, 1000)],
                         columns=["cores", "level", "offered_rps"])
     grid["p95"], grid["cpu_us_per_request"] = 2e-4 / (grid["cores"] * grid["level"]), 20.0 + grid["cores"]
+    grid["utilisation"] = grid["offered_rps"] * grid["cpu_us_per_request"] / 1e6 / (grid["cores"] * grid["level"])
     grid.to_csv(tmp_path / "g.csv", index=False)
-    for target in ("p95", "cpu_us_per_request"):
-        result = CliRunner().invoke(app, ["fit", "--csv", str(tmp_path / "g.csv"), "-m", "p95,cpu_us_per_request",
+    for target in ("p95", "cpu_us_per_request", "utilisation"):
+        result = CliRunner().invoke(app, ["fit", "--csv", str(tmp_path / "g.csv"), "-m",
+                                          "p95,cpu_us_per_request,utilisation",
                                           "-t", target, "--family", "rf", "-o", str(tmp_path / f"{target}.model")])
         assert result.exit_code == 0, result.output
     live = ["manage", "--service", "memcached -u root -p {port}", "--max-rps", "4000", "--target-ms", "1", "--cores", "2",
@@ -2005,7 +2007,10 @@ def test_models_swapped_and_all_with_others_are_one_line(tmp_path):
             (["--model", str(tmp_path / "cpu_us_per_request.model")],
              "--model is a model of cpu_us_per_request, not of tail latency: give it as --cost-model"),
             (["--model", str(tmp_path / "p95.model"), "--cost-model", str(tmp_path / "p95.model")],
-             "--cost-model is a model of p95, not of the CPU time per request: give it as --model")):
+             "--cost-model is a model of p95, not of the CPU time per request: give it as --model"),
+            # taken, it read utilisation as µs a request: Heimdall ran the maximum throughout (session 56's audit)
+            (["--model", str(tmp_path / "p95.model"), "--cost-model", str(tmp_path / "utilisation.model")],
+             "--cost-model is a model of utilisation, not of the CPU time per request (cpu_us_per_request)")):
         result = CliRunner().invoke(app, [*live, *models])
         assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
         assert "recording in" not in result.output  # said before the model was refused, and nothing was
@@ -2014,7 +2019,7 @@ def test_models_swapped_and_all_with_others_are_one_line(tmp_path):
                                       "heimdall-cheapest", "--profiled-speed", "0.01", "--cores", "2", "--levels", "2",
                                       "--step-seconds", "2"])
     assert result.exit_code == 2 and "recording in" not in result.output, result.output
-    named = grid.assign(cores=grid["cores"].map({1: "one", 2: "two"}))  # cores as words: categories
+    named = grid.drop(columns="utilisation").assign(cores=grid["cores"].map({1: "one", 2: "two"}))  # categories
     named.to_csv(tmp_path / "named.csv", index=False)
     result = CliRunner().invoke(app, ["fit", "--csv", str(tmp_path / "named.csv"), "-m", "p95,cpu_us_per_request",
                                       "-t", "p95", "--family", "rf", "-o", str(tmp_path / "named.model")])
@@ -2027,6 +2032,10 @@ def test_models_swapped_and_all_with_others_are_one_line(tmp_path):
     result = CliRunner().invoke(app, [*live[:-2], "--store", str(tmp_path / "no" / "m.duckdb"),
                                       "--model", str(tmp_path / "p95.model")])
     assert result.exit_code == 2 and f"--store {tmp_path / 'no' / 'm.duckdb'}: no folder" in result.output, result.output
+    # a folder root may "access" but not write in: refused before anything runs, not after static's pass
+    result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "static", "--step-seconds", "1", "--cores", "1",
+                                      "--levels", "2", "--store", "/proc/m.duckdb"])
+    assert result.exit_code == 2 and "--store /proc/m.duckdb: cannot write in /proc" in result.output, result.output
     result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "all", "-p", "nonsense"])
     assert result.exit_code == 2 and "unknown policy 'nonsense'" in result.output, result.output
     result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "all", "-p", "heimdall-experience",
@@ -2184,6 +2193,10 @@ def test_a_model_read_in_the_wrong_unit_is_refused():
     # a model in µs read as ms: 1000 times over, 750 times the target (a bound of 1000 let it through)
     with pytest.raises(UsageError, match=r"--model read in ms forecasts 0.15 s .* 750 times"):
         check_unit(in_seconds(1e3), space, 2e-4, 8000, "--model", "ms")
+    # --model-unit given: a right model against a generous target is taken, and said (session 56's audit)
+    said = []
+    check_unit(in_seconds(1.0), space, 0.5, 8000, "--model", "s", warn=said.append)
+    assert len(said) == 1 and "0.0003 times the 500-ms target: taken, as --model-unit s says" in said[0]
 
 
 def test_a_large_simulation_says_it_takes_minutes_profiling_included(capsys):

@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import shutil
+import tempfile
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
@@ -280,7 +281,7 @@ def manage(
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, models,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
               shlex.split(load_args), power_, tick, cost_models, order, headroom, cpus, experience, miss_budget, slot,
-              quantiles, rapl, store=store)
+              quantiles, rapl, store=store, unit_given=model_unit != "us")
 
 
 LABEL = re.compile(r"[A-Za-z0-9_.-]+")
@@ -447,9 +448,12 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
 
     if not store.exists():
         folder = store.parent
-        if not folder.is_dir() or not os.access(folder, os.W_OK):
-            raise UsageError(f"--store {store}: no folder {folder} to write in" if not folder.is_dir()
-                             else f"--store {store}: the folder {folder} is not writable")
+        if not folder.is_dir():
+            raise UsageError(f"--store {store}: no folder {folder} to write in")
+        try:  # a file made there and removed: root passes os.access in /sys, and static's pass was lost at its end
+            tempfile.NamedTemporaryFile(dir=folder, prefix=".perflearn-").close()
+        except OSError as exc:
+            raise UsageError(f"--store {store}: cannot write in {folder} ({exc.strerror or exc})") from None
     with ExitStack() as stack:
         recorder = None
 
@@ -499,12 +503,16 @@ def _of(model, kind: str, what: str):
                          + (": give it as --cost-model" if model.target == "cpu_us_per_request" else ""))
     if kind == "cost" and TAIL.search(model.target):
         raise UsageError(f"{what} is a model of {model.target}, not of the CPU time per request: give it as --model")
+    if kind == "cost" and model.target in NOT_LATENCY and model.target != "cpu_us_per_request":
+        # a model of utilisation was taken: its 0.5 read as 0.5 µs a request, and Heimdall ran the maximum throughout
+        raise UsageError(f"{what} is a model of {model.target}, not of the CPU time per request (cpu_us_per_request)")
     return model
 
 
 def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, trace, step_seconds, interval,
           figure, csv, record, load_args, power, tick, cost_dirs, order, headroom, service_cpus=None, experience_csvs=None,
-          miss_budget=0.01, slot=None, quantiles: dict | None = None, rapl=None, store=None) -> None:
+          miss_budget=0.01, slot=None, quantiles: dict | None = None, rapl=None, store=None,
+          unit_given: bool = False) -> None:
     from perflearn.manage.compare import check_unit, figure as draw, model_predictor
     from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.journal import IntervalCsv
@@ -528,7 +536,8 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                   for label, path in model_dirs.items()}
     for label, predict in predictors.items():
         check_unit(predict, space, target, max_rps, _option("--model", label),
-                   {1e-6: "us", 1e-3: "ms", 1.0: "s"}.get(scale, f"units of {scale:g} s"))
+                   {1e-6: "us", 1e-3: "ms", 1.0: "s"}.get(scale, f"units of {scale:g} s"),
+                   warn=terminal.warn if unit_given else None)
         for note in predict.beyond(space, max_rps):  # forecast there all the same, as predict says it
             terminal.warn(f"{_option('--model', label)} at 20 % and 100 % of --max-rps over the {len(space)} "
                           f"configurations: {note}")
@@ -747,6 +756,11 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
         passes = {label: frame.sort_values("t").reset_index(drop=True) for label, frame in passes.items()}
         power_label = f"as in {path.name} (RAPL or a model: the file does not say)"
     else:
+        blank = {p: int(f["utilisation"].isna().sum()) for p, f in passes.items() if f["utilisation"].isna().any()}
+        if blank:  # priced from utilisation: an empty cell was 0 J, and the pass 100 % saved
+            policy, n = next(iter(blank.items()))
+            raise UsageError(f"{path}: {policy} has {n} interval(s) without utilisation: a power model cannot "
+                             "price them (leave out --power to keep the file's energy)")
         passes = {label: energy_under(frame, power).reset_index(drop=True) for label, frame in passes.items()}
         power_label = power.label
         terminal.info(f"energy repriced under the {power.label} model: the file's power_w and energy_j are replaced")

@@ -173,5 +173,10 @@ def read_passes(path: Path, warn: Callable[[str], None] | None = None) -> dict[s
     if unnamed.any():  # grouping would drop them, and a whole pass could vanish without a word
         raise UsageError(f"{path}: row {int(unnamed.to_numpy().argmax()) + 2}, column policy: empty")
     frame["policy"] = frame["policy"].astype(str)
+    twice = frame.duplicated(["policy", "t"])
+    if twice.any():  # rows copied twice: the pass read as 20 of 22 intervals, cut short, where it was not
+        row = int(twice.to_numpy().argmax())
+        raise UsageError(f"{path}: row {row + 2}: {frame['policy'].iloc[row]} has the interval at "
+                         f"t = {frame['t'].iloc[row]:g} s twice")
     return {label: part.drop(columns="policy").reset_index(drop=True)
             for label, part in frame.groupby("policy", sort=False)}

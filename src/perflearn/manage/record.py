@@ -1,8 +1,10 @@
 """A comparison of policies kept in the results store: one experiment, one run per
 policy (knob ``policy``), the summary as the run's metrics and every control interval
 as its samples (load measured and offered, p95, p99, cores, level, predicted p95,
-utilisation, power, changes inside the interval, whether it was settled, CPU time per
-request, the host-speed probe, the place on the service: interleaved passes share one).
+utilisation, power, whether the configuration changed at its start and how often inside
+it, whether it was settled, CPU time per request, the host-speed probe, the place on the
+service: interleaved passes share one); each interval's note is in the run's notes, at
+its time.
 
 Each policy's run is written as soon as its loop ends, so an interrupted comparison
 keeps the policies already measured; interleaved policies' intervals so far are kept as
@@ -23,7 +25,7 @@ from .loop import summarize
 SUMMARY = (("qos_guarantee", "%"), ("qos_tardiness", ""), ("energy_j", "J"), ("energy_reduction", "%"),
            ("changes", ""), ("intervals", ""))
 SERIES = (("rps", "req/s"), ("offered_rps", "req/s"), ("p95", "s"), ("p99", "s"), ("target", "s"), ("cores", ""), ("level", ""),
-          ("predicted", "s"), ("utilisation", ""), ("power_w", "W"), ("reactions", ""),
+          ("predicted", "s"), ("utilisation", ""), ("power_w", "W"), ("changed", ""), ("reactions", ""),
           ("settled", ""), ("cpu_us_per_request", "us"), ("host_probe_us", "us"),
           ("host_probe_min_us", "us"), ("throttled_ms", "ms"), ("service_interval", ""))
 
@@ -52,13 +54,15 @@ class PolicyRecorder:
         if self.experiment is None:
             self._create()
         summary = summarize(frame, static_energy_j)
-        notes = sorted({n for n in frame.get("note", pd.Series(dtype=str)) if n})
+        # each interval's note at its time, whole: a sorted set cut at 2000 characters lost the rest, mid-word
+        notes = [f"t={t:g}: {n}" for t, n in zip(frame["t"], frame.get("note", pd.Series("", index=frame.index)))
+                 if isinstance(n, str) and n]
         error = None if complete else why or f"cut short after {len(frame)} intervals"  # show --runs said nothing
         samples = [(metric, float(row.t), _value(getattr(row, metric)))
                    for row in frame.itertuples(index=False) for metric, _ in SERIES]
         self.store.record_run(self.experiment, RunRecord(
             point_id=self.ids[policy], rep=0, status="ok" if complete else "failed", started=datetime.now(), wall_s=wall_s,
-            error=error, notes="; ".join(notes)[:2000] or None, values={m: _value(summary[m]) for m, _ in SUMMARY},
+            error=error, notes="\n".join(notes) or None, values={m: _value(summary[m]) for m, _ in SUMMARY},
             samples=samples))
 
 
