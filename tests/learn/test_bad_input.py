@@ -165,6 +165,18 @@ def test_model_json_lacking_keys(step_ds, tmp_path):
     meta_file.write_text(json.dumps(good))
     with pytest.raises(UsageError, match="not a valid perflearn model"):
         load(tmp_path / "m")
+    # each loaded, and predict then died with an internal error (session 56's audit)
+    good["schema"]["ranges"]["a"] = [1.0, 3.0]
+    for edit, named in ((lambda m: m["cv"].update(band={"scale": "log"}), "cv.band"),
+                        (lambda m: m["params"].update(quantile="abc"), "params.quantile"),
+                        (lambda m: m["schema"].update(one_hot=[["a", "zz"]]), "schema.one_hot"),
+                        (lambda m: m.update(cv=[]), "cv")):
+        meta = json.loads(json.dumps(good))
+        edit(meta)
+        meta_file.write_text(json.dumps(meta))
+        with pytest.raises(UsageError, match=rf"model.json lacks {named}") as exc:
+            load(tmp_path / "m")
+        _one_line(exc)
 
 
 def test_inf_in_training_data_names_the_columns():

@@ -604,6 +604,34 @@ def test_findings_of_the_session_56_audit(tmp_path):
     assert "25-fold CV" in r.output  # without --cv, leave-one-out on so few runs as before
 
 
+def test_a_column_named_as_a_runs_own_is_said(tmp_path):
+    """A CSV column `rep` (the knob that mattered) was dropped as the run's repetition, unsaid:
+    the fit read 3 configurations repeated (R² 0). Said now; and named as a knob or metric it
+    is refused, where it collided with the run's own column."""
+    from perflearn.errors import UsageError
+    from perflearn.store import Dataset
+
+    csv = tmp_path / "rep.csv"
+    pd.DataFrame([dict(rep=r, bs=b, t=10 * r + b) for r in (1, 2, 4, 8) for b in (1, 2, 4)]).to_csv(csv, index=False)
+    r = run("fit", "--csv", csv, "-t", "t", "--family", "cart", "-o", tmp_path / "m")
+    assert "column 'rep' is read as the run's rep, as in a perflearn export, not as a knob" in " ".join(r.output.split())
+    frame = pd.read_csv(csv)
+    with pytest.raises(UsageError, match="column 'rep' is one every run has"):
+        Dataset.from_frame(frame, metrics=["t"], knobs=["rep", "bs"])
+    assert Dataset.from_frame(frame.rename(columns={"rep": "threads"}), metrics=["t"]).knobs == ["threads", "bs"]
+
+
+def test_recommend_says_a_model_keeps_its_own_features(tmp_path):
+    """`recommend --model m -f a` chose a, b and c without a word: -f shapes only the models
+    recommend fits itself."""
+    csv = tmp_path / "d.csv"
+    pd.DataFrame([dict(a=a, c=c, t=10 + (a - 3) ** 2 + c) for a in range(1, 6) for c in (0, 1)]).to_csv(csv, index=False)
+    assert run("fit", "--csv", csv, "-t", "t", "--family", "cart", "-o", tmp_path / "m").exit_code == 0
+    r = run("recommend", "--csv", csv, "-t", "t", "--model", tmp_path / "m", "-f", "a")
+    said = " ".join(r.output.split())
+    assert r.exit_code == 0 and "-f: --model keeps the features it was fitted on (a, c); -f shapes no model here" in said
+
+
 def test_constraints_name_any_metric_a_csv_holds(tmp_path):
     """`99p<=25` read "is not METRIC<=VALUE", and a quoted comma-holding name too."""
     rows = [dict(a=a, b=b, **{"99p": 10 + (a - 3) ** 2 + b, "lat,p95": 2 * a + b}) for a in range(1, 7) for b in (0, 5)]

@@ -150,12 +150,15 @@ def test_experience_flags_are_one_line(tmp_path):
     bad.write_text("a,b\n1,2\n")
     cut = tmp_path / "cut.csv.gz"
     cut.write_bytes(b"\x1f\x8b\x08garbage")
+    odd = tmp_path / "odd.csv"  # a cell "oops" was dropped and a p95 of -1 counted as met, unsaid (session 56)
+    odd.write_text("t,rps,p95,cores,level,utilisation,policy\n1,900,0.001,1,1,0.2,static\n2,900,-1,1,1,0.2,static\n")
     for args, message in [
         (["-p", "heimdall-experience"], "heimdall-experience needs --experience"),
         (["-p", "heimdall-experience", "--experience", str(tmp_path / "none.csv")], f"--experience: no file {tmp_path / 'none.csv'}"),
         (["-p", "heimdall-experience", "--experience", str(bad)], "not a perflearn manage --csv file (no column 'rps')"),
         (["-p", "heimdall-experience", "--experience", str(cut)], f"--experience {cut}: not a CSV (Compressed file ended"),
         (["-p", "heimdall-experience", "--experience", str(tmp_path)], f"--experience {tmp_path}: a directory"),
+        (["-p", "heimdall-experience", "--experience", str(odd)], "row 3, column p95: not a number >= 0 (-1)"),
         (["-p", "heimdall-cheapest", "--miss-budget", "0"], "--miss-budget: a share of the intervals in (0, 1)"),
     ]:
         r = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "5", *args])

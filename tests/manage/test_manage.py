@@ -1146,6 +1146,9 @@ def test_live_options_are_refused_by_the_simulator_and_a_bad_service_command_bef
                             "--profiled-speed: the simulator's option"),
                            (["--simulate", "-p", "static", "--csv", "/nonexistent/dir/i.csv"],
                             "--csv: no such directory '/nonexistent/dir'"),
+                           # a folder that takes no file: refused after the whole run (session 56's audit)
+                           (["--simulate", "-p", "static", "--figure", "/proc/f.png"],
+                            "--figure: cannot write in '/proc'"),
                            (["--service", "memcached -p {port}", "--protocol", "foo", *live],
                             "--protocol: one perflearn-load drives"),
                            (["--service", "memcached -p {port}", "--cores", str(beyond), "--levels", "2", *live],
@@ -2266,3 +2269,22 @@ def test_options_no_policy_reads_are_said_to_be_unused():
     result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "5", "--cores", "2", "--levels", "2",
                                       "-p", "heimdall-cheapest", "--headroom", "0.8"])
     assert result.exit_code == 0 and "unused" not in result.output, result.output
+    # the seed's heimdall keeps no headroom; a sweep off the ladder profiles a few loads (session 56's audit)
+    result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "2", "--cores", "2", "--levels", "2",
+                                      "-p", "heimdall", "--headroom", "0.5"])
+    assert result.exit_code == 0 and "--headroom is read by the cheapest rules" in " ".join(result.output.split())
+    result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "2", "--cores", "2", "--levels", "2",
+                                      "-p", "sweep"])
+    assert result.exit_code == 0 and "-p sweep on the steps trace profiles at its loads only" in \
+        " ".join(result.output.split()), result.output
+
+
+def test_a_trace_of_too_few_requests_an_interval_is_said(capsys):
+    """At 3 req/s a 1-s interval often had none, counted as missed: static read 77.8 % met, unsaid."""
+    from perflearn.cli.manage import _say_if_intervals_hold_too_few
+
+    _say_if_intervals_hold_too_few("steps", 3.0, 1.0)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "--max-rps 3: an interval at the trace's lowest load holds about 0.6 requests" in said
+    _say_if_intervals_hold_too_few("diurnal", 1000.0, 1.0)  # 100 requests at 10 %: fine
+    assert capsys.readouterr().err == ""

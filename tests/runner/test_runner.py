@@ -573,16 +573,19 @@ def test_kept_run_directories_are_named_in_the_runs_notes(write_spec, tmp_path, 
     assert note.startswith("run directory ") and kept.parent == tmp_path and (kept / "workload.stdout").read_text() == "kept\n"
 
 
-def test_sigterm_stops_cleanly_and_exits_143(write_spec, store_path):
-    """A batch scheduler's SIGTERM stops the sweep as Ctrl-C does, and the exit status says which (128 + 15)."""
+@pytest.mark.parametrize("signame, status, why", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")])
+def test_sigterm_stops_cleanly_and_exits_143(write_spec, store_path, signame, status, why):
+    """A batch scheduler's SIGTERM stops the sweep as Ctrl-C does, and the exit status says which (128 + 15);
+    so does SIGHUP, an ssh session that dropped (it killed the runner outright, knobs unrestored)."""
     path = write_spec(SIX_SHORT_RUNS)
     proc = subprocess.Popen([sys.executable, "-m", "perflearn", "run", str(path), "--store", str(store_path), "-q"],
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))  # even under nohup
     assert "runs planned" in proc.stderr.readline()
     time.sleep(0.8)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(getattr(signal, signame))
     _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 143, stderr
-    assert "terminated after" in stderr and "--resume" in stderr and "Traceback" not in stderr
+    assert proc.returncode == status, stderr
+    assert f"{why} after" in stderr and "--resume" in stderr and "Traceback" not in stderr
     with open_store(store_path) as store:
         assert 1 <= len(store.recorded(store.experiment("spec"))) < 6

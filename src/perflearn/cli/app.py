@@ -116,6 +116,12 @@ def check_png(path: Path | None, where: str) -> None:
         raise UsageError("is a directory; give a file ending in .png", where=str(path))
     if not path.parent.is_dir():
         raise UsageError(f"no such directory {str(path.parent)!r}", where=where)
+    import tempfile
+
+    try:  # a folder that exists but takes no file (/sys, even for root) failed after the whole run
+        tempfile.NamedTemporaryFile(dir=path.parent, prefix=".perflearn-").close()
+    except OSError as exc:
+        raise UsageError(f"cannot write in {str(path.parent)!r} ({exc.strerror or exc})", where=where) from None
 
 
 def check_output(path: Path | None, where: str, directory: bool = False) -> None:

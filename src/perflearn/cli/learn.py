@@ -741,6 +741,10 @@ def recommend(
         if m.target != target:
             raise UsageError(f"model predicts {m.target!r}, not {target!r}", where=str(model_dir))
         models[target] = m
+        if feats and sorted(feats) != sorted(m.features):  # it chose a, b and c after -f a, unsaid
+            others = [w for w in wanted if w != target]
+            terminal.warn(f"-f: --model keeps the features it was fitted on ({', '.join(m.features)}); -f shapes "
+                          + (f"the models of {', '.join(others)} only" if others else "no model here"))
     for metric in wanted:
         if metric not in models:
             models[metric] = fit_model(ds, metric, feats, family, random_state=seed)

@@ -153,6 +153,12 @@ def manage(
         if unused:
             terminal.warn(f"{', '.join(unused)}: read by the heimdall policies only, none of which is among the "
                           "policies: unused")
+    elif headroom is not None and all(b == "heimdall" for b in bases if b.startswith("heimdall")):
+        terminal.warn("--headroom is read by the cheapest rules (heimdall-cheapest, -uncertain, -online, "
+                      "-experience); the seed's heimdall keeps its slack as latency only: unused")
+    if "sweep" in bases and trace != "ladder":  # a profile at the trace's few loads, not the buckets' ten
+        terminal.warn(f"-p sweep on the {trace} trace profiles at its loads only; --trace ladder offers 10 to 110 % "
+                      "of --max-rps, the loads heimdall's buckets are centred on")
     # NaN passes every comparison as False: finite and positive, said positively
     # bounded far beyond any service, so that none overflows (--target-ms 1e300 printed a 200-digit target)
     for option, value, most, what in (("--target-ms", target_ms, 3.6e6, "one hour"),
@@ -415,6 +421,16 @@ def _say_if_ticks_hold_too_few(tick: float | None, max_rps: float) -> None:
                       f"more (--react-ms {math.ceil(TICK_REQUESTS / max_rps * 1e3):d} or more)")  # 1e+02 read for 100
 
 
+def _say_if_intervals_hold_too_few(trace: str, max_rps: float, interval: float, least: int = 20) -> None:
+    """At 3 req/s a 1-s interval often had no request at all: live, none on the wire is also how a
+    service that stopped answering looks, so it counts as missed, and static read 77.8 % met."""
+    lowest = max_rps * interval * (0.2 if trace == "steps" else 0.1)  # the trace's lowest load offered
+    if lowest < least:
+        terminal.warn(f"--max-rps {max_rps:g}: an interval at the trace's lowest load holds about {lowest:.2g} "
+                      f"requests: its p95 is a few requests', and one with none counts as missed (at least {least}: "
+                      "a longer --interval or a higher --max-rps)")
+
+
 def _check_simulation_size(space, trace: str, step_seconds: float, interval: float, mu: float,
                            profiles: bool) -> None:
     if not 1 <= mu <= 1e9:  # the simulated service's latencies stay representable
@@ -546,6 +562,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
              for label, path in cost_dirs.items()}
     if any(n.startswith("heimdall") for n in names):
         _say_if_ticks_hold_too_few(tick, max_rps)
+    _say_if_intervals_hold_too_few(trace, max_rps, interval)
     record.start()  # the models taken: the run starts
     if rapl is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")

@@ -336,6 +336,24 @@ def _lacking(meta: dict[str, Any]) -> str | None:
             return f"schema.kinds.{f}"
         if schema["kinds"][f] == "categorical" and not isinstance(schema.get("categories", {}).get(f), list):
             return f"schema.categories.{f}"
+    # what predict reads besides: each was a KeyError or ValueError at predict, an internal error (session 56)
+    one_hot = schema.get("one_hot", [])
+    if not (isinstance(one_hot, list) and all(isinstance(g, list) and set(g) <= set(schema["features"])
+                                              for g in one_hot)):
+        return "schema.one_hot (groups of the schema's features)"
+    params = meta.get("params", {})
+    if not isinstance(params, dict):
+        return "params"
+    q = params.get("quantile")
+    if q is not None and not (isinstance(q, (int, float)) and 0 < q < 1):
+        return "params.quantile (a fraction in (0, 1))"
+    cv = meta.get("cv", {})
+    if not isinstance(cv, dict):
+        return "cv"
+    band = cv.get("band")
+    if band is not None and not (isinstance(band, dict) and band.get("scale") in ("log", "absolute")
+                                 and all(isinstance(band.get(k), (int, float)) for k in ("lo", "hi"))):
+        return "cv.band (scale, lo, hi)"
     return None
 
 
@@ -407,7 +425,7 @@ def fit(
     return fit_data(data, family, params=params, log_target=log_target, cv=cv, random_state=random_state,
                     n_jobs=n_jobs, families=families, ensemble=ensemble, loo_below=loo_below,
                     blend=blend, small_ratio=small_ratio, point=point, weights=weights,
-                    experiment=ds.experiment)
+                    experiment=ds.experiment, where=ds.where)
 
 
 def fit_data(
@@ -428,10 +446,11 @@ def fit_data(
     weights: str | None = None,
     experiment: str = "",
     nested_below: int | None = None,
+    where: str = "",
 ) -> Model:
     from .evaluate import check_family, check_neighbors, fit_params, group_unit, run_groups
 
-    where = experiment or "data"
+    where = where or experiment or "data"  # errors name the file (runs.csv), not its stem
     check_family(family, params, families)
     y = data.y
     log_target = resolve_log_target(log_target, y, where)

@@ -216,8 +216,15 @@ def _read(path: Path) -> pd.DataFrame:
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise UsageError(f"--experience {path}: not a perflearn manage --csv file (no column {missing[0]!r})")
-    frame = frame.assign(**{c: pd.to_numeric(frame[c], errors="coerce") for c in (*COLUMNS, "reactions")
-                            if c in frame.columns})
+    numbers = {c: pd.to_numeric(frame[c], errors="coerce") for c in (*COLUMNS, "reactions") if c in frame.columns}
+    for c, values in numbers.items():  # a cell "oops" was dropped, and a p95 of -1 counted as met, unsaid
+        bad = (values.isna() & frame[c].notna()) | (values < 0)
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            cell = frame[c].iloc[row]
+            shown = repr(cell) if isinstance(cell, str) else f"{float(cell):g}"
+            raise UsageError(f"--experience {path}: row {row + 2}, column {c}: not a number >= 0 ({shown})")
+    frame = frame.assign(**numbers)
     keep = (frame["rps"] > 0) & np.isfinite(frame[list(COLUMNS)]).all(axis=1)
     if "reactions" in frame.columns:
         keep &= frame["reactions"].fillna(0) == 0

@@ -129,6 +129,10 @@ class Dataset:
         if raw.empty:
             raise UsageError("no data rows (only a header)", where=where)
         reserved = set(RUN_COLUMNS)
+        named = next((c for _, c in roles if c in reserved), None)
+        if named is not None:  # it collided with the run's own column of that name
+            raise UsageError(f"column {named!r} is one every run has ({', '.join(RUN_COLUMNS)}): rename it to use it "
+                             "as a metric, knob or context", where=where)
         if knobs is None:
             knobs = [c for c in columns if c not in metrics and c not in context and c not in reserved]
         if not knobs and not context:
@@ -146,6 +150,9 @@ class Dataset:
                                  f"expected one of {', '.join(STATUSES)}", where=where)
         frame["status"] = raw["status"].astype(str) if "status" in raw else "ok"
         kinds, notes, columns = {}, [], {}  # joined at the end: a column at a time warned per column past 100
+        if "run_id" not in raw:  # not an export: a column "rep" or "point_id" may be the user's knob, dropped unsaid
+            notes += [f"column {c!r} is read as the run's {c}, as in a perflearn export, not as a knob (rename it "
+                      "to use it as one)" for c in ("point_id", "rep") if c in raw]
         for col in features:
             columns[col] = raw[col]
             # true/false are two categories: as numbers 0 and 1, --set flag=True was refused and
