@@ -39,6 +39,24 @@ def died_with(sig: int = signal.SIGTERM) -> Callable[[], None]:
     return in_child
 
 
+def leave_a_hung_up_terminal(signum: int) -> None:
+    """After SIGHUP the terminal is gone, and a write to it fails (EIO): the first warning of
+    the cleanup raised, the rest were skipped, and the exit status read 1, not 129. The
+    standard streams still on it are pointed at /dev/null; a file or a pipe keeps them."""
+    if signum != signal.SIGHUP:
+        return
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for fd in (0, 1, 2):
+            try:
+                if os.isatty(fd):
+                    os.dup2(null, fd)
+            except OSError:  # a closed descriptor: nothing to write to anyway
+                pass
+    finally:
+        os.close(null)
+
+
 @contextmanager
 def signals_held() -> Iterator[None]:
     """Ctrl-C, SIGTERM or SIGHUP in the block is held until it ends, then delivered as it would

@@ -614,7 +614,8 @@ def test_a_column_named_as_a_runs_own_is_said(tmp_path):
     csv = tmp_path / "rep.csv"
     pd.DataFrame([dict(rep=r, bs=b, t=10 * r + b) for r in (1, 2, 4, 8) for b in (1, 2, 4)]).to_csv(csv, index=False)
     r = run("fit", "--csv", csv, "-t", "t", "--family", "cart", "-o", tmp_path / "m")
-    assert "column 'rep' is read as the run's rep, as in a perflearn export, not as a knob" in " ".join(r.output.split())
+    assert "column 'rep' is taken for the run's own rep column, as in a perflearn export, and dropped" in \
+        " ".join(r.output.split())
     frame = pd.read_csv(csv)
     with pytest.raises(UsageError, match="column 'rep' is one every run has"):
         Dataset.from_frame(frame, metrics=["t"], knobs=["rep", "bs"])

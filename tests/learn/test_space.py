@@ -64,6 +64,13 @@ def test_a_small_option_crossed_with_another_knob_is_a_group():
     frame = pd.DataFrame(rows)
     assert one_hot_groups(frame, ["r1", "r5", "r9", "q"]) == [("r1", "r5", "r9")]
     assert one_hot_groups(frame[frame["q"] == 1], ["r1", "r5", "r9", "q"]) == []  # 3 configurations: no evidence
+    # a measured context, or a repetition, is no new draw: 2 configurations x 15 runs are 2 (session 56's review)
+    runs = pd.DataFrame([dict(a=a, b=1 - a, temp=20 + i / 7) for a in (0, 1) for i in range(15)])
+    assert one_hot_groups(runs, ["a", "b", "temp"], chosen=["a", "b"]) == []
+    from perflearn.learn.features import training_data
+
+    ds = Dataset.from_frame(runs.assign(t=1.0 + runs["a"] + runs["temp"]), metrics=["t"], context=["temp"])
+    assert training_data(ds, "t").schema.one_hot == []  # the fit's schema counts its knobs' configurations
 
 
 SPEC = """

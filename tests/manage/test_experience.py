@@ -156,7 +156,7 @@ def test_experience_flags_are_one_line(tmp_path):
         (["-p", "heimdall-experience"], "heimdall-experience needs --experience"),
         (["-p", "heimdall-experience", "--experience", str(tmp_path / "none.csv")], f"--experience: no file {tmp_path / 'none.csv'}"),
         (["-p", "heimdall-experience", "--experience", str(bad)], "not a perflearn manage --csv file (no column 'rps')"),
-        (["-p", "heimdall-experience", "--experience", str(cut)], f"--experience {cut}: not a CSV (Compressed file ended"),
+        (["-p", "heimdall-experience", "--experience", str(cut)], f"--experience {cut}: not a CSV (a damaged gzip file"),
         (["-p", "heimdall-experience", "--experience", str(tmp_path)], f"--experience {tmp_path}: a directory"),
         (["-p", "heimdall-experience", "--experience", str(odd)], "row 3, column p95: not a number >= 0 (-1)"),
         (["-p", "heimdall-cheapest", "--miss-budget", "0"], "--miss-budget: a share of the intervals in (0, 1)"),

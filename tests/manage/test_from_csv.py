@@ -350,6 +350,34 @@ def test_a_terminated_simulation_says_what_it_kept(tmp_path, when_written, signa
     assert kept >= 2 and len(journal.groupby(["policy", "seed"])) == kept
 
 
+def test_a_terminal_that_hangs_up_ends_the_run_as_sighup(tmp_path):
+    """An ssh session that drops closes the terminal: the kernel sends SIGHUP, and writes to
+    the terminal fail (EIO). A write before the handler ran raised, and the run ended with
+    status 1, its cleanup unsaid (session 56's review); it ends as SIGHUP does now (129)."""
+    import os
+    import pty
+    import sys
+    import time
+
+    csv = tmp_path / "hup.csv"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: perflearn on the terminal's slave side
+        os.execvp(sys.executable, [sys.executable, "-m", "perflearn", "manage", "--simulate", "-p", "static", "-p",
+                                   "ondemand", *RUN, "--seeds", "300", "--csv", str(csv)])
+    os.set_blocking(fd, False)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (csv.exists() and "ondemand" in csv.read_text()):
+        try:
+            os.read(fd, 65536)  # keep the terminal drained, as a terminal is
+        except OSError:
+            pass
+        time.sleep(0.05)
+    os.close(fd)  # the terminal goes
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 129
+    assert len(pd.read_csv(csv).groupby(["policy", "seed"])) >= 2
+
+
 def test_an_interrupted_simulation_keeps_the_passes_that_ended(tmp_path, monkeypatch):
     """Ctrl-C after some passes had ended stored none of them, and said only "interrupted"
     (session 51's audit): each pass is recorded as it ends now. --csv was written at the

@@ -98,7 +98,10 @@ def interrupt_on_sigterm() -> None:
     and its run unrecorded). A SIGHUP ignored from the start (``nohup``) stays ignored."""
     import signal
 
+    from perflearn.lifetime import leave_a_hung_up_terminal
+
     def interrupt(signum, _frame):
+        leave_a_hung_up_terminal(signum)
         raise Terminated(signum)
 
     signal.signal(signal.SIGTERM, interrupt)

@@ -41,7 +41,9 @@ def manage(
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Live: a perflearn model of tail latency (perflearn "
                      "fit) for heimdall. LABEL=PATH (repeatable) gives a model to the policies named NAME:LABEL only, "
                      "e.g. -p heimdall-cheapest:blind with --model blind=PATH, to compare two models in one run.")] = None,
-    model_unit: Annotated[str, typer.Option(help="Unit of the model's target: us, ms or s.")] = "us",
+    model_unit: Annotated[Optional[str], typer.Option(help="Unit of the model's target: us, ms or s (default us; "
+                                                      "given, a forecast far from the target is said, not refused).",
+                                                      show_default=False)] = None,
     cost_model: Annotated[Optional[list[str]], typer.Option("--cost-model", help="Live: a perflearn model of the service's "
                           "CPU µs per request when profiled (cpu_us_per_request of examples/memcached-profile), "
                           "from cores, level or quota, and the load: heimdall then forecasts the service as it is now, "
@@ -171,6 +173,8 @@ def manage(
         raise UsageError(f"--base-us: a delay of 0 to 1e6 us (one second), got {base_us:g}")
     if seed < 0:
         raise UsageError(f"--seed: a seed >= 0, got {seed}")
+    unit_given = model_unit is not None  # --model-unit us typed was told from the default only by this
+    model_unit = model_unit or "us"
     if model_unit not in ("us", "ms", "s"):
         raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
     check_png(figure, "--figure")
@@ -228,7 +232,7 @@ def manage(
         given = [option for option, value in (("--service", service), ("--max-rps", max_rps), ("--model", model),
                                               ("--cost-model", cost_model), ("--load-args", load_args),
                                               ("--protocol", protocol != "memcache-binary"),
-                                              ("--model-unit", model_unit != "us")) if value]
+                                              ("--model-unit", unit_given)) if value]
         if given:
             raise UsageError(f"{given[0]}: a live service's option; the simulator has its own service "
                              "(--mu, --base-us) and fits its own models")
@@ -287,7 +291,7 @@ def manage(
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, models,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
               shlex.split(load_args), power_, tick, cost_models, order, headroom, cpus, experience, miss_budget, slot,
-              quantiles, rapl, store=store, unit_given=model_unit != "us")
+              quantiles, rapl, store=store, unit_given=unit_given)
 
 
 LABEL = re.compile(r"[A-Za-z0-9_.-]+")
@@ -776,8 +780,10 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
         blank = {p: int(f["utilisation"].isna().sum()) for p, f in passes.items() if f["utilisation"].isna().any()}
         if blank:  # priced from utilisation: an empty cell was 0 J, and the pass 100 % saved
             policy, n = next(iter(blank.items()))
+            way = ("the file lacks energy too, so it cannot be recorded priced" if unpriced
+                   else "leave out --power to keep the file's energy")  # --power was not given when energy lacks
             raise UsageError(f"{path}: {policy} has {n} interval(s) without utilisation: a power model cannot "
-                             "price them (leave out --power to keep the file's energy)")
+                             f"price them ({way})")
         passes = {label: energy_under(frame, power).reset_index(drop=True) for label, frame in passes.items()}
         power_label = power.label
         terminal.info(f"energy repriced under the {power.label} model: the file's power_w and energy_j are replaced")

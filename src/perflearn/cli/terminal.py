@@ -2,16 +2,46 @@
 
 from __future__ import annotations
 
+import errno
+import sys
 from collections import deque
 
 from rich.console import Console
 from rich.markup import escape
 
-import sys
+
+class _HungUpSafe:
+    """``sys.stdout`` or ``sys.stderr`` as it is at each write (a test's capture too), whose
+    writes to a terminal that hung up (EIO) are dropped: the write came before the SIGHUP's
+    handler ran, raised, and the run ended with status 1 and no cleanup said, not 129."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def write(self, text: str) -> int:
+        try:
+            return getattr(sys, self.name).write(text)
+        except OSError as exc:
+            if exc.errno != errno.EIO:
+                raise
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            getattr(sys, self.name).flush()
+        except OSError as exc:
+            if exc.errno != errno.EIO:
+                raise
+
+    def __getattr__(self, attr: str):
+        return getattr(getattr(sys, self.name), attr)
+
 
 # Off a terminal (pipes, files, CI logs) tables are not squeezed to 80 columns.
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 400)
-err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 400)
+out = Console(file=_HungUpSafe("stdout"), highlight=False, soft_wrap=True,
+              width=None if sys.stdout.isatty() else 400)
+err = Console(file=_HungUpSafe("stderr"), highlight=False, soft_wrap=True,
+              width=None if sys.stderr.isatty() else 400)
 
 
 def error(message: str) -> None:

@@ -339,7 +339,8 @@ def training_data(
         categories=categories,
         ranges=ranges,
         unit=ds.units.get(target, ""),
-        one_hot=[list(g) for g in one_hot_groups(X, [f for f in features if kinds[f] == "numeric"])],
+        one_hot=[list(g) for g in one_hot_groups(X, [f for f in features if kinds[f] == "numeric"],
+                                                 chosen=[f for f in features if f in ds.knobs])],
     )
     return TrainingData(X=X.reset_index(drop=True), y=y, schema=schema, excluded=excluded,
                         rows=rows.reset_index(drop=True), excluded_why=excluded_why)
@@ -372,10 +373,11 @@ CHANCE = 1e-3
 SEARCH_STEPS = 10_000  # of the exact-cover search per column: plenty for tens of 0/1 knobs
 
 
-def one_hot_groups(frame: pd.DataFrame, knobs: list[str]) -> list[tuple[str, ...]]:
+def one_hot_groups(frame: pd.DataFrame, knobs: list[str], chosen: list[str] | None = None) -> list[tuple[str, ...]]:
     """Sets of at least two 0/1 knobs of which exactly one is 1 in every run, and
     could not be so by chance (``CHANCE``: the probability that independent options with
-    these shares of 1s show it in every distinct configuration measured)."""
+    these shares of 1s show it in every distinct configuration measured: of the ``chosen``
+    columns, the knobs by default; a measured context or a repetition is no new draw)."""
     binary = [k for k in knobs if pd.api.types.is_numeric_dtype(frame[k]) and frame[k].notna().all()
               and set(np.unique(frame[k].to_numpy(dtype=float))) == {0.0, 1.0}]
     if len(binary) < 2:
@@ -383,7 +385,8 @@ def one_hot_groups(frame: pd.DataFrame, knobs: list[str]) -> list[tuple[str, ...
     m = np.unique(frame[binary].to_numpy(dtype=float).astype(bool), axis=0)  # distinct patterns of the 0/1 knobs
     # each distinct configuration is a draw (a 3-valued option crossed with 6 values of another
     # knob is 18 draws that all show exactly one, not 3: counted as 3, it was never grouped)
-    draws = len(frame[knobs].drop_duplicates())
+    chosen = [c for c in (knobs if chosen is None else chosen) if c in frame]
+    draws = max(len(frame[chosen].drop_duplicates()) if chosen else 0, len(m))
     groups: list[tuple[str, ...]] = []
     taken: set[int] = set()
     for i in range(len(binary)):

@@ -129,7 +129,7 @@ def search_space(ds: Dataset, knobs: list[str], context: Mapping[str, object] | 
     _failed_settings(space, ds, [*knobs, *(c for c in context if c in ds.frame)], target)
     if any_combination:
         return space
-    for g in one_hot_groups(frame, [*knobs, *(k for k in context if k in frame)]):
+    for g in one_hot_groups(frame, [*knobs, *(k for k in context if k in frame)], chosen=list(knobs)):
         _narrow(space, g, context)
     for source in ds.constraints:
         try:

@@ -24,6 +24,7 @@ the shares it expected.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -32,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from perflearn.errors import UsageError
+from perflearn.store.dataset import csv_source
 
 from .config import ConfigSpace
 
@@ -204,13 +206,15 @@ def _read(path: Path) -> pd.DataFrame:
     """The intervals of one ``perflearn manage --csv`` file that can teach: under load, with
     a p95, no reaction inside."""
     try:
-        frame = pd.read_csv(path)
+        frame = pd.read_csv(csv_source(path))  # a killed run's .csv.gz, without its gzip trailer, too
     except FileNotFoundError:
         raise UsageError(f"--experience: no file {path}") from None
     except IsADirectoryError:
         raise UsageError(f"--experience {path}: a directory, not a perflearn manage --csv file") from None
     except OSError as exc:  # unreadable, or a .gz cut short (gzip.BadGzipFile and EOFError, an internal error before)
         raise UsageError(f"--experience {path}: cannot read it ({exc.strerror or exc})") from None
+    except zlib.error as exc:  # not gzip past its first two bytes
+        raise UsageError(f"--experience {path}: not a CSV (a damaged gzip file: {exc})") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError) as exc:
         raise UsageError(f"--experience {path}: not a CSV ({str(exc).splitlines()[0]})") from None
     missing = [c for c in COLUMNS if c not in frame.columns]

@@ -482,11 +482,13 @@ def monotone_fit(values: np.ndarray, shape: tuple[int, int], tolerance: float = 
 
 def ramp(loads, interval_s: float, dispersion: float) -> float:
     """The next interval's load on a ramp: when each of the last two intervals rose beyond
-    its noise (``rise_threshold`` over an interval's count), the last plus its rise; else 0."""
+    its noise (``rise_threshold`` over an interval's count), the last plus its rise; else 0.
+    A rise from no load is a start, not a ramp. Live, a step that begins inside an interval
+    or a backlog drained after a step reads as two rises too: one interval sized high."""
     if len(loads) < 3:
         return 0.0
     a, b, c = (x * interval_s for x in list(loads)[-3:])  # request counts: the noise is theirs
-    if b > rise_threshold(a, dispersion) and c > rise_threshold(b, dispersion):
+    if a > 0 and b > rise_threshold(a, dispersion) and c > rise_threshold(b, dispersion):
         return (2 * c - b) / interval_s
     return 0.0
 

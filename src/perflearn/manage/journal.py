@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from perflearn.errors import UsageError
+from perflearn.store.dataset import gunzip
 
 from .loop import IntervalRecord
 
@@ -66,18 +67,6 @@ def append_pass(path: Path, frame: pd.DataFrame, policy: str, seed: int, first: 
         path, mode="w" if first else "a", header=first, index=False)
 
 
-def _gunzip(data: bytes) -> bytes:
-    """What a gzip file holds, also without its trailer (a run killed as it wrote: every row
-    was sync-flushed, and ``gzip.decompress`` refused the whole file for the missing end)
-    and over several members (passes appended one by one)."""
-    out, rest = [], data
-    while rest[:2] == b"\x1f\x8b":
-        d = zlib.decompressobj(wbits=31)
-        out.append(d.decompress(rest))
-        rest = d.unused_data
-    return b"".join(out)
-
-
 def _whole(data: bytes) -> bool:
     """Whether the last line of ``data`` (which has no line end) is a whole row all the same:
     every column of the header, and a policy another row names (a hand-edited file; a row
@@ -105,7 +94,7 @@ def read_passes(path: Path, warn: Callable[[str], None] | None = None) -> dict[s
     try:
         data = path.read_bytes()
         if data[:2] == b"\x1f\x8b":  # gzipped, as the rounds under bench/ are kept
-            data = _gunzip(data)
+            data = gunzip(data)
         cut = data[-1:] not in (b"", b"\n", b"\r") and not _whole(data)
         if cut:  # what follows the last line end; a quote opened in it made the whole file "not a CSV file"
             data = data[:data.rfind(b"\n") + 1]

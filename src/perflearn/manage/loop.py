@@ -404,7 +404,7 @@ def _stopped(frame: pd.DataFrame, exc: BaseException | None) -> pd.DataFrame:
     failed run's error in the store: it said "cut short" whatever stopped it)."""
     after = f"after {len(frame)} intervals"
     if isinstance(exc, Terminated):
-        why = f"terminated {after}"
+        why = f"{exc.why} {after}"  # "hung up" after a SIGHUP
     elif isinstance(exc, KeyboardInterrupt):
         why = f"interrupted {after}"
     elif isinstance(exc, PerflearnError):

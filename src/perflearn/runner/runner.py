@@ -25,7 +25,7 @@ from perflearn.experiment import collectors as collectors_mod
 from perflearn.experiment.design import PlannedRun, plan, point_key
 from perflearn.experiment.launch import fill, placeholders
 from perflearn.experiment.spec import Spec
-from perflearn.lifetime import signals_held
+from perflearn.lifetime import leave_a_hung_up_terminal, signals_held
 from perflearn.store import ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
 
 from . import originals
@@ -160,6 +160,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         return
 
     def handler(signum, frame):
+        leave_a_hung_up_terminal(signum)
         raise Terminated(signum)
 
     taken = [signal.SIGTERM] + ([signal.SIGHUP] if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN else [])

@@ -7,7 +7,9 @@ perflearn's runner or imported from a CSV measured elsewhere.
 from __future__ import annotations
 
 import csv
+import io
 import warnings
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,8 +153,9 @@ class Dataset:
         frame["status"] = raw["status"].astype(str) if "status" in raw else "ok"
         kinds, notes, columns = {}, [], {}  # joined at the end: a column at a time warned per column past 100
         if "run_id" not in raw:  # not an export: a column "rep" or "point_id" may be the user's knob, dropped unsaid
-            notes += [f"column {c!r} is read as the run's {c}, as in a perflearn export, not as a knob (rename it "
-                      "to use it as one)" for c in ("point_id", "rep") if c in raw]
+            notes += [f"column {c!r} is taken for the run's own {c} column, as in a perflearn export, and dropped "
+                      f"({c} is counted from the knobs), not read as a knob: rename it to use it as one"
+                      for c in ("point_id", "rep") if c in raw]
         for col in features:
             columns[col] = raw[col]
             # true/false are two categories: as numbers 0 and 1, --set flag=True was refused and
@@ -238,13 +241,35 @@ def csv_errors(path: str | Path):
         raise UsageError("no such file", where=str(path)) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise UsageError(f"not a readable CSV ({str(exc).splitlines()[0]})", where=str(path)) from None
+    except (OSError, EOFError, zlib.error) as exc:  # "Not a gzipped file" named no file
+        raise UsageError(f"cannot read it ({(str(exc).splitlines() or [type(exc).__name__])[0]})",
+                         where=str(path)) from None
+
+
+def gunzip(data: bytes) -> bytes:
+    """What a gzip file holds, also without its trailer (a run killed as it wrote: ``perflearn
+    manage --csv x.csv.gz`` sync-flushes every row, and gzip refused the whole file for the
+    missing end) and over several members (appended one by one)."""
+    out, rest = [], data
+    while rest[:2] == b"\x1f\x8b":
+        d = zlib.decompressobj(wbits=31)
+        out.append(d.decompress(rest))
+        rest = d.unused_data
+    return b"".join(out)
+
+
+def csv_source(path: str | Path):
+    """``path``, or a gzip file's data (see ``gunzip``) to read in its place."""
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    return io.BytesIO(gunzip(Path(path).read_bytes())) if gzipped else Path(path)
 
 
 def csv_header(path: str | Path) -> list[str]:
     """The column names of a CSV file as written; a UsageError for a column named twice (pandas
     renames a second "a" to "a.1": the data would land under a name the file never gave, and
     --metric a would read only the first of them). pandas' own errors pass through."""
-    header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
+    header = pd.read_csv(csv_source(path), header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
     where = str(path)
     first: dict[str, int] = {}
     for position, name in enumerate(header, start=1):
@@ -282,7 +307,8 @@ def _no_name(position: int) -> str:
 
 def _beyond_header(path: str | Path) -> str:
     """Where a row has a value past the header's last column."""
-    with open(path, newline="") as f:
+    source = csv_source(path)
+    with open(source, newline="") if isinstance(source, Path) else io.TextIOWrapper(source, newline="") as f:
         rows = csv.reader(f)
         header = next(rows)
         for line, row in enumerate(rows, start=2):
@@ -304,7 +330,7 @@ def read_csv_runs(path: str | Path) -> pd.DataFrame:
         # a trailing delimiter is now dropped, and a value past the header refused
         warnings.simplefilter("error", pd.errors.ParserWarning)
         try:
-            raw = pd.read_csv(path, keep_default_na=False, na_values=[""], index_col=False)
+            raw = pd.read_csv(csv_source(path), keep_default_na=False, na_values=[""], index_col=False)
         except pd.errors.ParserWarning:
             raise UsageError(_beyond_header(path), where=str(path)) from None
     if not last.strip():  # a trailing delimiter on every line, the header's included: nothing there
