@@ -356,6 +356,7 @@ def test_a_terminal_that_hangs_up_ends_the_run_as_sighup(tmp_path):
     status 1, its cleanup unsaid (session 56's review); it ends as SIGHUP does now (129)."""
     import os
     import pty
+    import signal
     import sys
     import time
 
@@ -365,6 +366,7 @@ def test_a_terminal_that_hangs_up_ends_the_run_as_sighup(tmp_path):
     except OSError as exc:  # a machine without pseudo-terminals
         pytest.skip(f"no pseudo-terminal: {exc}")
     if pid == 0:  # the child: perflearn on the terminal's slave side
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a test worker may ignore it, and nohup's stays ignored
         os.execvp(sys.executable, [sys.executable, "-m", "perflearn", "manage", "--simulate", "-p", "static", "-p",
                                    "ondemand", *RUN, "--seeds", "300", "--csv", str(csv)])
     os.set_blocking(fd, False)
