@@ -1699,6 +1699,8 @@ def test_a_ramp_is_two_rises_beyond_the_noise():
     assert ramp([3000.0, 3360.0, 3763.2], 1.0, 1.0) == pytest.approx(4166.4)  # the last plus its rise
     assert ramp([3000.0, 3000.0, 3360.0], 1.0, 1.0) == 0.0  # a step: it rose once
     assert ramp([0.0, 3000.0, 9000.0], 1.0, 1.0) == 0.0  # from no load: a start (session 56's review)
+    assert ramp([7629.0, 9159.0, 14961.0], 1.0, 1.0) == 0.0  # unlike rises: a step begun inside an interval (live)
+    assert ramp([22508.0, 28670.0, 31390.0], 1.0, 1.0) == 0.0  # and a backlog drained after a saturated step
     assert ramp([3000.0, 3100.0, 3200.0], 1.0, 1.0) == 0.0  # 3 %: within the noise (at least 5 %)
     assert ramp([300.0, 345.0, 397.0], 1.0, 1.0) == 0.0  # 15 % of 300 requests is under 4 sd (69)
     assert ramp([300.0, 345.0, 397.0], 10.0, 1.0) == pytest.approx(449.0)  # of 3000 requests it is over
