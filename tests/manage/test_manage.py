@@ -2296,3 +2296,22 @@ def test_a_trace_of_too_few_requests_an_interval_is_said(capsys):
     assert "--max-rps 3: an interval at the trace's lowest load holds about 0.6 requests" in said
     _say_if_intervals_hold_too_few("diurnal", 1000.0, 1.0)  # 100 requests at 10 %: fine
     assert capsys.readouterr().err == ""
+
+
+def test_a_host_quantile_no_model_can_use_is_said(capsys):
+    """--host-quantile with models not fitted on the host-speed probe, or a simulation
+    without --slow-host, was taken and changed nothing (two byte-identical CSVs)."""
+    from types import SimpleNamespace
+
+    from perflearn.cli.manage import _say_blind_quantiles
+
+    blind, aware = SimpleNamespace(features=["cores", "level", "rps"]), SimpleNamespace(features=["cores", "host_probe_us"])
+    _say_blind_quantiles({None: 0.5}, {None: blind})
+    assert "--host-quantile: --model was not fitted on host_probe_us" in " ".join(capsys.readouterr().err.split())
+    _say_blind_quantiles({None: 0.5, "q": 0.9}, {None: aware, "q": aware})
+    assert capsys.readouterr().err == ""
+    _say_blind_quantiles({"q": 0.9}, {None: aware, "q": blind})
+    assert "--host-quantile q=...: --model q=... was not fitted" in " ".join(capsys.readouterr().err.split())
+    result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "2", "--cores", "2", "--levels", "2",
+                                      "-p", "heimdall-cheapest", "--host-quantile", "0.5"])
+    assert result.exit_code == 0 and "knows the host only with --slow-host: unused" in " ".join(result.output.split())

@@ -276,6 +276,10 @@ def manage(
         if target_ms is not None and target_ms * 1e3 <= base_us:  # static met 0 %, unsaid (session 55's audit)
             terminal.warn(f"--target-ms {target_ms:g}: at or below the simulated service's fixed delay (--base-us "
                           f"{base_us:g} us): no configuration can meet it")
+        if None in quantiles and not slow_host and any(b.startswith("heimdall") for b in bases):
+            # the simulated profile knows the host only when it varies (session 56's audit: byte-identical CSVs)
+            terminal.warn("--host-quantile: the simulated Heimdall's model knows the host only with --slow-host: "
+                          "unused")
         with recording as record:  # said at the first pass recorded: the simulation's own checks come first
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
                       csv, record, power_, tick, profiled_speed, follow_cost, headroom, experience, miss_budget, slot,
@@ -423,6 +427,16 @@ def _say_if_ticks_hold_too_few(tick: float | None, max_rps: float) -> None:
         terminal.warn(f"--react-ms {tick * 1e3:g}: a tick holds {max_rps * tick:.3g} requests at the maximum load, "
                       f"fewer than {TICK_REQUESTS}: a load step is told from noise late or never, and Heimdall misses "
                       f"more (--react-ms {math.ceil(TICK_REQUESTS / max_rps * 1e3):d} or more)")  # 1e+02 read for 100
+
+
+def _say_blind_quantiles(quantiles: dict, predictors: dict) -> None:
+    """A --host-quantile whose models were not fitted on the host-speed probe plans for no
+    host: it was taken and changed nothing (session 56's audit)."""
+    for key in quantiles:
+        takers = [label for label in predictors if key is None or label == key]
+        if takers and all("host_probe_us" not in predictors[label].features for label in takers):
+            terminal.warn(f"{_option('--host-quantile', key)}: {_option('--model', takers[0])} was not fitted on "
+                          "host_probe_us, so it plans for no host: unused")
 
 
 def _say_if_intervals_hold_too_few(trace: str, max_rps: float, interval: float, least: int = 20) -> None:
@@ -603,6 +617,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         return live
 
     quantiles = quantiles or {}
+    _say_blind_quantiles(quantiles, predictors)
     made = {}
     for name in order:
         base, label = variant(name)

@@ -311,4 +311,5 @@ def model_predictor(model, scale: float, what: str = "the model"):
         return model.schema.outside(fed(frame))
 
     predict.beyond = beyond
+    predict.features = list(model.features)
     return predict
