@@ -7,6 +7,8 @@ PERFLEARN_DEBUG=1.
 
 from __future__ import annotations
 
+import signal
+
 
 class PerflearnError(Exception):
     """Root of every error perflearn raises on purpose.
@@ -68,8 +70,8 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM (or SIGHUP: a dropped ssh session), taken as Ctrl-C (cleanup runs) but told
     apart: the exit status is 128 + the signal (143, 129) as a shell reports it, not 130."""
 
-    def __init__(self, signum: int = 15):
+    def __init__(self, signum: int = signal.SIGTERM):
         super().__init__(signum)
         self.signum = signum
         self.exit_code = 128 + signum
-        self.why = "hung up" if signum == 1 else "terminated"
+        self.why = "hung up" if signum == signal.SIGHUP else "terminated"

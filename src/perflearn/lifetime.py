@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Callable
 
+from perflearn.errors import Terminated
+
 PR_SET_PDEATHSIG = 1
 # loaded before any fork: a child between fork and exec should not dlopen
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -37,6 +39,19 @@ def died_with(sig: int = signal.SIGTERM) -> Callable[[], None]:
             os._exit(1)
 
     return in_child
+
+
+def stop_signals() -> tuple[int, ...]:
+    """The signals taken as Ctrl-C is, told apart (``Terminated``): SIGTERM, and SIGHUP unless
+    it was ignored from the start (``nohup``: it stays ignored)."""
+    hang_up = () if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN else (signal.SIGHUP,)
+    return (signal.SIGTERM, *hang_up)
+
+
+def terminate(signum: int, _frame=None) -> None:
+    """A handler of ``stop_signals``: the command's cleanup runs, as for Ctrl-C."""
+    leave_a_hung_up_terminal(signum)
+    raise Terminated(signum)
 
 
 def leave_a_hung_up_terminal(signum: int) -> None:
@@ -70,8 +85,7 @@ def signals_held() -> Iterator[None]:
         yield
         return
     got: list[int] = []
-    signals = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if signal.getsignal(signal.SIGHUP)
-                                                 is not signal.SIG_IGN else ())  # nohup's stays ignored
+    signals = (signal.SIGINT, *stop_signals())
     previous: dict = {}
 
     def deliver(signum: int) -> None:

@@ -2291,10 +2291,10 @@ def test_a_trace_of_too_few_requests_an_interval_is_said(capsys):
     """At 3 req/s a 1-s interval often had none, counted as missed: static read 77.8 % met, unsaid."""
     from perflearn.cli.manage import _say_if_intervals_hold_too_few
 
-    _say_if_intervals_hold_too_few("steps", 3.0, 1.0)
+    _say_if_intervals_hold_too_few("steps", 3.0, 20.0, 1.0)
     said = " ".join(capsys.readouterr().err.split())
     assert "--max-rps 3: an interval at the trace's lowest load holds about 0.6 requests" in said
-    _say_if_intervals_hold_too_few("diurnal", 1000.0, 1.0)  # 100 requests at 10 %: fine
+    _say_if_intervals_hold_too_few("diurnal", 1000.0, 20.0, 1.0)  # 100 requests at 10 %: fine
     assert capsys.readouterr().err == ""
 
 

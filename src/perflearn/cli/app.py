@@ -98,15 +98,10 @@ def interrupt_on_sigterm() -> None:
     and its run unrecorded). A SIGHUP ignored from the start (``nohup``) stays ignored."""
     import signal
 
-    from perflearn.lifetime import leave_a_hung_up_terminal
+    from perflearn.lifetime import stop_signals, terminate
 
-    def interrupt(signum, _frame):
-        leave_a_hung_up_terminal(signum)
-        raise Terminated(signum)
-
-    signal.signal(signal.SIGTERM, interrupt)
-    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
-        signal.signal(signal.SIGHUP, interrupt)
+    for signum in stop_signals():
+        signal.signal(signum, terminate)
 
 
 def check_png(path: Path | None, where: str) -> None:
@@ -119,12 +114,21 @@ def check_png(path: Path | None, where: str) -> None:
         raise UsageError("is a directory; give a file ending in .png", where=str(path))
     if not path.parent.is_dir():
         raise UsageError(f"no such directory {str(path.parent)!r}", where=where)
+    refused = unwritable(path.parent)
+    if refused:
+        raise UsageError(f"cannot write in {str(path.parent)!r} ({refused})", where=where)
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why no file can be made in ``folder``, or None: a file is made there and removed, since
+    root passes ``os.access`` in /sys and /proc, and the write failed after the whole run."""
     import tempfile
 
-    try:  # a folder that exists but takes no file (/sys, even for root) failed after the whole run
-        tempfile.NamedTemporaryFile(dir=path.parent, prefix=".perflearn-").close()
+    try:
+        tempfile.NamedTemporaryFile(dir=folder, prefix=".perflearn-").close()
     except OSError as exc:
-        raise UsageError(f"cannot write in {str(path.parent)!r} ({exc.strerror or exc})", where=where) from None
+        return exc.strerror or str(exc)
+    return None
 
 
 def check_output(path: Path | None, where: str, directory: bool = False) -> None:

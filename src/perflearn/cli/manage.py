@@ -7,7 +7,6 @@ import os
 import re
 import shlex
 import shutil
-import tempfile
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
@@ -19,7 +18,7 @@ from rich.table import Table
 from perflearn.errors import Terminated, UsageError
 
 from . import terminal
-from .app import app, check_output, check_png, interrupt_on_sigterm
+from .app import app, check_output, check_png, interrupt_on_sigterm, unwritable
 
 # written out, not joined from POLICY_NAMES: importing the policies (numpy, pandas) would
 # slow every CLI start-up; keep the two in step
@@ -439,10 +438,11 @@ def _say_blind_quantiles(quantiles: dict, predictors: dict) -> None:
                           "host_probe_us, so it plans for no host: unused")
 
 
-def _say_if_intervals_hold_too_few(trace: str, max_rps: float, interval: float, least: int = 20) -> None:
+def _say_if_intervals_hold_too_few(trace: str, max_rps: float, step_seconds: float, interval: float,
+                                   least: int = 20) -> None:
     """At 3 req/s a 1-s interval often had no request at all: live, none on the wire is also how a
     service that stopped answering looks, so it counts as missed, and static read 77.8 % met."""
-    lowest = max_rps * interval * (0.2 if trace == "steps" else 0.1)  # the trace's lowest load offered
+    lowest = min(r for _, r in _live_segments(trace, max_rps, step_seconds, interval) if r > 0) * interval
     if lowest < least:
         terminal.warn(f"--max-rps {max_rps:g}: an interval at the trace's lowest load holds about {lowest:.2g} "
                       f"requests: its p95 is a few requests', and one with none counts as missed (at least {least}: "
@@ -484,10 +484,9 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
         folder = store.parent
         if not folder.is_dir():
             raise UsageError(f"--store {store}: no folder {folder} to write in")
-        try:  # a file made there and removed: root passes os.access in /sys, and static's pass was lost at its end
-            tempfile.NamedTemporaryFile(dir=folder, prefix=".perflearn-").close()
-        except OSError as exc:
-            raise UsageError(f"--store {store}: cannot write in {folder} ({exc.strerror or exc})") from None
+        refused = unwritable(folder)  # found at the first pass's end, static's pass was lost
+        if refused:
+            raise UsageError(f"--store {store}: cannot write in {folder} ({refused})")
     with ExitStack() as stack:
         recorder = None
 
@@ -580,7 +579,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
              for label, path in cost_dirs.items()}
     if any(n.startswith("heimdall") for n in names):
         _say_if_ticks_hold_too_few(tick, max_rps)
-    _say_if_intervals_hold_too_few(trace, max_rps, interval)
+    _say_if_intervals_hold_too_few(trace, max_rps, step_seconds, interval)
     record.start()  # the models taken: the run starts
     if rapl is None:
         terminal.info("energy: no RAPL on this machine; power is modelled from the configuration and utilisation")

@@ -25,7 +25,7 @@ from perflearn.experiment import collectors as collectors_mod
 from perflearn.experiment.design import PlannedRun, plan, point_key
 from perflearn.experiment.launch import fill, placeholders
 from perflearn.experiment.spec import Spec
-from perflearn.lifetime import leave_a_hung_up_terminal, signals_held
+from perflearn.lifetime import signals_held, stop_signals, terminate
 from perflearn.store import ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
 
 from . import originals
@@ -159,12 +159,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
         return
 
-    def handler(signum, frame):
-        leave_a_hung_up_terminal(signum)
-        raise Terminated(signum)
-
-    taken = [signal.SIGTERM] + ([signal.SIGHUP] if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN else [])
-    previous = {s: signal.signal(s, handler) for s in taken}
+    previous = {s: signal.signal(s, terminate) for s in stop_signals()}
     try:
         yield
     finally:
