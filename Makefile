@@ -41,13 +41,14 @@ test-native: setup
 
 # Tests marked `parallel` only compute, so they run on every core at once, one BLAS thread per
 # worker (with a thread pool each, two workers took 40 % more CPU time than one); the rest
-# start servers, capture, time or change cgroups, and run one at a time. Both halves always run.
+# start servers, capture, time or change cgroups, and run one at a time (in a parallel module,
+# such a test is marked `live`). Both halves always run.
 PYTEST   := $(PYTHON) -m pytest -q -p no:cacheprovider
 ONE_BLAS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 test-python: setup
 	@status=0; \
-	echo "$(PYTEST) -m parallel -n auto"; $(ONE_BLAS) $(PYTEST) -m parallel -n auto || status=1; \
-	echo "$(PYTEST) -m 'not parallel'"; $(PYTEST) -m 'not parallel' || status=1; \
+	echo "$(PYTEST) -m 'parallel and not live' -n auto"; $(ONE_BLAS) $(PYTEST) -m 'parallel and not live' -n auto || status=1; \
+	echo "$(PYTEST) -m 'not parallel or live'"; $(PYTEST) -m 'not parallel or live' || status=1; \
 	exit $$status
 
 # Native tests first so that pytest's summary is the closing line.

@@ -18,6 +18,10 @@ from perflearn.manage.policy import Observation
 from perflearn.manage.power import PowerModel, power_model
 from perflearn.manage.simulator import ServerModel, erlang_c, expand, response_quantile, steps_profile
 
+# computes only, but for the tests marked live (a real service, capture or cgroup): `make test`
+# runs the rest on every core at once
+pytestmark = pytest.mark.parallel
+
 SPACE = ConfigSpace.make(3, 4)
 TARGET = 1e-3
 
@@ -365,6 +369,7 @@ def test_cheapest_rules_distrust_a_configuration_that_missed_at_its_load():
     assert seed_rule.decide(seen(3, 80e-6, space.maximum)) == quarter
 
 
+@pytest.mark.live
 def test_the_cheapest_rules_learn_their_headroom_from_misses():
     """How near its capacity this machine's memcached can run before an interval's p95
     spikes changes from pass to pass (session 24): a steady miss at utilisation u cuts the
@@ -790,6 +795,7 @@ def test_an_interrupted_interleaved_comparison_keeps_the_turns_taken():
                                "interrupted after 4 intervals"]
 
 
+@pytest.mark.live
 def test_passes_ended_before_static_are_priced_against_it():
     """With --interleave a learning pass ends before static's turns do: it was stored
     without an energy reduction. It now waits for static; interrupted first, it is stored
@@ -901,6 +907,7 @@ def test_a_gz_journal_is_gzip_and_readable_as_it_is_written(tmp_path):
     assert len(gzip.decompress(csv.read_bytes()).splitlines()) == 17
 
 
+@pytest.mark.live
 def test_interleaved_comparison_cli(tmp_path):
     """The simulator takes turns as a live run does; Hipster's learning pass runs first, alone."""
     import pandas as pd
@@ -1043,6 +1050,7 @@ def test_following_the_cost_recovers_a_model_profiled_on_a_faster_server():
     assert float(rows["heimdall-cheapest"][5].rstrip("%")) > 22
 
 
+@pytest.mark.live
 def test_ticks_too_short_to_see_a_step_and_steps_of_part_intervals_are_said():
     """--react-ms 1 met 77 % of intervals where 20 met 100 %, without a word; --step-seconds 0.7
     at 0.5-s intervals held each step one interval."""
@@ -1125,6 +1133,7 @@ def test_bad_flags():
         assert result.exit_code == 2 and fragment in result.output, result.output
 
 
+@pytest.mark.live
 def test_live_options_are_refused_by_the_simulator_and_a_bad_service_command_before_it_starts():
     """Session 45's review: --simulate took --max-rps, --model, --protocol ... and ignored them;
     a mistyped {prot} was an internal error (KeyError), a command without {port} waited 10 s."""
@@ -1163,6 +1172,7 @@ def test_live_options_are_refused_by_the_simulator_and_a_bad_service_command_bef
             (args, result.output)
 
 
+@pytest.mark.live
 def test_bad_service_cpus_are_one_line_before_anything_starts():
     import os
 
@@ -1183,6 +1193,7 @@ def test_bad_service_cpus_are_one_line_before_anything_starts():
 
 
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+@pytest.mark.live
 def test_service_cpus_keep_the_harness_off_the_services_cpu():
     """--service-cpus 0 on two CPUs: memcached runs on CPU 0 only, the load generator, the
     sniffer and the manager on CPU 1, whatever configuration is applied; the manager gets
@@ -1232,6 +1243,7 @@ def test_service_cpus_keep_the_harness_off_the_services_cpu():
     assert cpus_of(os.getpid()) == {frozenset(before)}
 
 
+@pytest.mark.live
 def test_model_trained_on_other_knobs_is_refused():
     from perflearn.errors import UsageError
     from perflearn.manage.compare import model_predictor
@@ -1278,6 +1290,7 @@ def manage_live(tmp_path, *args: str, service: str = MEMCACHED, cores: int = 2):
 
 @pytest.mark.slow
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+@pytest.mark.live
 def test_live_memcached_under_load(tmp_path):
     """A real memcached in its own cgroups, perflearn-load's steps, latency from the wire."""
     from pathlib import Path
@@ -1330,6 +1343,7 @@ def test_live_memcached_under_load(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+@pytest.mark.live
 def test_live_interleaved_policies_share_one_memcached(tmp_path):
     """--interleave live: one memcached, one perflearn-load trace that offers each step
     once per policy; each policy's intervals are the whole trace, and the wire saw each
@@ -1355,6 +1369,7 @@ def test_live_interleaved_policies_share_one_memcached(tmp_path):
 
 
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+@pytest.mark.live
 def test_a_terminated_manager_stops_its_service_and_load(tmp_path):
     """SIGTERM (a scheduler's kill, ``timeout``) stops the run as Ctrl-C does: memcached
     and perflearn-load are stopped, one line says so. Until session 24 it left both running."""
@@ -1391,6 +1406,7 @@ def test_a_terminated_manager_stops_its_service_and_load(tmp_path):
 
 
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+@pytest.mark.live
 def test_a_terminated_interleaved_comparison_keeps_its_intervals(tmp_path):
     """Policies taking turns end together, so the run in flight is all of them: killed, each
     policy's intervals so far go to --csv and to the store, as failed runs with samples."""
@@ -1443,6 +1459,7 @@ def test_a_terminated_interleaved_comparison_keeps_its_intervals(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+@pytest.mark.live
 def test_live_memcached_follows_the_diurnal_trace(tmp_path):
     """The simulator's diurnal trace, replayed live by perflearn-load from a trace file."""
     csv = manage_live(tmp_path, "-p", "static", "--trace", "diurnal")
@@ -1505,6 +1522,7 @@ def test_knee_command_on_a_stored_sweep(tmp_path):
     assert "1 ok run(s) without a rate, left out of the curve" in said.output, said.output
 
 
+@pytest.mark.live
 def test_knee_in_saturation_is_doubted(tmp_path):
     """A sweep with loads far apart whose knee is the first saturated load (session 4's
     first live sweep: 0.6 ms at 100k, 8.6 ms at the knee) gets a warning; a clean one not."""
@@ -1725,6 +1743,7 @@ def test_heimdall_sizes_a_ramp_for_the_next_interval():
 
 @pytest.mark.slow
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+@pytest.mark.live
 def test_live_ticks_reach_the_policy_inside_each_interval():
     """perflearn-sniff's ticks on a real memcached under perflearn-load: the policy sees
     each 50 ms tick before its interval ends, and what it applies there is applied."""
@@ -1929,6 +1948,7 @@ def test_sweep_flags():
 
 @pytest.mark.slow
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+@pytest.mark.live
 def test_live_sweep_profiles_for_a_model_the_manager_takes(tmp_path):
     """``-p sweep --trace ladder`` on a real memcached, alone (no static pass), then a
     model fitted on its settled intervals at the offered rate, which the manager accepts."""
@@ -1972,6 +1992,7 @@ def fit_p95_model(tmp_path, name: str, p95_of_capacity) -> str:
 
 @pytest.mark.slow
 @pytest.mark.skipif(__import__("shutil").which("memcached") is None, reason="needs memcached")
+@pytest.mark.live
 def test_labelled_policies_run_their_own_models_in_one_round(tmp_path):
     """-p heimdall-cheapest:slow takes --model slow=PATH, -p heimdall-cheapest the
     unlabelled model, in turns on one real memcached: a model that forecasts every
@@ -1996,6 +2017,7 @@ def test_labelled_policies_run_their_own_models_in_one_round(tmp_path):
         assert sorted(store.dataset("pair").frame["policy"]) == sorted(set(frame["policy"]))
 
 
+@pytest.mark.live
 def test_models_swapped_and_all_with_others_are_one_line(tmp_path):
     """Session 51's audit: a cost model given as --model (and the p95 model as --cost-model)
     passed the unit check, and Heimdall would read CPU µs as latency; -p all with another
@@ -2054,6 +2076,7 @@ def test_models_swapped_and_all_with_others_are_one_line(tmp_path):
     assert "heimdall-experience needs --experience" in result.output, result.output  # kept, not dropped
 
 
+@pytest.mark.live
 def test_labelled_models_bad_flags(tmp_path):
     """NAME:LABEL: heimdall's only, live only, its --model given; two unlabelled models
     refused; a labelled model no policy takes is said to be unused."""
@@ -2137,6 +2160,7 @@ def test_one_interval_over_the_target_is_no_verdict_on_a_configuration_two_are()
     assert set(ran) == set(space)
 
 
+@pytest.mark.live
 def test_a_live_trace_offers_each_whole_interval_the_rate_at_its_midpoint():
     from perflearn.manage.simulator import ladder_profile, per_interval
 
@@ -2151,6 +2175,7 @@ def test_a_live_trace_offers_each_whole_interval_the_rate_at_its_midpoint():
     ("usage_usec 9\nnr_periods 10\nnr_throttled 2\nthrottled_usec 2500000\n", 2.5),  # v2: µs
     ("usage_usec 9\n", None),  # a kernel that does not say: not known, not 0
 ])
+@pytest.mark.live
 def test_throttled_time_is_read_from_cpu_stat_or_missing(tmp_path, text, seconds):
     from perflearn.experiment.cgroups import Group
     from perflearn.manage.live import _usage
@@ -2162,6 +2187,7 @@ def test_throttled_time_is_read_from_cpu_stat_or_missing(tmp_path, text, seconds
 
 @pytest.mark.slow
 @pytest.mark.skipif(__import__("shutil").which("redis-server") is None, reason="needs redis-server")
+@pytest.mark.live
 def test_live_redis_on_one_core(tmp_path):
     """The manager is not memcached's: real Redis (RESP on the wire), one core (Redis runs
     its commands on one thread, so the speed level is a quota on one CPU), three policies
