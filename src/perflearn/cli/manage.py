@@ -885,23 +885,25 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     from perflearn.manage.journal import append_pass
 
     runs, ended, written = [], [], []
+    cut: list[str] = []  # the pass a signal cut short: its intervals so far, recorded as stopped
     host = SlowHost(slow_host) if slow_host else None
 
     def ended_pass(s: int, priced):
-        def on_pass(name, frame):
+        def on_pass(name, frame, complete):
             if csv:
                 with signals_held():  # a pass is written whole or not at all, and counted: Ctrl-C waits for both
                     append_pass(csv, frame, name, s, first=not written)
                     written.append(name)
             # its wall time is the simulated seconds, as --from-csv records a live pass's (it was 0)
-            priced.add(name, frame, float(frame["t"].max()), True)
+            priced.add(name, frame, float(frame["t"].max()) if len(frame) else 0.0, complete)
         return on_pass
 
     def keeper(s: int):
-        def keep(name, *args):
+        def keep(name, frame, *args):
             label = name if seeds == 1 else f"{name}@{s}"
-            record(label, *args)
-            ended.append(label)
+            record(label, frame, *args)
+            # recorded as ok, until session 57's audit: 36 of 55 intervals read 100 % met
+            (ended if args[2] else cut).append(label if args[2] else f"{label} ({len(frame)} intervals)")
         return keep
 
     try:
@@ -916,11 +918,13 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
             runs.append(run)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: every finished pass was recorded as it ended: say so
         why = exc.why if isinstance(exc, Terminated) else "interrupted"
-        if ended and stored:
-            terminal.warn(f"{why}: the {len(ended)} pass(es) that had ended are recorded ({', '.join(ended)}); "
-                          "the one running is not")
+        if (ended or cut) and stored:
+            terminal.warn(f"{why}: the {len(ended)} pass(es) that had ended are recorded ({', '.join(ended) or 'none'})"
+                          + (f"; the one it cut short, as stopped: {', '.join(cut)}" if cut else "; the one running is not"))
         if written:
-            terminal.warn(f"{why}: the intervals of the {len(written)} pass(es) that had ended are in {csv}")
+            terminal.warn(f"{why}: the intervals of the {len(written)} pass(es) run are in {csv}; the last was cut "
+                          "short" if cut else f"{why}: the intervals of the {len(written)} pass(es) that had ended are "
+                          f"in {csv}")
         raise
     _say_simulation(runs, names, trace, seed, seeds, power, figure, csv)
 

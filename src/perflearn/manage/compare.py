@@ -109,8 +109,9 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
             tick_s: float | None = None, cost_model=None, headroom: float | None = None,
             experience=None, miss_budget: float = 0.01, slot: int | None = None,
             host_quantile: float = HOST_QUANTILE, on_pass=None) -> tuple[pd.DataFrame, dict, dict]:
-    """Every policy on the same trace (``on_pass(label, frame)`` told as each pass ends, so
-    that an interrupted comparison keeps those); ``tick_s``: the service reports ticks this long
+    """Every policy on the same trace (``on_pass(label, frame, complete)`` told as each pass
+    ends, so that an interrupted comparison keeps those, and the pass it cut short marked
+    incomplete); ``tick_s``: the service reports ticks this long
     inside each interval, and the policies that react to them (Heimdall's) do. A policy
     that learns first (Hipster) has its (last) learning pass in the frames and the table
     as ``learning_label(name)``, ahead of its evaluated pass. ``slot``: the evaluated
@@ -125,10 +126,10 @@ def compare(server: ServerModel, space: ConfigSpace, loads: list[float], interva
                               host_quantile=host_quantile)
             for name in names}
     frames = {}
-    for label, frame, *_ in comparison(made, service, loads, interval_s, power, slot):
+    for label, frame, _, complete in comparison(made, service, loads, interval_s, power, slot):
         frames[label] = frame
         if on_pass is not None:
-            on_pass(label, frame)
+            on_pass(label, frame, complete)
     static_energy = frames["static"]["energy_j"].sum()
     rows = [{"policy": n, **summarize(f, static_energy)} for n, f in frames.items()]
     return pd.DataFrame(rows), frames, made
