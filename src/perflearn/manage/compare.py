@@ -39,8 +39,8 @@ def load_sweep(server: ServerModel, space: ConfigSpace, points: int = 40, interv
 def qos_from_knee(sweep: pd.DataFrame) -> tuple[float, float]:
     """(target p95 in seconds, maximum load in requests/s) from the knee of a load sweep,
     taken before a saturation jump as ``perflearn knee --before-jump`` takes it: a slow
-    host's sweep (``SlowHost``) can put kneedle's knee in saturation (34 ms once in 30
-    seeds at 70 % slow, where the load before it had 1.7 ms), and its target is no QoS."""
+    host's sweep (``SlowHost``) can put kneedle's knee in saturation (5 of 60 seeds at 50 %
+    slow; seed 8: 8.5 ms, where the load before it had 0.84 ms), and its target is no QoS."""
     finite = sweep[np.isfinite(sweep["p95"])]
     load, p95 = finite["rps"].to_numpy(), finite["p95"].to_numpy()
     knee = load_knee(load, p95)

@@ -5,7 +5,8 @@ first-come first-served by ``cores`` servers, each at ``mu_max * level`` request
 with exponential service times (an M/M/c queue). The 95th/99th percentile of the
 response time comes from the M/M/c response-time distribution (Erlang C waiting,
 then service); overload is carried across intervals as a backlog that drains at the
-spare rate. A base network delay and multiplicative noise make it look measured.
+spare rate, each request waiting for the queue it found. A base network delay and
+multiplicative noise make it look measured.
 ``calibrate`` fits ``mu_max`` and the base delay to a load sweep of the real service.
 A ``SlowHost`` makes some intervals run on a slower host, as a virtual machine's do.
 """
@@ -131,16 +132,16 @@ class ServerModel:
         (configuration, seconds) in order. Its percentiles are over every request of the
         interval, each served under the configuration in force when it arrived."""
         self._draw_host()
-        parts = []  # (arrivals, cores, steady rate, mu, drain) per segment
+        parts = []  # (arrivals, cores, steady rate, mu, wait ahead) per slice of a segment
         served = busy = 0.0
         for config, dt in segments:
-            capacity = self.capacity(config)
-            self.backlog = max(0.0, self.backlog + (rps - capacity) * dt)
-            served += (min(rps + self.backlog / dt, capacity) if self.backlog else min(rps, capacity)) * dt
-            busy += min(1.0, (rps + (self.backlog / dt if self.backlog else 0.0)) / capacity) * dt
-            drain = self.backlog / capacity if self.backlog else 0.0
-            parts.append((rps * dt, config.cores, min(rps, capacity * 0.999),
-                          self.mu_max * config.level / self._cpu(), drain))
+            capacity, mu = self.capacity(config), self.mu_max * config.level / self._cpu()
+            before, self.backlog = self.backlog, max(0.0, self.backlog + (rps - capacity) * dt)
+            done = rps * dt + before - self.backlog  # what arrived and what was queued, less what is left
+            served += done
+            busy += min(dt, done / capacity)
+            parts += [(rps * share, config.cores, min(rps, capacity * 0.999), mu, ahead / capacity)
+                      for share, ahead in _queued_ahead(before, rps, capacity, dt)]
         length = sum(dt for _, dt in segments)
         # a sniffer counts requests as they arrive on the wire: the offered load, served or not
         out = {"rps": rps, "served": served / length, "utilisation": busy / length}
@@ -180,9 +181,25 @@ class ServerModel:
         self._tick_rng = np.random.default_rng([self.seed, 1])
 
 
+SLICES = 10  # a queue that grows or drains inside a segment: the waits of this many slices of its arrivals
+
+
+def _queued_ahead(backlog: float, rps: float, capacity: float, dt: float) -> list[tuple[float, float]]:
+    """(seconds of the segment, requests queued ahead of its arrivals) in slices: the queue
+    (fluid) grows or drains at rps - capacity from ``backlog``. An arrival waits for the
+    queue as it found it; before session 57 each waited for the queue left at the end
+    (none when it had drained by then, so an interval after a saturated one read as met)."""
+    if backlog <= 0 and rps <= capacity:
+        return [(dt, 0.0)]
+    draining = dt if rps >= capacity else min(dt, backlog / (capacity - rps))
+    width = draining / SLICES
+    slices = [(width, max(0.0, backlog + (rps - capacity) * width * (k + 0.5))) for k in range(SLICES)]
+    return slices + ([(dt - draining, 0.0)] if dt > draining else [])
+
+
 def _mixture_quantile(q: float, parts: list[tuple[float, int, float, float, float]]) -> float:
-    """q-quantile of the response time over segments (arrivals, cores, rate, mu, drain)."""
-    if len(parts) == 1:  # one configuration all interval: the M/M/c quantile, shifted by the drain
+    """q-quantile of the response time over parts (arrivals, cores, rate, mu, wait ahead)."""
+    if len(parts) == 1:  # one configuration, no queue, all interval: the M/M/c quantile
         _, cores, lam, mu, drain = parts[0]
         return response_quantile(q, cores, lam, mu) + drain
     total = sum(p[0] for p in parts) or 1.0
