@@ -247,7 +247,12 @@ def manage(
         given = [o for o, v in (("--policy", policy != ["all"]), ("--figure", figure), ("--csv", csv),
                                 ("--target-ms", target_ms), ("--max-rps", max_rps), ("--model", model),
                                 ("--cost-model", cost_model), ("--experience", experience), ("--interleave", interleave),
-                                ("--service-cpus", service_cpus), ("--headroom", headroom is not None)) if v]
+                                ("--service-cpus", service_cpus), ("--headroom", headroom is not None),
+                                # the file's own configurations and load: these were taken unsaid (session 57's audit)
+                                ("--cores", cores != 3), ("--levels", levels != 17), ("--react-ms", react_ms != 20.0),
+                                ("--protocol", protocol != "memcache-binary"), ("--load-args", load_args),
+                                ("--host-quantile", host_quantile), ("--miss-budget", miss_budget != 0.01),
+                                ("--model-unit", unit_given)) if v]
         if given:  # the run's own command line may be given again; they were ignored unsaid (--figure wrote nothing)
             terminal.warn(f"ignored with --from-csv, which records every pass its file holds, at the file's own "
                           f"configurations and target: {', '.join(given)}")
@@ -809,6 +814,12 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
         raise UsageError(f"{path}: {policy} has {n} intervals, more than the {intervals} of the {trace} trace at "
                          f"--step-seconds {step_seconds:g} and --interval {interval:g}: give the run's own, or a "
                          "row is there twice")
+    late = {p: float(f["t"].max()) for p, f in passes.items() if f["t"].max() > (intervals + 0.5) * interval}
+    if late:  # t = 1e12 was taken: static's energy read 2.8e13 J, and every other pass 100 % saved (session 57's audit)
+        policy, t = next(iter(late.items()))
+        raise UsageError(f"{path}: {policy} has an interval at t = {t:g} s, past the {intervals * interval:g} s of the "
+                         f"{trace} trace at --step-seconds {step_seconds:g} and --interval {interval:g}: give the "
+                         "run's own, or the time is wrong")
     cut = {p: len(f) for p, f in passes.items() if len(f) != intervals}
     if len(passes) > 1 and len(cut) == len(passes) and len(set(cut.values())) == 1:  # other options, or interleaved
         terminal.warn(f"{path}: every pass has {next(iter(cut.values()))} intervals, the {trace} trace at "

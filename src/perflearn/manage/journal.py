@@ -167,5 +167,10 @@ def read_passes(path: Path, warn: Callable[[str], None] | None = None) -> dict[s
         row = int(twice.to_numpy().argmax())
         raise UsageError(f"{path}: row {row + 2}: {frame['policy'].iloc[row]} has the interval at "
                          f"t = {frame['t'].iloc[row]:g} s twice")
+    earlier = frame.groupby("policy", sort=False)["t"].diff() <= 0
+    if earlier.any():  # a journal is written in the order run: a reversed file had every change counted backwards
+        row = int(earlier.to_numpy().argmax())
+        raise UsageError(f"{path}: row {row + 2}: {frame['policy'].iloc[row]}'s interval at t = "
+                         f"{frame['t'].iloc[row]:g} s comes after a later one: not the order the pass ran them")
     return {label: part.drop(columns="policy").reset_index(drop=True)
             for label, part in frame.groupby("policy", sort=False)}
