@@ -350,6 +350,24 @@ def test_load_a_server_that_stops_answering_fails(wire_tools, memcached):
     assert summary["unanswered"] > summary["sent"] / 2
     assert f"{summary['unanswered']} of the {summary['sent']} requests sent" in res.stderr.splitlines()[-1]
     assert "never answered" in res.stderr and "Traceback" not in res.stderr
+    # its line paired the answered count with the rate sent: "58 requests, 100/s" (session 57's audit)
+    assert f"{summary['requests']} answered of {summary['sent']} sent, {summary['rps']:.0f}/s sent" in res.stderr
+
+
+def test_load_refuses_another_profiles_options(tmp_path):
+    """--trace without --profile trace ran a constant load at --rate, unsaid; so did
+    --step-seconds and --step-pct without --profile steps (session 57's audit)."""
+    trace = tmp_path / "tr.txt"
+    trace.write_text("1 100\n")
+    for args, message in (
+            (["--trace", str(trace)], "--trace: the trace profile's option, and the profile is constant"),
+            (["--step-pct", "50"], "--step-pct: the steps profile's option, and the profile is constant"),
+            (["--profile", "trace", "--trace", str(trace), "--step-seconds", "1"],
+             "--step-seconds: the steps profile's option, and the profile is trace"),
+            (["--profile", "steps", "-d", "5"], "--duration: the constant profile's option, and the profile is steps")):
+        res = subprocess.run([sys.executable, "-m", "perflearn", "load", "127.0.0.1:9", "-p", "http", *args],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2 and message in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
 
 
 def test_live_sniff_ended_by_sigterm_keeps_its_summary(wire_tools, can_capture):

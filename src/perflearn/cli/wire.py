@@ -48,8 +48,10 @@ def _describe(summary: dict, what: str) -> None:
         return
     us = {k: f"{summary[k]:.1f} us" if _number(summary.get(k)) else "-" for k in ("p50_us", "p99_us", "max_us")}
     rate = f", {summary['rps']:.0f}/s" if _number(summary.get("rps")) else ""
-    terminal.info(f"{what}: {summary['requests']} requests{rate}, p50 {us['p50_us']}, p99 {us['p99_us']}, "
-                  f"max {us['max_us']}")
+    counted = f"{summary['requests']} requests{rate}"
+    if _number(summary.get("sent")):  # load's rps is the rate sent: "58 requests, 100/s" read as throughput
+        counted = f"{summary['requests']} answered of {summary['sent']} sent" + (rate and f"{rate} sent")
+    terminal.info(f"{what}: {counted}, p50 {us['p50_us']}, p99 {us['p99_us']}, max {us['max_us']}")
     _warn_unmatched(summary.get("counters") or {}, summary["requests"])
 
 
@@ -200,6 +202,7 @@ def load(
     pm_qos: Annotated[bool, typer.Option("--pm-qos", help="Hold CPU wake-up latency at 0 for the run (idle CPUs poll; root).")] = False,
 ) -> None:
     """Open-loop load (latency from the intended send time): JSON Lines on stdout."""
+    _check_profile_options(profile, trace, duration, step_seconds, step_pct)
     # perflearn-load checks every value (bad ones: exit 2, one line, passed on as they are)
     extra = ["--arrivals", arrivals, "--key-size", key_size, "--value-size", value_size,
              f"--set-ratio={set_ratio}", f"--step-seconds={step_seconds}", f"--step-pct={step_pct}", f"--keys={keys}",
@@ -218,6 +221,20 @@ def load(
         _stdout_closed()
     _describe(result.summary, server)
     _judge_answers(result.summary)
+
+
+def _check_profile_options(profile: str, trace: Path | None, duration: float, step_seconds: float,
+                           step_pct: float) -> None:
+    """Another profile's options were taken and ignored: --trace without --profile trace ran
+    a constant load at --rate, unsaid (session 57's audit)."""
+    others = {"trace": [("--trace", trace is not None)],
+              "steps": [("--step-seconds", step_seconds != 10.0), ("--step-pct", step_pct != 20.0)],
+              "constant": [("--duration", duration != 10.0)]}
+    for owner, given in others.items():
+        named = [option for option, was_given in given if was_given]
+        if named and profile != owner:
+            raise UsageError(f"{named[0]}: the {owner} profile's option, and the profile is {profile} "
+                             f"(--profile {owner} takes it)", where="perflearn load")
 
 
 UNANSWERED_FAILS = 0.01  # more than this share of requests never answered: the run measured a server that fell over
