@@ -293,9 +293,34 @@ def test_cluster_k_beyond_the_distinct_profiles_is_one_line():
     ds = Dataset.from_frame(frame, ["m1", "m2"], name="dup")
     with pytest.raises(UsageError, match="k must be at most 2: the 12 profiles hold only 2 distinct ones, got 3"):
         cluster(ds, k=3)
-    assert cluster(ds).k == 2 and cluster(ds, k=2).k == 2
+    # no elbow among k = 1..2 (session 57: k went on past the distinct profiles, to a curve of empty clusters)
+    with pytest.raises(UsageError, match="the 12 profiles hold only 2 distinct ones: too few to find an elbow"):
+        cluster(ds)
+    assert cluster(ds, k=2).k == 2
     four = Dataset.from_frame(pd.DataFrame({"k1": [1, 2, 3, 4], "m": [1.0, 10, 100, 1000]}), ["m"], name="four")
     with pytest.raises(UsageError, match=r"4 profiles are too few to find an elbow \(k = 1..4 at least needs 5\); "
                                          "give --k"):  # it read "k = 1 (no elbow found)"
         cluster(four)
     assert cluster(four, k=2).k == 2
+
+
+def test_cluster_tries_k_up_to_the_distinct_profiles_only(tmp_path):
+    """Session 57's audit: 19 profiles, 6 distinct (pairs of close ones in three groups), each
+    repeated. k went up to --kmax 10, past the 6 distinct profiles, where k-means left clusters
+    empty and inertia rose above k = 1's; kneedle read that curve and chose k = 2, not 3."""
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    profiles = [((15.29, -9.18), 4), ((15.14, -9.54), 4), ((-19.74, 8.47), 3), ((-19.56, 8.84), 2),
+                ((6.75, 5.82), 4), ((6.59, 6.29), 2)]
+    rows = [dict(a=a, b=b) for (a, b), times in profiles for _ in range(times)]
+    csv = tmp_path / "c.csv"
+    pd.DataFrame([dict(cfg=i, **row) for i, row in enumerate(rows)]).to_csv(csv, index=False)
+    r = CliRunner().invoke(app, ["cluster", "--csv", str(csv), "-m", "a,b"])
+    assert r.exit_code == 0, r.output
+    assert "k = 3 (elbow (kneedle)); inertia by k: 1:" in r.output and ", 6:" in r.output and ", 7:" not in r.output
+    assert "k tried up to 6, not 10: the 19 profiles hold only 6 distinct ones" in r.output
+    ds = Dataset.from_frame(pd.read_csv(csv), ["a", "b"], name="c")
+    inertia = cluster(ds).inertias
+    assert len(inertia) == 6 and max(inertia) == inertia[0]  # no k past the distinct profiles, none above k = 1's

@@ -923,7 +923,7 @@ def cluster(
     if r.dropped:
         terminal.warn(f"{r.dropped} profile(s) left out (NULL in {', '.join(r.columns)})")
     if r.kmax_capped is not None and k is None:
-        terminal.info(f"k tried up to {r.kmax_capped}, not {kmax}: {r.kmax_capped + 1} profiles")
+        terminal.info(f"k tried up to {r.kmax_capped}, not {kmax}: {_why_capped(r)}")
     how = "elbow (kneedle)" if k is None and r.elbow_found else ("given" if k is not None else "no elbow found")
     terminal.out.print(f"k = {r.k} ({how}); inertia by k: " + ", ".join(f"{kk}:{v:.3g}" for kk, v in zip(r.ks, r.inertias)))
     show = r.representatives.drop(columns=["_row"])
@@ -934,6 +934,15 @@ def cluster(
     if out is not None:
         r.profiles.to_csv(out, index=False)
         terminal.info(f"{len(r.profiles)} profiles with their cluster written to {out}")
+
+
+def _why_capped(r) -> str:
+    """What stopped k below --kmax: the profiles, or their distinct ones (session 57's audit: on
+    22 profiles of 6 distinct ones k went to 10, and the elbow was read off noise)."""
+    profiles = len(r.profiles)
+    if r.distinct < profiles:
+        return f"the {profiles} profiles hold only {r.distinct} distinct ones"
+    return f"{profiles} profiles"
 
 
 @app.command()

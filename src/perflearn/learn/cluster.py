@@ -2,7 +2,7 @@
 
 Profiles are the mean of the chosen columns (default: every metric) over the
 repetitions of each point, standardised, optionally reduced by PCA. k-means runs
-for k = 1..kmax; k is the elbow of inertia vs k found with kneedle. The point
+for k = 1..kmax (at most the distinct profiles); k is the elbow of inertia vs k found with kneedle. The point
 closest to each centroid represents its cluster, so a later sweep can measure
 only the representatives.
 """
@@ -41,7 +41,8 @@ class ClusterResult:
     dropped: int = 0  # profiles left out: NULL (NaN) in a profile column
     null_metrics: list[str] = field(default_factory=list)  # left out of the default profile: NULL in every run
     incomplete_runs: int = 0  # runs left out of their point's mean: NULL in some or all profile columns
-    kmax_capped: int | None = None  # the largest k tried, when fewer profiles than --kmax allowed no more
+    kmax_capped: int | None = None  # the largest k tried, when fewer (distinct) profiles than --kmax allowed no more
+    distinct: int = 0  # distinct profiles (after scaling and --pca): repeats of a configuration measure one twice
 
     def plot(self, path: str | Path) -> Path:
         import matplotlib
@@ -146,20 +147,23 @@ def cluster(
         if not 1 <= pca <= len(columns):
             raise UsageError(f"PCA components must be in 1..{len(columns)}, got {pca}", where="--pca")
         Z = PCA(n_components=pca, random_state=random_state).fit_transform(Z)
-    capped = n - 1 if kmax > n - 1 else None  # k-means needs more profiles than clusters
-    kmax = min(kmax, n - 1)
-    if k is None and kmax < ELBOW_KS:  # it read "k = 1 (no elbow found)" for 4 clearly separate profiles
-        raise UsageError(f"{n} profiles are too few to find an elbow (k = 1..{ELBOW_KS} at least needs "
-                         f"{ELBOW_KS + 1}); give --k", where=where)
-    if k is not None and not 1 <= k <= n:
-        raise UsageError(f"k must be in 1..{n}, got {k}", where="--k")
     # repeated runs often measure one profile twice: k-means cannot make more clusters than distinct
     # profiles (--k 3 over 2 distinct ones left a cluster empty: an internal error)
     distinct = len(np.unique(Z, axis=0))
+    largest = _largest_k(n, distinct)
+    capped = largest if kmax > largest else None
+    kmax = min(kmax, largest)
+    if k is None and kmax < ELBOW_KS:  # it read "k = 1 (no elbow found)" for 4 clearly separate profiles
+        # and as few distinct ones among many (an elbow beyond them was read off a curve of empty clusters)
+        held = f"the {n} profiles hold only {distinct} distinct ones:" if distinct < n else f"{n} profiles are"
+        raise UsageError(f"{held} too few to find an elbow (k = 1..{ELBOW_KS} at least needs "
+                         f"{ELBOW_KS + 1}); give --k", where=where)
+    if k is not None and not 1 <= k <= n:
+        raise UsageError(f"k must be in 1..{n}, got {k}", where="--k")
     if k is not None and k > distinct:
         raise UsageError(f"k must be at most {distinct}: the {n} profiles hold only {distinct} distinct ones, got {k}",
                          where="--k")
-    ks = list(range(1, max(kmax, 2) + 1))
+    ks = list(range(1, kmax + 1))
     inertias, fits = [], {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -168,8 +172,7 @@ def cluster(
             inertias.append(float(km.inertia_))
             fits[kk] = km
         elbow = find_knee(ks, inertias, curve="convex", direction="decreasing") if len(ks) >= 3 else None
-        # beyond the distinct profiles inertia is 0 and a cluster would be empty: the elbow lies at or before them
-        chosen = k if k is not None else min(int(elbow.x) if elbow is not None else 1, distinct)
+        chosen = k if k is not None else int(elbow.x) if elbow is not None else 1
         km = fits.get(chosen) or KMeans(n_clusters=chosen, n_init=10, random_state=random_state).fit(Z)
     labels = km.labels_
     # the result's own columns, named apart from a knob or metric called "cluster" or "size"
@@ -191,7 +194,15 @@ def cluster(
         coords = np.column_stack([coords[:, 0], np.zeros(n)])
     explained = [float(v) if np.isfinite(v) else 0.0 for v in p2.explained_variance_ratio_]
     return ClusterResult(chosen, ks, inertias, elbow is not None, labels, prof, pd.DataFrame(reps), coords,
-                         explained, columns, pca, before - n, null, incomplete, capped)
+                         explained, columns, pca, before - n, null, incomplete, capped, distinct)
+
+
+def _largest_k(profiles: int, distinct: int) -> int:
+    """The largest k worth trying: fewer clusters than profiles (k-means needs more profiles
+    than clusters), and no more than the distinct profiles. Beyond those, k-means leaves a
+    cluster empty and its inertia is noise: session 57's audit saw it rise above k = 1's at
+    k = 9 on 6 distinct profiles of 22, and the elbow taken from that curve was 2, not 3."""
+    return max(1, min(profiles - 1, distinct))
 
 
 def _unused(name: str, taken) -> str:
