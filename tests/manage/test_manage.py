@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -1799,6 +1800,30 @@ def test_knee_of_a_text_column_is_one_line(tmp_path):
     assert cli.invoke(app, ["import", str(data), "-m", "lat", "--store", str(store)]).exit_code == 0
     result = cli.invoke(app, ["knee", "curve", "--x", "r", "--y", "lat", "--store", str(store)])
     assert result.exit_code == 2 and "column 'r' of 'curve' is not numeric" in result.output, result.output
+
+
+def test_small_findings_of_the_session_57_audit(tmp_path):
+    """A knee's unmeasured loads listed five of six with no "..."; --mu 10 advised a
+    --react-ms the interval check refuses; 73 J and 72 J both read "0.07 kJ"; --csv over a
+    file replaced it unsaid."""
+    data = tmp_path / "curve.csv"
+    data.write_text("r,lat\n" + "".join(f"{r},{lat}\n" for r, lat in ((1, 1), (2, 2), (3, 9), (4, 30))) +
+                    "".join(f"{r},\n" for r in range(5, 11)))
+    store = tmp_path / "s.duckdb"
+    cli = CliRunner()
+    assert cli.invoke(app, ["import", str(data), "-m", "lat", "--store", str(store)]).exit_code == 0
+    said = " ".join(cli.invoke(app, ["knee", "curve", "--x", "r", "--y", "lat", "--store", str(store)]).output.split())
+    assert "6 r value(s) without a lat in any ok run, left out of the curve: 5, 6, 7, 8, 9, ..." in said, said
+    said = " ".join(cli.invoke(app, ["manage", "--simulate", "--mu", "10", "-p", "heimdall", "--step-seconds", "2",
+                                     "--cores", "2", "--levels", "2"]).output.split())
+    assert "(no tick shorter than the 1-s interval holds that many: --react-ms 0 turns it off)" in said, said
+    csv = tmp_path / "keep.csv"
+    csv.write_text("an earlier run's intervals\n")
+    result = cli.invoke(app, ["manage", "--simulate", "--interval", "0.5", "--step-seconds", "2.5", "--power", "tx1",
+                              "-p", "static", "-p", "ondemand", "--csv", str(csv)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0 and f"--csv {csv}: a file is there; this run's intervals replace it" in said
+    assert re.search(r"static +100\.0% +1\.00 +0\.\d{3} kJ +\+0\.0%", result.output), result.output
 
 
 def test_heimdall_follows_the_services_cpu_time_per_request():

@@ -73,7 +73,7 @@ def manage(
     mu: Annotated[float, typer.Option(help="Requests/s one core serves at full speed (simulator).")] = 12000.0,
     base_us: Annotated[float, typer.Option("--base-us", help="Network and stack delay, µs (simulator).")] = 100.0,
     trace: Annotated[str, typer.Option(help="Load: steps (0->100->0 % in 20 % steps, each held "
-                                "--step-seconds) or diurnal (10 -> 100 -> 10 % of the maximum load, a day compressed into "
+                                "--step-seconds; the simulator's 0 % is a light 5 %) or diurnal (10 -> 100 -> 10 % of the maximum load, a day compressed into "
                                 "12 steps' time; live, perflearn-load replays it as a trace) or ladder (10 -> 110 % in 10 % steps, "
                                 "for -p sweep).")] = "steps",
     step_seconds: Annotated[float, typer.Option(help="How long each load step is held.")] = 50.0,
@@ -178,6 +178,8 @@ def manage(
         raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
     check_png(figure, "--figure")
     check_output(csv, "--csv")  # it failed at the end, the whole run lost with it
+    if csv is not None and from_csv is None and csv.is_file() and csv.stat().st_size:  # replaced unsaid: a killed
+        terminal.warn(f"--csv {csv}: a file is there; this run's intervals replace it")  # run's only copy, maybe
     _one_file_each([("--csv", csv), ("--store", store), ("--figure", figure), ("--from-csv", from_csv),
                     *(("--experience", path) for path in experience or [])])
     if trace not in TRACES:
@@ -424,13 +426,26 @@ MAX_TICKS = 1_000  # per interval (the default 20-ms tick: 50 in a second)
 TICK_REQUESTS = 500
 
 
-def _say_if_ticks_hold_too_few(tick: float | None, max_rps: float) -> None:
+def _kilojoules(joules: float) -> str:
+    """Under 10 kJ a third decimal: 73 J and 72 J both read "0.07 kJ" (session 57's audit)."""
+    return f"{joules / 1e3:.3f} kJ" if joules < 1e4 else f"{joules / 1e3:.2f} kJ"
+
+
+def _signed_percent(value: float) -> str:
+    return f"{round(value, 1) + 0.0:+.1f}%"  # -0.04 printed "-0.0%"
+
+
+def _say_if_ticks_hold_too_few(tick: float | None, max_rps: float, interval: float) -> None:
     """Heimdall reacts when a tick's requests exceed the expected by 4 standard deviations:
     in short ticks a load step stays within the noise longer (--react-ms 1 met 77 % where 20 met 100 %)."""
     if tick and max_rps * tick < TICK_REQUESTS:
+        enough = math.ceil(TICK_REQUESTS / max_rps * 1e3)  # printed as a float, 1e+02 read for 100
+        # --mu 10 advised --react-ms 18518, which the check of a tick shorter than the interval refuses
+        advice = (f"--react-ms {enough:d} or more" if enough < interval * 1e3 else
+                  f"no tick shorter than the {interval:g}-s interval holds that many: --react-ms 0 turns it off")
         terminal.warn(f"--react-ms {tick * 1e3:g}: a tick holds {max_rps * tick:.3g} requests at the maximum load, "
                       f"fewer than {TICK_REQUESTS}: a load step is told from noise late or never, and Heimdall misses "
-                      f"more (--react-ms {math.ceil(TICK_REQUESTS / max_rps * 1e3):d} or more)")  # 1e+02 read for 100
+                      f"more ({advice})")
 
 
 def _say_blind_quantiles(quantiles: dict, predictors: dict) -> None:
@@ -583,7 +598,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                                     what=_option("--cost-model", label))
              for label, path in cost_dirs.items()}
     if any(n.startswith("heimdall") for n in names):
-        _say_if_ticks_hold_too_few(tick, max_rps)
+        _say_if_ticks_hold_too_few(tick, max_rps, interval)
     _say_if_intervals_hold_too_few(trace, max_rps, step_seconds, interval)
     record.start()  # the models taken: the run starts
     if rapl is None:
@@ -666,8 +681,8 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                   *(["host slow"] if slow else []), box=None)
     for name, frame in shown.items():
         row = summarize(frame, reference)
-        table.add_row(name, f"{row['qos_guarantee']:.1f}%", f"{row['qos_tardiness']:.2f}", f"{row['energy_j'] / 1e3:.3f} kJ",
-                      f"{row['energy_reduction']:+.1f}%" if reference else "-", str(row["changes"]),
+        table.add_row(name, f"{row['qos_guarantee']:.1f}%", f"{row['qos_tardiness']:.2f}", _kilojoules(row["energy_j"]),
+                      _signed_percent(row["energy_reduction"]) if reference else "-", str(row["changes"]),
                       *([f"{slow[name]:.0f}%"] if slow else []))
     terminal.out.print(table)
     _say_policy_failures(frames)
@@ -925,7 +940,9 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
                            interval, power, target_ms / 1e3 if target_ms else None, tick, profiled_speed, follow_cost,
                            headroom, experience if "heimdall-experience" in names else None, miss_budget, slot,
                            HOST_QUANTILE if host_quantile is None else host_quantile, on_pass=ended_pass(s, priced))
-            _say_seed(run, s == seed, s, names, space, mu, tick, profiled_speed, host, miss_budget)
+            if s == seed and any(n.startswith("heimdall") for n in names):
+                _say_if_ticks_hold_too_few(tick, run.max_rps, interval)
+            _say_seed(run, s == seed, s, names, space, mu, profiled_speed, host, miss_budget)
             runs.append(run)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: every finished pass was recorded as it ended: say so
         why = exc.why if isinstance(exc, Terminated) else "interrupted"
@@ -940,11 +957,9 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     _say_simulation(runs, names, trace, seed, seeds, power, figure, csv)
 
 
-def _say_seed(run, first: bool, s, names, space, mu, tick, profiled_speed, host, miss_budget) -> None:
+def _say_seed(run, first: bool, s, names, space, mu, profiled_speed, host, miss_budget) -> None:
     from perflearn.manage.hostspeed import slow_intervals
 
-    if first and any(n.startswith("heimdall") for n in names):
-        _say_if_ticks_hold_too_few(tick, run.max_rps)
     if first and run.experience is not None:  # as a live run says them
         _say_experience(run.experience)
         for name, policy in run.policies.items():
@@ -979,7 +994,7 @@ def _say_simulation(runs, names, trace, seed, seeds, power, figure, csv) -> None
                       box=None)
         for row in runs[0].summary.itertuples(index=False):
             table.add_row(row.policy, f"{row.qos_guarantee:.1f}%", f"{row.qos_tardiness:.2f}",
-                          f"{row.energy_j / 1e3:.2f} kJ", f"{row.energy_reduction:+.1f}%", str(row.changes))
+                          _kilojoules(row.energy_j), _signed_percent(row.energy_reduction), str(row.changes))
     else:
         table = Table("policy", "QoS guarantee (mean ± sd, min)", f"energy saved ({power.label})",
                       "goal met (≥97.7 %, ≥22 %)", box=None)
@@ -1036,7 +1051,7 @@ def knee(
     unmeasured = medians[medians.isna()].index.tolist()
     if unmeasured:  # dropped, and the knee moves (80000 to 75000, unsaid)
         terminal.warn(f"{len(unmeasured)} {x} value(s) without a {y} in any ok run, left out of the curve: "
-                      f"{', '.join(f'{v:g}' for v in sorted(unmeasured)[:5])}")
+                      f"{', '.join(f'{v:g}' for v in sorted(unmeasured)[:5])}" + (", ..." if len(unmeasured) > 5 else ""))
     curve = medians.dropna().sort_index()
     if len(curve) and (curve.index.min() < 0 or curve.min() < 0):
         raise UsageError(f"a negative {x if curve.index.min() < 0 else y} in {experiment!r}: a load and a latency "
