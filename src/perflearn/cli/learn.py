@@ -712,7 +712,8 @@ def recommend(
     from perflearn.learn.model import load
     import pandas as pd
 
-    from perflearn.learn.recommend import Constraint, defaults_table, implausible, recommend as rec, unseen_pairs
+    from perflearn.learn.recommend import (Constraint, NoSharedDefault, defaults_table, implausible,
+                                           recommend as rec, unseen_pairs)
     from perflearn.learn.space import search_space
 
     if top < 1:  # before fitting (--top -3 printed all but 3 of the points)
@@ -753,7 +754,11 @@ def recommend(
     sense = "max" if maximize else "min"
 
     def print_table() -> None:
-        _print_defaults(defaults_table(ds, target, sense, family=family, random_state=seed))
+        try:
+            _print_defaults(defaults_table(ds, target, sense, family=family, random_state=seed))
+        except NoSharedDefault as exc:  # a property of the data: exit 2 after the recommendation (session 57)
+            terminal.out.print(exc.line(), markup=False)
+            return
         # the table's own models: every knob, --family, cross-fitted; and the target alone
         apart = [what for what, given in (("-w", constraints), ("-f", feats), ("--model", model_dir)) if given]
         if apart:
@@ -827,10 +832,8 @@ def _print_defaults(t) -> None:
     if t.defaults_left_out:
         terminal.out.print(f"  {t.defaults_left_out} more default(s), measured in every context, not shown: "
                            "each worse on average than the last shown")
-    if t.blind_to:
-        terminal.out.print(f"  learned: {', '.join(t.blind_to)} is categorical: the model choosing for a context never "
-                           "saw its value, so its choice there cannot depend on it (a numeric context is "
-                           "interpolated)")
+    if t.blind_note():
+        terminal.out.print(f"  {t.blind_note()}")
     if t.context:
         default = t.summary["choice"].iloc[1].removeprefix("default ")
         terminal.out.print(_frame_table(t.per_context, title=f"per context (default: {default}, the best single one; "

@@ -22,7 +22,8 @@ from perflearn.store import Dataset
 
 from .features import training_data
 from .model import Model, fit_data
-from .recommend import DefaultsTable, Recommendation, defaults_table, implausible, recommend, unseen_pairs
+from .recommend import (DefaultsTable, NoSharedDefault, Recommendation, defaults_table, implausible, recommend,
+                        unseen_pairs)
 from .rules import Rules, tree_rules
 from .space import search_space
 
@@ -43,6 +44,7 @@ class Decision:
     warnings: list[str] = field(default_factory=list)  # the recommended point lies beyond the runs
     table_family: str = ""  # the model family of the defaults table's learned choices, where not the model's
     with_given: bool = True  # the context taken is the most common with what was given (some run had that)
+    defaults_skipped: str = ""  # why there is no defaults table though the data has context columns
 
     def lines(self) -> list[str]:
         m = self.model
@@ -79,6 +81,10 @@ class Decision:
             out.append(f"learned choices per context{by} vs best single default ({default.name[8:]}): "
                        f"mean {learned['mean']:.4g} vs {default['mean']:.4g}, gain {_gain(gain, default['mean'])}, "
                        f"loss to best measured {learned['loss']:.4g}")
+            if self.defaults.blind_note():  # as recommend --table says it
+                out.append(f"  {self.defaults.blind_note()}")
+        elif self.defaults_skipped:
+            out.append(self.defaults_skipped)
         else:
             sign = 1 if self.sense == "min" else -1
             out.append(f"measured: best {self.measured_best:.4g}, median {self.measured_median:.4g}; predicted gain "
@@ -119,11 +125,23 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
                 *unseen_pairs(rec.point, ds.ok(), used), *implausible(rec.predicted, ds.ok())]
     # auto for every context's cross-fit would refit its whole search per context: the table's choices are a forest's
     table_family = "rf" if family == "auto" else family
-    table = defaults_table(ds, target, sense, family=table_family, random_state=random_state) if ds.context else None
+    table, skipped = _defaults(ds, target, sense, table_family, random_state)
     means = data.rows.groupby("point_id")[target].mean().to_numpy()
     best = float(np.min(means) if sense == "min" else np.max(means))
     return Decision(target, sense, model, rules, rec, table, best, float(np.median(means)), fixed, taken, tied,
-                    warnings, table_family if family == "auto" else "", bool(match.any()))
+                    warnings, table_family if family == "auto" else "", bool(match.any()), skipped)
+
+
+def _defaults(ds: Dataset, target: str, sense: str, family: str, random_state: int) -> tuple[DefaultsTable | None, str]:
+    """Kunkel's table where the data has context columns, else None; and, when it cannot be
+    made, the line that says why (no setting measured in every context: decide ended with
+    exit 2 there, its model, rules and recommendation lost, session 57's audit)."""
+    if not ds.context:
+        return None, ""
+    try:
+        return defaults_table(ds, target, sense, family=family, random_state=random_state), ""
+    except NoSharedDefault as exc:
+        return None, exc.line()
 
 
 def _shown(value) -> str:

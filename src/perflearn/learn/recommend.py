@@ -220,6 +220,24 @@ def recommend(
 # -- Kunkel's "Default Choice" table ------------------------------------------------------
 
 
+class NoSharedDefault(UsageError):
+    """No knob setting was measured in every context: there is no system-wide default to
+    compare the learned choices with. A property of the data, not of the command: ``decide``
+    and ``recommend --table`` say it in one line and keep the rest of their answer (session
+    57's audit: decide ended with exit 2 after its fit, its CV error, rules and recommendation
+    lost)."""
+
+    REASON = "no knob setting was measured in every context"
+
+    def __init__(self, where: str | None = None):
+        super().__init__(f"{self.REASON}; cannot compare system-wide defaults", where=where)
+
+    @classmethod
+    def line(cls) -> str:
+        """What a command prints in place of the table."""
+        return f"learned vs system-wide defaults: not compared ({cls.REASON}: a default is one setting for all)"
+
+
 @dataclass
 class DefaultsTable:
     per_context: pd.DataFrame  # one row per context
@@ -231,6 +249,15 @@ class DefaultsTable:
     # categorical context columns: cross-fitted, a model never saw the held-out context's value (all-zero
     # one-hot), so its choice there cannot depend on it
     blind_to: list[str] = field(default_factory=list)
+
+    def blind_note(self) -> str | None:
+        """The caveat on the learned choices when a context column is categorical (None when
+        none is): ``recommend --table`` and ``decide`` both say it (decide printed its gain over
+        the default without it, session 57's audit)."""
+        if not self.blind_to:
+            return None
+        return (f"learned: {', '.join(self.blind_to)} is categorical: the model choosing for a context never saw "
+                "its value, so its choice there cannot depend on it (a numeric context is interpolated)")
 
 
 def defaults_table(
@@ -262,6 +289,9 @@ def defaults_table(
     rows["_ctx"] = rows.groupby(context, sort=True, dropna=False).ngroup() if context else 0
     rows["_set"] = rows.groupby(knobs, sort=True, dropna=False).ngroup()
     measured = rows.groupby(["_ctx", "_set"])["_y"].mean().unstack("_set")  # contexts x settings
+    complete = [s for s in measured.columns if measured[s].notna().all()]
+    if not complete:  # known before the cross-fits: no need to fit a model per fold first
+        raise NoSharedDefault(where=ds.where)
     better = np.nanmin if sense == "min" else np.nanmax
     best_val = pd.Series(better(measured.to_numpy(), axis=1), index=measured.index)
     best_set = measured.idxmin(axis=1) if sense == "min" else measured.idxmax(axis=1)
@@ -292,10 +322,6 @@ def defaults_table(
             choice[ctx] = avail[i]
 
     learned_val = pd.Series({c: measured.loc[c, choice[c]] for c in measured.index})
-    complete = [s for s in measured.columns if measured[s].notna().all()]
-    if not complete:
-        raise UsageError("no knob setting was measured in every context; cannot compare system-wide defaults",
-                         where=ds.where)
 
     def loss(values: pd.Series) -> pd.Series:
         return (values - best_val) if sense == "min" else (best_val - values)
