@@ -791,3 +791,36 @@ def test_the_evaluation_page_says_the_warnings_the_terminal_did(tmp_path):
     page = (tmp_path / "ev" / "evaluate.html").read_text()
     assert "warning: 1 run(s) left out: 1 with NULL a" in page
     assert "MAPE is undefined (n/a)" in page
+
+
+def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path):
+    """Session 57's audit: `predict m --points p.csv -o p.csv` and `cluster --csv c.csv -o c.csv`
+    overwrote their input, unsaid; evaluate --figures replaced a predictions.csv among other
+    files, unsaid (and wrote over its own --csv when that lay there)."""
+    csv = tmp_path / "d.csv"
+    pd.DataFrame([dict(a=a, b=b, t=10.0 + a * b + 0.1 * r) for a in range(1, 6) for b in (1, 2) for r in range(2)]
+                 ).to_csv(csv, index=False)
+    before = csv.read_bytes()
+    assert run("fit", "--csv", csv, "-t", "t", "--family", "cart", "-o", tmp_path / "m").exit_code == 0
+    r = run("predict", tmp_path / "m", "--points", csv, "-o", csv)
+    assert r.exit_code == 2 and r.output.strip() == (f"error: --out: {str(csv)!r} is also the --points file: writing "
+                                                     "it would overwrite it; give another file"), r.output
+    r = run("cluster", "--csv", csv, "-m", "t", "--k", "2", "-o", tmp_path / "." / "d.csv")
+    assert r.exit_code == 2 and "is also the --csv file: writing it would overwrite it" in r.output, r.output
+    r = run("fit", "--csv", csv, "-t", "t", "--family", "cart", "-o", tmp_path / "m")  # its own model: replaced
+    assert r.exit_code == 0, r.output
+    assert csv.read_bytes() == before
+    # evaluate: its input among its figures is refused; a folder of other files is told what was replaced
+    figures = tmp_path / "fig"
+    figures.mkdir()
+    (figures / "predictions.csv").write_bytes(before)
+    r = run("evaluate", "--csv", figures / "predictions.csv", "-t", "t", "--family", "cart", "--figures", figures)
+    assert r.exit_code == 2 and "error: --figures:" in r.output and "is also the --csv file" in r.output, r.output
+    (figures / "notes.txt").write_text("mine")
+    r = run("evaluate", "--csv", csv, "-t", "t", "--family", "cart", "--figures", figures)
+    assert r.exit_code == 0, r.output
+    assert "warning: replaced in " in r.output and "a folder of other files: predictions.csv (give a new" in \
+        " ".join(r.output.split()), r.output
+    (figures / "notes.txt").unlink()  # a past evaluation's folder alone: replaced as fit -o replaces a model
+    r = run("evaluate", "--csv", csv, "-t", "t", "--family", "cart", "--figures", figures)
+    assert r.exit_code == 0 and "replaced" not in r.output, r.output

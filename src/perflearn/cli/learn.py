@@ -8,6 +8,7 @@ metric columns).
 from __future__ import annotations
 
 import math
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -92,6 +93,28 @@ def _families(value: str | None) -> list[str] | None:
         raise UsageError("no candidate family given (e.g. rf,gbm,gp)", where="--families")
     # a family named twice was two candidates, averaged with itself at twice its weight
     return list(dict.fromkeys(families)) if families else families
+
+
+def _same_file(output: Path, given: Path) -> bool:
+    """Whether ``output`` names the file ``given`` (through a link, or ./ and ../, too); a file not
+    there yet is no input to overwrite (its own error comes when it is read)."""
+    return output.exists() and given.exists() and os.path.samefile(output, given)
+
+
+def _refuse_overwriting_inputs(outputs: list[Path | None], where: str, inputs: dict[str, Path | None]) -> None:
+    """Refuse, before any work, an output that is the same file as an input (``inputs``: what
+    the file is, "the --csv file" -> its path). It was overwritten, unsaid: `predict m --points
+    p.csv -o p.csv`, `cluster --csv c.csv -o c.csv` (session 57's audit)."""
+    for output in outputs:
+        for what, given in inputs.items():
+            if output is not None and given is not None and _same_file(output, given):
+                raise UsageError(f"{str(output)!r} is also {what}: writing it would overwrite it; give another file",
+                                 where=where)
+
+
+def _source_files(csv: Path | None, experiment: str | None, store: Path) -> dict[str, Path | None]:
+    """The files a command reads its runs from: the CSV, or the store of a stored experiment."""
+    return {"the --csv file": csv, "the --store file": store if experiment is not None else None}
 
 
 EXPORTED = {"run_id", "point_id", "rep", "status"}  # the columns `perflearn export` writes before knobs and metrics
@@ -362,6 +385,7 @@ def fit(
 
     check_output(out, "--out", directory=True)
     Model.check_destination(out)
+    _refuse_overwriting_inputs([out / name for name in Model.FILES], "--out", _source_files(csv, experiment, store))
     if warmup and not per_sample:
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
     params, candidates = _with_quantile(_hyper(param), quantile, family), _families(families)
@@ -489,6 +513,11 @@ def evaluate(
     from perflearn.learn.metrics import all_metrics
 
     check_output(figures, "--figures", directory=True)
+    figure_files = _figure_files(curve)
+    if figures is not None:
+        _refuse_overwriting_inputs([figures / name for name in figure_files], "--figures",
+                                   _source_files(csv, experiment, store))
+    replaced = _replaced_in_a_folder_of_others(figures, figure_files)
     terminal.warned.clear()  # the page says the warnings of this evaluation
     if warmup and not per_sample:
         raise UsageError("--warmup applies to samples: add --per-sample", where="arguments")
@@ -606,6 +635,31 @@ def evaluate(
                       "actual": res.y_true, "predicted": res.y_pred}).to_csv(figures / "predictions.csv", index=False)
         written = [Path(i).name for i in images] + ["evaluate.html", "predictions.csv"]
         terminal.info(f"figures written to {figures}/ ({', '.join(written)})")
+        if replaced:  # a folder of the user's own files: what was there under these names is gone, said
+            terminal.warn(f"replaced in {figures}/, a folder of other files: {', '.join(replaced)} (give a new or "
+                          "empty folder to keep such files)")
+
+
+def _figure_files(curve: str) -> list[str]:
+    """The files evaluate --figures writes."""
+    return ["pred_vs_actual.png", "residuals.png", *(["learning_curve.png"] if curve != "none" else []),
+            "evaluate.html", "predictions.csv"]
+
+
+def _replaced_in_a_folder_of_others(folder: Path | None, files: list[str]) -> list[str]:
+    """Of ``files``, those that already lie in ``folder`` when it also holds files of other names:
+    they may be the user's own, and are replaced (a folder of a past evaluation's files alone is
+    that evaluation, replaced as fit -o replaces a model). Session 57's audit: evaluate replaced a
+    predictions.csv among other files, unsaid. Not refused as fit -o refuses such a folder: a
+    model is one directory that loads as a whole, figures are files to be put beside others
+    (``--figures .``)."""
+    if folder is None or not folder.is_dir():
+        return []
+    there = {p.name for p in folder.iterdir()}
+    every_own = set(_figure_files("inverse-kfold"))
+    if there <= every_own:
+        return []
+    return [name for name in files if name in there]
 
 
 # -- predict ----------------------------------------------------------------------------------
@@ -621,10 +675,12 @@ def predict(
     """Predict the model's target, with an uncertainty band, for given points."""
     import pandas as pd
 
-    from perflearn.learn.model import load
+    from perflearn.learn.model import Model, load
     from perflearn.learn.uncertainty import few_units
 
     check_output(out, "--out")
+    _refuse_overwriting_inputs([out], "--out", {"the --points file": points,
+                                                **{f"the model's {name}": model_dir / name for name in Model.FILES}})
     model = load(model_dir)
     if points is not None and set_:
         raise UsageError("give either --points or --set, not both", where="arguments")
@@ -862,6 +918,7 @@ def rules(
     from perflearn.learn.rules import tree_rules
 
     check_png(png, "--png")
+    _refuse_overwriting_inputs([png], "--png", _source_files(csv, experiment, store))
     ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), named=_split(metrics))
     data = training_data(ds, target, _split(features))
     thresholds = None
@@ -904,6 +961,8 @@ def cluster(
 
     check_png(png, "--png")
     check_output(out, "--out")
+    _refuse_overwriting_inputs([png], "--png", _source_files(csv, experiment, store))
+    _refuse_overwriting_inputs([out], "--out", _source_files(csv, experiment, store))
     cols = _split(columns)
     mets = _split(metrics)
     if csv is not None and not mets:

@@ -82,6 +82,8 @@ PERMUTED_ROWS = 200_000  # rows predicted at once in permutation importance
 class Model:
     """A fitted pipeline and what it knows about its inputs."""
 
+    FILES = (PIPELINE, META)  # what ``save`` writes (not a field: unannotated)
+
     pipeline: Pipeline
     schema: FeatureSchema
     family: str  # auto: the best single candidate; an ensemble's members are in cv["members"] (``chosen``)
@@ -236,7 +238,7 @@ class Model:
     @staticmethod
     def check_destination(path: str | Path) -> Path:
         """``path`` if ``save`` can write there (new, empty or a model's); else one line."""
-        return check_destination(path, [PIPELINE, META])
+        return check_destination(path, list(Model.FILES))
 
     @classmethod
     def load(cls, path: str | Path) -> "Model":
