@@ -157,3 +157,25 @@ def test_predictions_of_exported_runs_keep_the_runs_identity(tmp_path):
     assert list(pred.columns[:4]) == ["run_id", "point_id", "rep", "threads"], list(pred.columns)
     assert (pred["run_id"] == exported["run_id"]).all() and (pred["rep"] == exported["rep"]).all()
     assert (pred["iops_measured"] == exported["iops"]).all()
+
+
+def test_metrics_naming_a_knob_of_a_stored_experiment_is_refused_by_every_command(tmp_path):
+    """Session 57's audit: `rules -e sweep1 -t p95 -m rate`, rate a knob, was accepted and
+    ignored (so by evaluate, decide, fit), where `-m zz` was refused: over a stored experiment,
+    which knows its metrics, -m names metrics only."""
+    db = tmp_path / "k.duckdb"
+    frame = pd.DataFrame({"rate": [1000, 2000, 3000, 4000] * 3, "load": ["lo", "hi", "lo", "hi"] * 3,
+                          "p95": [1.0, 1.1, 1.3, 5.0] * 3})
+    with open_store(db) as s:
+        s.import_dataset(Dataset.from_frame(frame, metrics=["p95"], context=["load"], name="sweep1"), name="sweep1")
+    runner = CliRunner()
+    for command in ("fit", "evaluate", "rules", "decide", "recommend"):
+        for name, what in (("rate", "a knob"), ("load", "a context column")):
+            out = ["-o", str(tmp_path / "m")] if command == "fit" else []  # never the working directory's
+            r = runner.invoke(app, [command, "-e", "sweep1", "-s", str(db), "-t", "p95", "-m", name, *out])
+            assert r.exit_code == 2 and r.output.strip() == (f"error: --metrics: {name!r} is {what} of experiment "
+                                                             "'sweep1', not a metric (metrics: p95)"), (command, r.output)
+    r = runner.invoke(app, ["cluster", "-e", "sweep1", "-s", str(db), "-m", "rate"])
+    assert r.exit_code == 2 and "'rate' is a knob of experiment 'sweep1', not a metric" in r.output, r.output
+    r = runner.invoke(app, ["rules", "-e", "sweep1", "-s", str(db), "-t", "p95", "-m", "p95"])
+    assert r.exit_code == 0, r.output
