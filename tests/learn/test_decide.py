@@ -148,3 +148,26 @@ def test_decide_says_a_categorical_context_is_unseen_by_the_learned_choice(tmp_p
     assert ("learned choices per context vs best single default" in said
             and "learned: ctx is categorical: the model choosing for a context never saw its value, so its choice "
                 "there cannot depend on it (a numeric context is interpolated)" in said), r.output
+
+
+def test_decide_reads_a_context_given_as_text_as_the_cli_does_and_checks_sense_before_fitting(monkeypatch):
+    """Session 57's audit: the API's context={"hole": "4"} (text, for the numeric hole) matched
+    no run: "no run had hole=4: a context never measured", the rest of the context taken from
+    all runs, where the CLI's --context hole=4 is 4. And an invalid sense was refused only
+    after the fit, which can take minutes."""
+    import perflearn.learn.decide as decide_module
+
+    ds = Dataset.from_csv(DATA / "sieving.csv", metrics=["MBps"], context=["hole", "size"])
+    as_text = decide(ds, "MBps", "max", family="cart", context={"hole": "4"})
+    as_number = decide(ds, "MBps", "max", family="cart", context={"hole": 4})
+    assert as_text.context == as_number.context and as_text.context["hole"] == 4 and not as_text.warnings
+    assert as_text.lines() == as_number.lines()
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fitted before the sense was checked")
+
+    monkeypatch.setattr(decide_module, "fit_data", no_fit)
+    with pytest.raises(UsageError, match="objective sense must be min or max, got 'maximum'"):
+        decide(ds, "MBps", "maximum", family="cart")
+    with pytest.raises(UsageError, match="'bs' is no context column"):  # a context name too, before the fit
+        decide(ds, "MBps", "max", family="cart", context={"bs": 8})

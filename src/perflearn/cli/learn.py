@@ -360,11 +360,9 @@ def _with_quantile(params: dict[str, object], quantile: float | None, family: st
 
 
 def _value(v: str):
-    try:
-        f = float(v)
-    except ValueError:
-        return v
-    return int(f) if f.is_integer() and "." not in v and "e" not in v.lower() else f
+    from perflearn.learn.features import given_value  # decide's API reads its context the same way
+
+    return given_value(v)
 
 
 # -- fit ---------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import pandas as pd
 from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
-from .features import training_data
+from .features import given_value, training_data
 from .model import Model, fit_data
 from .recommend import (DefaultsTable, NoSharedDefault, Recommendation, defaults_table, implausible, recommend,
                         unseen_pairs)
@@ -94,14 +94,14 @@ class Decision:
 
 def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", context: dict | None = None,
            random_state: int = 0, any_combination: bool = False) -> Decision:
-    """``any_combination``: search every combination of the knobs' values (``space.search_space``)."""
+    """``any_combination``: search every combination of the knobs' values (``space.search_space``).
+    ``context``: NAME -> value, a value given as text read as the CLI reads ``--context``."""
+    if sense not in ("min", "max"):  # before the fit, which can take minutes (it was refused after it)
+        raise UsageError(f"objective sense must be min or max, got {sense!r}", where="sense")
+    fixed = _given_context(context or {}, ds)
     data = training_data(ds, target)
     model = fit_data(data, family, random_state=random_state, experiment=ds.experiment)
     rules = tree_rules(data, max_depth=3)
-    fixed = dict(context or {})
-    for k in fixed:
-        if k not in ds.context:
-            raise UsageError(f"{k!r} is no context column (context: {', '.join(ds.context) or 'none'})", where="--context")
     taken = [c for c in ds.context if c not in fixed]
     tied = 0
     match = np.ones(len(data.X), dtype=bool)
@@ -142,6 +142,16 @@ def _defaults(ds: Dataset, target: str, sense: str, family: str, random_state: i
         return defaults_table(ds, target, sense, family=family, random_state=random_state), ""
     except NoSharedDefault as exc:
         return None, exc.line()
+
+
+def _given_context(context: dict, ds: Dataset) -> dict:
+    """The context given, each name a context column of ``ds`` (refused before any fit), each
+    value given as text read as the CLI reads ``--context hole=4``: ``{"hole": "4"}`` matched
+    no run of the numeric hole and was warned "a context never measured" (session 57's audit)."""
+    for k in context:
+        if k not in ds.context:
+            raise UsageError(f"{k!r} is no context column (context: {', '.join(ds.context) or 'none'})", where="--context")
+    return {k: given_value(v) if isinstance(v, str) else v for k, v in context.items()}
 
 
 def _shown(value) -> str:

@@ -251,6 +251,17 @@ def split_list(value: str | list[str] | None) -> list[str] | None:
     return items or None
 
 
+def given_value(text: str) -> int | float | str:
+    """A value given as text (``--set``, ``--context``, decide's ``context``) as perflearn reads
+    it: a whole number without a point or exponent as int (``4``), another number as float
+    (``4.0``, ``1e3``), else the text itself (``small``)."""
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else number
+
+
 def training_data(
     ds: Dataset,
     target: str,
