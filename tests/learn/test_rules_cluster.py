@@ -324,3 +324,24 @@ def test_cluster_tries_k_up_to_the_distinct_profiles_only(tmp_path):
     ds = Dataset.from_frame(pd.read_csv(csv), ["a", "b"], name="c")
     inertia = cluster(ds).inertias
     assert len(inertia) == 6 and max(inertia) == inertia[0]  # no k past the distinct profiles, none above k = 1's
+
+
+def test_rules_say_when_min_leaf_is_what_stops_the_tree(tmp_path):
+    """Session 57's audit: --min-leaf 28 on 60 runs read "in every run (no split changes it)",
+    though threads changed iops 8x: no split leaves 28 runs on each side (12 per threads value,
+    20 per pattern)."""
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    rows = [dict(threads=t, pattern=p, iops=(100.0 if t <= 4 else 800.0) + 0.1 * i)
+            for t in (1, 2, 4, 8, 16) for p in ("read", "write", "rw") for i in range(4)]
+    csv = tmp_path / "s.csv"
+    pd.DataFrame(rows).to_csv(csv, index=False)
+    r = CliRunner().invoke(app, ["rules", "--csv", str(csv), "-t", "iops", "--min-leaf", "28"])
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[-1] == ("in every run (no split that changes it leaves --min-leaf 28 runs on each "
+                                         "side), iops ≈ 380.1 (n=60)"), r.output
+    # a feature with one value stops the tree whatever --min-leaf: said as before
+    data = training_data(Dataset.from_frame(pd.DataFrame(rows).assign(c=7), ["iops"], name="s"), "iops", ["c"])
+    assert tree_rules(data, min_samples_leaf=28).text() == "in every run (no split changes it), iops ≈ 380.1 (n=60)"
