@@ -824,3 +824,34 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path):
     (figures / "notes.txt").unlink()  # a past evaluation's folder alone: replaced as fit -o replaces a model
     r = run("evaluate", "--csv", csv, "-t", "t", "--family", "cart", "--figures", figures)
     assert r.exit_code == 0 and "replaced" not in r.output, r.output
+
+
+def test_small_findings_of_the_session_57_audit(tmp_path):
+    """Each was accepted and ignored, or unsaid: `cluster --columns ""` profiled every metric;
+    `--families rf,,knn` read as rf,knn; R² undefined in every split showed n/a without the
+    warning given when it is undefined in some."""
+    rng = np.random.default_rng(7)
+    x1, x2 = rng.uniform(1, 10, 8), rng.uniform(1, 10, 8)
+    csv = tmp_path / "l.csv"
+    pd.DataFrame({"x1": x1, "x2": x2, "t": 3 * x1 + 2 * x2 + 5}).to_csv(csv, index=False)
+    r = run("cluster", "--csv", csv, "-m", "x1,t", "--columns", "")
+    assert r.exit_code == 2 and r.output.strip() == "error: --columns: no profile column given (e.g. p95,iops)"
+    r = run("fit", "--csv", csv, "-t", "t", "--families", "rf,,knn", "-o", tmp_path / "m")
+    assert r.exit_code == 2 and r.output.strip() == ("error: --families: an empty family name in 'rf,,knn' (e.g. "
+                                                     "rf,gbm,gp)")
+    r = run("evaluate", "--csv", csv, "-t", "t", "--family", "linear", "-k", "8")  # one held-out run per split
+    assert r.exit_code == 0, r.output
+    assert ("warning: R² is undefined in every one of the 8 splits (their held-out target is one value): its mean "
+            "and std are n/a; the pooled column is over every held-out prediction at once") in " ".join(r.output.split())
+    assert "R² (0 of 8 splits)" in r.output
+
+
+def test_an_inverse_kfold_curve_short_of_k_10_only_says_k_10(tmp_path):
+    """Session 57's audit: 27 runs (k = 10 would hold fewer than 3 a fold) read "k = 10..10 left out"."""
+    rng = np.random.default_rng(8)
+    x1 = rng.uniform(1, 10, 27)
+    csv = tmp_path / "l.csv"
+    pd.DataFrame({"x1": x1, "t": 3 * x1 + 5}).to_csv(csv, index=False)
+    r = run("evaluate", "--csv", csv, "-t", "t", "--family", "linear", "--curve", "inverse-kfold")
+    assert r.exit_code == 0, r.output
+    assert "k = 10 left out: a fold would hold fewer than 3 runs" in r.output and "10..10" not in r.output

@@ -103,3 +103,23 @@ def test_evaluate_tells_its_progress_split_by_split(step_ds):
     told = []
     ev.evaluate(training_data(step_ds, "T"), "cart", folds=4, repeats=2, progress=lambda *a: told.append(a))
     assert [(d, t) for d, t, _ in told] == [(i, 8) for i in range(1, 9)] and told[0][2] == "cart"
+
+
+def test_learning_curve_error_bars_stop_at_zero(tmp_path, monkeypatch):
+    """Session 57's audit: a bar of ± one std reached below 0 % MRE, an error no model makes."""
+    import pandas as pd
+    from matplotlib.axes import Axes
+
+    drawn = []
+    errorbar = Axes.errorbar
+
+    def kept(self, *args, **kwargs):
+        drawn.append(errorbar(self, *args, **kwargs))
+        return drawn[-1]
+
+    monkeypatch.setattr(Axes, "errorbar", kept)
+    curve = pd.DataFrame({"n_train": [3.0, 6.0, 12.0], "mre_mean": [14.7, 3.6, 0.4], "mre_std": [15.0, 9.7, 0.1]})
+    plot_learning_curve(curve, tmp_path / "c.png")
+    bars = drawn[0].lines[2][0].get_segments()  # one (x, bottom) .. (x, top) segment per point
+    assert [round(float(seg[0][1]), 9) for seg in bars] == [0.0, 0.0, 0.3]
+    assert [round(float(seg[1][1]), 9) for seg in bars] == [29.7, 13.3, 0.5]

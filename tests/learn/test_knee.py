@@ -98,3 +98,14 @@ def test_a_noisy_load_that_latency_comes_back_down_from_moves_no_knee():
     assert noisy_loads(rate, spiked) == ["load 14000 left out of the knee: its latency 900 comes back down at the "
                                          "loads after it (a noisy load, not saturation)"]
     assert noisy_loads(rate, p95) == []  # saturation does not come back down: never a noisy load
+
+
+def test_a_knees_index_counts_the_distinct_x_values_not_the_rows():
+    """Session 57's audit: Knee.index was documented as a position in the input; it is, as
+    load_knee and knee_before_jump use it, the position among the distinct finite x values,
+    sorted (a doc fix: the value is as before)."""
+    load = np.arange(0, 101, 2.0)
+    p95 = np.where(load < 60, 1 + 0.01 * load, 1.6 + 0.2 * (load - 60))
+    rows = np.concatenate([[np.nan], load, load])  # a NaN first, every load twice
+    k = find_knee(rows, np.concatenate([[1.0], p95, p95]))
+    assert k.x == 60.0 and k.index == 30 == int(np.flatnonzero(load == 60)[0])

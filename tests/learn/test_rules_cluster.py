@@ -345,3 +345,13 @@ def test_rules_say_when_min_leaf_is_what_stops_the_tree(tmp_path):
     # a feature with one value stops the tree whatever --min-leaf: said as before
     data = training_data(Dataset.from_frame(pd.DataFrame(rows).assign(c=7), ["iops"], name="s"), "iops", ["c"])
     assert tree_rules(data, min_samples_leaf=28).text() == "in every run (no split changes it), iops ≈ 380.1 (n=60)"
+
+
+def test_a_knob_tested_out_of_all_its_values_but_one_reads_as_that_value():
+    """Session 57's audit: `pattern not in (read, write)` where the only value left is rw."""
+    rows = [dict(threads=t, pattern=p, iops=(100.0 if p == "read" else 200.0 if p == "write" else 300.0) * t + i)
+            for t in (1, 8) for p in ("read", "write", "rw") for i in range(4)]
+    data = training_data(Dataset.from_frame(pd.DataFrame(rows), ["iops"], name="p"), "iops")
+    text = tree_rules(data, max_depth=3).text()
+    assert "not in" not in text and "pattern == rw" in text, text
+    assert "pattern == read" in text and "pattern == write" in text, text

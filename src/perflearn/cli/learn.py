@@ -91,6 +91,8 @@ def _families(value: str | None) -> list[str] | None:
     families = _split(value)
     if value is not None and not families:
         raise UsageError("no candidate family given (e.g. rf,gbm,gp)", where="--families")
+    if value is not None and any(not name.strip() for name in value.split(",")):  # rf,,knn: read as rf,knn
+        raise UsageError(f"an empty family name in {value!r} (e.g. rf,gbm,gp)", where="--families")
     # a family named twice was two candidates, averaged with itself at twice its weight
     return list(dict.fromkeys(families)) if families else families
 
@@ -291,6 +293,17 @@ def _frame_table(df: "pd.DataFrame", title: str | None = None, exact: tuple | li
 # why a split has no value of a metric
 _undefined = {"r2": "their held-out target is one value", "mre": "their held-out target is 0 in every run",
               "rmse": "no held-out prediction"}
+
+
+def _undefined_in_splits(label: str, metric: str, defined: int, splits: int) -> str:
+    """Why a metric's mean over the splits leaves some out, or is n/a: undefined in every split
+    (R² of one held-out run each, -k N over N runs) showed n/a without a word, where undefined in
+    some was said (session 57's audit)."""
+    if not defined:
+        return (f"{label} is undefined in every one of the {splits} splits ({_undefined[metric]}): its mean and std "
+                "are n/a; the pooled column is over every held-out prediction at once")
+    return (f"{label} is undefined in {splits - defined} of the {splits} splits ({_undefined[metric]}): its mean "
+            f"and std are over the other {defined}")
 
 
 def _log_opt(value: str) -> bool | str:
@@ -590,9 +603,8 @@ def evaluate(
     for m, label in (("mre", "MRE % (PAAE)"), ("mape", "MAPE %"), ("rmse", "RMSE" + _in(data.schema.unit)), ("r2", "R²")):
         # undefined is n/a, not "nan": MAPE of a zero target, R² of a test set with one value, the std of one split
         defined = int(res.splits[m].notna().sum())
-        if m != "mape" and 0 < defined < len(res.splits):  # the mean is of the others: said (it was not)
-            terminal.warn(f"{label} is undefined in {len(res.splits) - defined} of the {len(res.splits)} "
-                          f"splits ({_undefined[m]}): its mean and std are over the other {defined}")
+        if m != "mape" and defined < len(res.splits):
+            terminal.warn(_undefined_in_splits(label, m, defined, len(res.splits)))
             label += f" ({defined} of {len(res.splits)} splits)"
         shown.append((label, *("n/a" if not math.isfinite(v) else _fmt(v)
                                 for v in (summ[m]["mean"], summ[m]["std"], pooled[m]))))
@@ -618,8 +630,8 @@ def evaluate(
         terminal.out.print(_frame_table(lc[["mode", "size", "n_train", "mre_mean", "mre_std", "r2_mean"]], title=lc_title))
         top = int(lc["size"].max())
         if curve == "inverse-kfold" and top < 10:  # the curve stopped early, unsaid (docs: k = 2..10)
-            said.append(f"k = {top + 1}..10 left out: a fold would hold fewer than 3 "
-                        f"{res.unit + 's' if res.grouped else 'runs'}")
+            ks = "k = 10" if top == 9 else f"k = {top + 1}..10"  # "k = 10..10" (session 57's audit)
+            said.append(f"{ks} left out: a fold would hold fewer than 3 {res.unit + 's' if res.grouped else 'runs'}")
             terminal.out.print(said[-1])
     if figures is not None:
         figures.mkdir(parents=True, exist_ok=True)
@@ -977,6 +989,8 @@ def cluster(
     _refuse_overwriting_inputs([png], "--png", _source_files(csv, experiment, store))
     _refuse_overwriting_inputs([out], "--out", _source_files(csv, experiment, store))
     cols = _split(columns)
+    if columns is not None and not cols:  # --columns "" profiled every metric, as if not given (session 57)
+        raise UsageError("no profile column given (e.g. p95,iops)", where="--columns")
     mets = _split(metrics)
     if csv is not None and not mets:
         if not cols:

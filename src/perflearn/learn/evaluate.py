@@ -475,7 +475,10 @@ def plot_residuals(y_true, y_pred, path: str | Path, title: str = "") -> Path:
 def plot_learning_curve(curve: pd.DataFrame, path: str | Path, title: str = "") -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.errorbar(curve["n_train"], curve["mre_mean"], yerr=curve["mre_std"], marker="o", capsize=3)
+    # a bar of ± one std reached below 0 % (session 57's audit), an error no model makes: cut at 0
+    below = np.minimum(curve["mre_std"].to_numpy(dtype=float), curve["mre_mean"].to_numpy(dtype=float))
+    ax.errorbar(curve["n_train"], curve["mre_mean"], yerr=[below, curve["mre_std"].to_numpy(dtype=float)],
+                marker="o", capsize=3)
     ax.set_xlabel("training runs")
     ax.set_ylabel("MRE (%) on the rest")
     ax.set_title(title or "learning curve")

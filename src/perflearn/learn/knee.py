@@ -26,7 +26,10 @@ from perflearn.errors import UsageError
 
 @dataclass(frozen=True)
 class Knee:
-    index: int  # position in the (x-sorted) input
+    # position among the distinct x values, sorted, of the points with finite x and y (repeats of an x are one
+    # point): not a row of the input (session 57's audit: documented as one). Callers (load_knee,
+    # knee_before_jump) index the distinct loads with it.
+    index: int
     x: float
     y: float
     curve: str  # "concave" | "convex"

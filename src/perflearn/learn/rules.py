@@ -182,12 +182,12 @@ def _thresholds_in_own_units(pipe, names: list[str]) -> None:
     scaler.scale_ = np.ones_like(scale)
 
 
-def _onehot_map(data: TrainingData) -> dict[str, tuple[str, str, str | None]]:
+def _onehot_map(data: TrainingData) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+    """Each one-hot column's knob, category, and every category of that knob."""
     out = {}
     for f in data.schema.categorical:
         for c in data.schema.categories[f]:
-            others = [o for o in data.schema.categories[f] if o != c]
-            out[f"{f}_{c}"] = (f, c, others[0] if len(others) == 1 else None)
+            out[f"{f}_{c}"] = (f, c, tuple(data.schema.categories[f]))
     return out
 
 
@@ -220,8 +220,8 @@ def _leaves(tree, names, onehot, class_names, measured: dict[str, np.ndarray]) -
             return
         name = names[t.feature[node]]
         if name in onehot:
-            knob, cat, other = onehot[name]
-            walk(t.children_left[node], path.isnt(knob, cat, other))
+            knob, cat, categories = onehot[name]
+            walk(t.children_left[node], path.isnt(knob, cat, categories))
             walk(t.children_right[node], path.equal(knob, cat))
         else:
             walk(t.children_left[node], path.bound(name, high=float(t.threshold[node])))
@@ -235,7 +235,7 @@ class _Path:
     """The tests on the way to a leaf, merged per feature as a reader would state them: a
     numeric feature tested twice is one interval (``5 < bs <= 40``, not ``bs > 5 and bs <= 40``
     or ``bs > 5 and bs > 20``), a knob's ``==`` makes its ``!=`` redundant, and its ``!=``
-    tests are one ``not in``. An interval that holds one measured value is that value
+    tests are one ``not in`` (or ``==`` the one value they leave). An interval that holds one measured value is that value
     (``KeepAlive == 1``, not ``KeepAlive > 0.5``; ``bs == 4096``): the threshold is the
     midpoint the tree split at, not a setting anyone measured. Features keep the order
     the tree first tests them in."""
@@ -253,11 +253,13 @@ class _Path:
     def equal(self, knob: str, value: str) -> "_Path":
         return _Path({**self.tests, knob: ("knob", value, frozenset())}, self.measured)
 
-    def isnt(self, knob: str, value: str, only_other: str | None) -> "_Path":
-        if only_other is not None:  # two categories: not one is the other
-            return self.equal(knob, only_other)
+    def isnt(self, knob: str, value: str, categories: tuple[str, ...]) -> "_Path":
         _, eq, ne = self.tests.get(knob, ("knob", None, frozenset()))
-        return _Path({**self.tests, knob: ("knob", eq, ne | {value})}, self.measured)
+        ne = ne | {value}
+        left = [c for c in categories if c not in ne]
+        if eq is None and len(left) == 1:  # not every other value is the one left: `pattern == rw`, not
+            return self.equal(knob, left[0])  # `pattern not in (read, write)` (session 57's audit)
+        return _Path({**self.tests, knob: ("knob", eq, ne)}, self.measured)
 
     def conditions(self) -> list[str]:
         out = []
