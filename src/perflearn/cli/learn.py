@@ -1029,6 +1029,8 @@ def _why_capped(r) -> str:
     """What stopped k below --kmax: the profiles, or their distinct ones (session 57's audit: on
     22 profiles of 6 distinct ones k went to 10, and the elbow was read off noise)."""
     profiles = len(r.profiles)
+    if r.distinct == 1:
+        return f"the {profiles} profiles are one and the same"
     if r.distinct < profiles:
         return f"the {profiles} profiles hold only {r.distinct} distinct ones"
     return f"{profiles} profiles"

@@ -153,8 +153,9 @@ def cluster(
     largest = _largest_k(n, distinct)
     capped = largest if kmax > largest else None
     kmax = min(kmax, largest)
-    if k is None and kmax < ELBOW_KS:  # it read "k = 1 (no elbow found)" for 4 clearly separate profiles
-        # and as few distinct ones among many (an elbow beyond them was read off a curve of empty clusters)
+    # it read "k = 1 (no elbow found)" for 4 clearly separate profiles; and as few distinct ones among many (an
+    # elbow beyond them was read off a curve of empty clusters). One distinct profile is one cluster: no choice
+    if k is None and kmax < ELBOW_KS and distinct > 1:
         held = f"the {n} profiles hold only {distinct} distinct ones:" if distinct < n else f"{n} profiles are"
         raise UsageError(f"{held} too few to find an elbow (k = 1..{ELBOW_KS} at least needs "
                          f"{ELBOW_KS + 1}); give --k", where=where)
