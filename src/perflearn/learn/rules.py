@@ -143,7 +143,9 @@ def tree_rules(data: TrainingData, max_depth: int = 3, classes: list[float] | No
     onehot = _onehot_map(data)
     measured = {c: np.unique(pd.to_numeric(data.X[c], errors="coerce").dropna()) for c in data.schema.numeric}
     rules = _leaves(fitted, names, onehot, class_names, measured)
-    if fitted.tree_.node_count == 1 and min_samples_leaf > 1 and _splits_without_min_leaf(data.schema, tree, data.X, scaled):
+    stopped_by_min_leaf = fitted.tree_.node_count == 1 and min_samples_leaf > 1 and \
+        _splits_without_min_leaf(data.schema, tree, data.X, scaled)
+    if stopped_by_min_leaf:
         rules[0].unsplit = f"no split that changes it leaves --min-leaf {min_samples_leaf} runs on each side"
     score = float(pipe.score(data.X, y))
     return Rules(data.schema.target, rules, export_text(fitted, feature_names=names, decimals=3), names,
@@ -235,8 +237,8 @@ class _Path:
     """The tests on the way to a leaf, merged per feature as a reader would state them: a
     numeric feature tested twice is one interval (``5 < bs <= 40``, not ``bs > 5 and bs <= 40``
     or ``bs > 5 and bs > 20``), a knob's ``==`` makes its ``!=`` redundant, and its ``!=``
-    tests are one ``not in`` (or ``==`` the one value they leave). An interval that holds one measured value is that value
-    (``KeepAlive == 1``, not ``KeepAlive > 0.5``; ``bs == 4096``): the threshold is the
+    tests are one ``not in`` (or ``==`` the one value they leave). An interval that holds one
+    measured value is that value (``KeepAlive == 1``, not ``KeepAlive > 0.5``; ``bs == 4096``): the threshold is the
     midpoint the tree split at, not a setting anyone measured. Features keep the order
     the tree first tests them in."""
 
