@@ -1814,6 +1814,8 @@ def test_small_findings_of_the_session_57_audit(tmp_path):
     assert cli.invoke(app, ["import", str(data), "-m", "lat", "--store", str(store)]).exit_code == 0
     said = " ".join(cli.invoke(app, ["knee", "curve", "--x", "r", "--y", "lat", "--store", str(store)]).output.split())
     assert "6 r value(s) without a lat in any ok run, left out of the curve: 5, 6, 7, 8, 9, ..." in said, said
+    result = cli.invoke(app, ["knee", "curve", "--x", "r", "--y", "r", "--store", str(store)])
+    assert result.exit_code == 2 and "--x and --y are the same column ('r')" in result.output, result.output
     said = " ".join(cli.invoke(app, ["manage", "--simulate", "--mu", "10", "-p", "heimdall", "--step-seconds", "2",
                                      "--cores", "2", "--levels", "2"]).output.split())
     assert "(no tick shorter than the 1-s interval holds that many: --react-ms 0 turns it off)" in said, said

@@ -1028,6 +1028,8 @@ def knee(
     from perflearn.learn.knee import knee_before_jump, knee_doubts, load_knee, noisy_loads
     from perflearn.store import open_store
 
+    if x == y:  # it read "rate does not turn up" (session 57's audit)
+        raise UsageError(f"--x and --y are the same column ({x!r}): a knee is of latency (--y) against load (--x)")
     with open_store(store, read_only=True) as results:
         dataset = results.dataset(experiment)
     frame = dataset.ok()
