@@ -384,6 +384,16 @@ def test_a_terminal_that_hangs_up_ends_the_run_as_sighup(tmp_path):
     assert len(pd.read_csv(csv).groupby(["policy", "seed"])) >= 2
 
 
+def interrupted_three_passes(tmp_path) -> str:
+    """static, ondemand and heracles simulated into cut.csv and s.duckdb (experiment "cut"),
+    which the test interrupts (Ctrl-C: exit 130); what the run said."""
+    result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "static", "-p", "ondemand", "-p", "heracles", *RUN,
+                                      "--store", str(tmp_path / "s.duckdb"), "--name", "cut",
+                                      "--csv", str(tmp_path / "cut.csv")])
+    assert result.exit_code == 130, result.output
+    return " ".join(result.output.split())
+
+
 def test_an_interrupted_simulation_keeps_the_passes_that_ended(tmp_path, monkeypatch):
     """Ctrl-C after some passes had ended stored none of them, and said only "interrupted"
     (session 51's audit): each pass is recorded as it ends now. --csv was written at the
@@ -399,11 +409,7 @@ def test_an_interrupted_simulation_keeps_the_passes_that_ended(tmp_path, monkeyp
             yield item
 
     monkeypatch.setattr(compare_module, "comparison", two_then_interrupt)
-    result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "static", "-p", "ondemand", "-p", "heracles", *RUN,
-                                      "--store", str(tmp_path / "s.duckdb"), "--name", "cut",
-                                      "--csv", str(tmp_path / "cut.csv")])
-    assert result.exit_code == 130, result.output
-    said = " ".join(result.output.split())
+    said = interrupted_three_passes(tmp_path)
     assert "interrupted: the 2 pass(es) that had ended are recorded (static, ondemand)" in said
     assert f"the intervals of the 2 pass(es) that had ended are in {tmp_path / 'cut.csv'}" in said
     journal = pd.read_csv(tmp_path / "cut.csv")
@@ -429,11 +435,7 @@ def test_a_pass_an_interrupt_cuts_short_is_stored_as_stopped_not_ok(tmp_path, mo
         return real(self, obs)
 
     monkeypatch.setattr(Heracles, "decide", decide_then_interrupt)
-    result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "static", "-p", "ondemand", "-p", "heracles", *RUN,
-                                      "--store", str(tmp_path / "s.duckdb"), "--name", "cut",
-                                      "--csv", str(tmp_path / "cut.csv")])
-    assert result.exit_code == 130, result.output
-    said = " ".join(result.output.split())
+    said = interrupted_three_passes(tmp_path)
     assert ("interrupted: the 2 pass(es) that had ended are recorded (static, ondemand); the one it cut short, as "
             "stopped: heracles (6 intervals)") in said
     assert f"the intervals of the 3 pass(es) run are in {tmp_path / 'cut.csv'}; the last was cut short" in said
