@@ -75,7 +75,7 @@ def _one_error_line(res) -> str:
     (["--path", "/a b"], '--path: "/a b": must start with / and hold no space or control character'),
     (["--drain", "-1"], "--drain: must be a non-negative number of seconds, got -1"),
     (["--interval", "0"], "--interval: must be at least 0.001 s, got 0"),
-    (["--step-pct", "0.5"], "--step-pct: must be between 1 and 100, got 0.5"),
+    (["--profile", "steps", "--step-pct", "0.5"], "--step-pct: must be between 1 and 100, got 0.5"),
 ])
 def test_load_bad_numbers_are_one_line_from_the_tool(wire_tools, args, message):
     # Refused before connecting: nothing listens on port 1. A bad value is bad usage: exit 2
@@ -424,10 +424,11 @@ def _memcached_items(port: int) -> int:
 
 def test_load_passes_keys_interval_and_drain_on(wire_tools, memcached):
     """perflearn-load's --keys, --path, --drain, --seed, --interval and --step-pct were not
-    options of `perflearn load` ("No such option")."""
+    options of `perflearn load` ("No such option"); --step-pct is the steps profile's, passed
+    on in test_load_bad_numbers_are_one_line_from_the_tool."""
     res = CliRunner().invoke(app, ["load", memcached.address, "-p", "memcache-ascii", "-r", "400", "-d", "0.5",
                                    "--keys", "3", "--key-size", "fixed:4", "--preload", "--set-ratio", "0",
-                                   "--interval", "0.1", "--drain", "0.5", "--seed", "7", "--step-pct", "50"])
+                                   "--interval", "0.1", "--drain", "0.5", "--seed", "7"])
     assert res.exit_code == 0, res.output
     lines = _lines(res.stdout)
     assert lines[-1]["completed"] == lines[-1]["sent"] > 0
