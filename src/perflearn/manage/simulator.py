@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import brentq
@@ -22,6 +23,7 @@ from scipy.optimize import brentq
 from .config import Configuration
 
 
+@lru_cache(maxsize=4096)  # a quantile's root search and a queue's slices ask the same (c, a) many times
 def erlang_c(c: int, a: float) -> float:
     """Probability that an arrival waits in an M/M/c queue with offered load a = λ/μ < c."""
     term, total = 1.0, 1.0
@@ -132,7 +134,7 @@ class ServerModel:
         (configuration, seconds) in order. Its percentiles are over every request of the
         interval, each served under the configuration in force when it arrived."""
         self._draw_host()
-        parts = []  # (arrivals, cores, steady rate, mu, wait ahead) per slice of a segment
+        parts = []  # (arrivals, cores, steady rate, mu, first and last wait ahead) per piece of a segment
         served = busy = 0.0
         for config, dt in segments:
             capacity, mu = self.capacity(config), self.mu_max * config.level / self._cpu()
@@ -140,8 +142,8 @@ class ServerModel:
             done = rps * dt + before - self.backlog  # what arrived and what was queued, less what is left
             served += done
             busy += min(dt, done / capacity)
-            parts += [(rps * share, config.cores, min(rps, capacity * 0.999), mu, ahead / capacity)
-                      for share, ahead in _queued_ahead(before, rps, capacity, dt)]
+            parts += [(rps * seconds, config.cores, min(rps, capacity * 0.999), mu, first / capacity, last / capacity)
+                      for seconds, first, last in _queued_ahead(before, rps, capacity, dt)]
         length = sum(dt for _, dt in segments)
         # a sniffer counts requests as they arrive on the wire: the offered load, served or not
         out = {"rps": rps, "served": served / length, "utilisation": busy / length}
@@ -181,33 +183,58 @@ class ServerModel:
         self._tick_rng = np.random.default_rng([self.seed, 1])
 
 
-SLICES = 10  # a queue that grows or drains inside a segment: the waits of this many slices of its arrivals
-
-
-def _queued_ahead(backlog: float, rps: float, capacity: float, dt: float) -> list[tuple[float, float]]:
-    """(seconds of the segment, requests queued ahead of its arrivals) in slices: the queue
-    (fluid) grows or drains at rps - capacity from ``backlog``. An arrival waits for the
-    queue as it found it; before session 57 each waited for the queue left at the end
-    (none when it had drained by then, so an interval after a saturated one read as met)."""
+def _queued_ahead(backlog: float, rps: float, capacity: float, dt: float) -> list[tuple[float, float, float]]:
+    """(seconds of the segment, requests queued ahead of its first and last arrival): the
+    queue (fluid) grows or drains at rps - capacity from ``backlog``, linearly, until it is
+    empty. An arrival waits for the queue as it found it; before session 57 each waited for
+    the queue left at the end (none when it had drained by then, so an interval after a
+    saturated one read as met)."""
     if backlog <= 0 and rps <= capacity:
-        return [(dt, 0.0)]
-    draining = dt if rps >= capacity else min(dt, backlog / (capacity - rps))
-    width = draining / SLICES
-    slices = [(width, max(0.0, backlog + (rps - capacity) * width * (k + 0.5))) for k in range(SLICES)]
-    return slices + ([(dt - draining, 0.0)] if dt > draining else [])
+        return [(dt, 0.0, 0.0)]
+    queued = dt if rps >= capacity else min(dt, backlog / (capacity - rps))
+    pieces = [(queued, backlog, max(0.0, backlog + (rps - capacity) * queued))]
+    return pieces + ([(dt - queued, 0.0, 0.0)] if dt > queued else [])
 
 
-def _mixture_quantile(q: float, parts: list[tuple[float, int, float, float, float]]) -> float:
-    """q-quantile of the response time over parts (arrivals, cores, rate, mu, wait ahead)."""
-    if len(parts) == 1:  # one configuration, no queue, all interval: the M/M/c quantile
-        _, cores, lam, mu, drain = parts[0]
-        return response_quantile(q, cores, lam, mu) + drain
+def _tail_integral(x: float, c: int, lam: float, mu: float) -> float:
+    """The integral of ``response_tail`` from 0 to x (x < 0: x, the tail being 1 there), in
+    closed form: an arrival's mean tail over a range of waits is a difference of two."""
+    if x <= 0:
+        return x
+    served = (1 - math.exp(-mu * x)) / mu  # the integral of exp(-mu u)
+    if lam <= 0:
+        return served
+    wait = erlang_c(c, lam / mu)
+    theta = c * mu - lam
+    if abs(theta - mu) < 1e-9 * mu:  # waited = exp(-mu u) (1 + mu u)
+        waited = served + (1 - math.exp(-mu * x) * (1 + mu * x)) / mu
+    else:  # waited = (mu exp(-theta u) - theta exp(-mu u)) / (mu - theta)
+        waited = (mu * (1 - math.exp(-theta * x)) / theta - theta * served) / (mu - theta)
+    return (1 - wait) * served + wait * waited
+
+
+def _piece_tail(t: float, c: int, lam: float, mu: float, first: float, last: float) -> float:
+    """P(response > t) for arrivals whose wait ahead runs linearly from ``first`` to ``last``:
+    the mean of the M/M/c tail shifted by each wait."""
+    low, high = min(first, last), max(first, last)
+    if high - low < 1e-12:
+        return response_tail(t - low, c, lam, mu)
+    return (_tail_integral(t - low, c, lam, mu) - _tail_integral(t - high, c, lam, mu)) / (high - low)
+
+
+def _mixture_quantile(q: float, parts: list[tuple[float, int, float, float, float, float]]) -> float:
+    """q-quantile of the response time over pieces (arrivals, cores, rate, mu, first and
+    last wait ahead)."""
+    if len(parts) == 1 and parts[0][4] == parts[0][5]:  # one configuration, one wait, all interval: M/M/c
+        _, cores, lam, mu, wait, _ = parts[0]
+        return response_quantile(q, cores, lam, mu) + wait
     total = sum(p[0] for p in parts) or 1.0
 
     def excess(t: float) -> float:
-        return sum(n * response_tail(t - drain, cores, lam, mu) for n, cores, lam, mu, drain in parts) / total - (1 - q)
+        return sum(n * _piece_tail(t, cores, lam, mu, first, last) for n, cores, lam, mu, first, last in parts) / total \
+            - (1 - q)
 
-    high = max(response_quantile(q, cores, lam, mu) + drain for _, cores, lam, mu, drain in parts)
+    high = max(response_quantile(q, cores, lam, mu) + max(first, last) for _, cores, lam, mu, first, last in parts)
     while excess(high) > 0:
         high *= 2
     return brentq(excess, 0.0, high)
