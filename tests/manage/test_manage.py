@@ -49,6 +49,28 @@ def test_overload_builds_a_backlog_that_drains():
     assert server.backlog == 0.0
 
 
+def test_a_request_waits_for_the_queue_it_found():
+    """Session 57's audit: each request waited for the queue left at its interval's end, so
+    the interval that drained a saturated one's 500 requests read as unloaded (p95 ~3 ms).
+    Its first third of arrivals waits for them now; and the closed-form mean tail over a
+    range of waits is the numerical one."""
+    from scipy.integrate import quad
+
+    from perflearn.manage.simulator import _piece_tail, response_tail
+
+    server = ServerModel(mu_max=1000.0, base_s=0.0, noise=0.0)
+    server.step(Configuration(1, 1.0), 1500.0, 1.0)  # 500 queued
+    drained = server.step(Configuration(3, 1.0), 1000.0, 1.0)  # 2000/s spare: empty in 0.25 s
+    assert server.backlog == 0.0 and drained["served"] == pytest.approx(1500.0)
+    # the first quarter of its arrivals waited 167 ms down to 0: the p95 is a wait of about 133 ms
+    assert 0.12 < drained["p95"] < 0.15, drained
+    for c, lam, mu, first, last, t in ((3, 1500.0, 1000.0, 0.02, 0.0, 0.01), (2, 0.0, 800.0, 0.0, 0.05, 0.03),
+                                       (1, 990.0, 1000.0, 0.1, 0.3, 0.25), (3, 2000.0, 1000.0, 0.0, 0.0, 0.002)):
+        numeric = quad(lambda w: response_tail(t - w, c, lam, mu), min(first, last), max(first, last),
+                       points=[t])[0] / (abs(last - first) or 1) if first != last else response_tail(t - first, c, lam, mu)
+        assert _piece_tail(t, c, lam, mu, first, last) == pytest.approx(numeric, rel=1e-6)
+
+
 def test_steps_profile_is_the_seeds():
     segments = steps_profile(1000.0, 50.0)
     assert [round(r) for _, r in segments] == [50, 200, 400, 600, 800, 1000, 800, 600, 400, 200, 50]
