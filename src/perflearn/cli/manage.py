@@ -925,11 +925,11 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
         return on_pass
 
     def keeper(s: int):
-        def keep(name, frame, *args):
+        def keep(name, frame, static_j, wall, complete, stopped):
             label = name if seeds == 1 else f"{name}@{s}"
-            record(label, frame, *args)
+            record(label, frame, static_j, wall, complete, stopped)
             # recorded as ok, until session 57's audit: 36 of 55 intervals read 100 % met
-            (ended if args[2] else cut).append(label if args[2] else f"{label} ({len(frame)} intervals)")
+            (ended if complete else cut).append(label if complete else f"{label} ({len(frame)} intervals)")
         return keep
 
     try:

@@ -23,7 +23,7 @@ from scipy.optimize import brentq
 from .config import Configuration
 
 
-@lru_cache(maxsize=4096)  # a quantile's root search and a queue's slices ask the same (c, a) many times
+@lru_cache(maxsize=4096)  # a quantile's root search asks the same (c, a) at every step
 def erlang_c(c: int, a: float) -> float:
     """Probability that an arrival waits in an M/M/c queue with offered load a = λ/μ < c."""
     term, total = 1.0, 1.0
