@@ -124,7 +124,7 @@ def test_a_service_that_stops_answering_misses(tmp_path):
         time.sleep(3)
         os.kill(pid, signal.SIGCONT)
 
-    result, csv = run_manage(tmp_path, pause, "-p", "static", after=8)
+    result, csv = run_manage(tmp_path, pause, "-p", "static", after=4, step_seconds=1)
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(csv)
     said = frame[frame["note"].fillna("").str.contains("unanswered at the interval's end")]
@@ -384,7 +384,7 @@ def test_a_killed_managers_cpu_governors_are_put_back_by_the_next(tmp_path, cpuf
     mounts = " && ".join(f"mount --bind {tmp_path / f'cpu{cpu}'} /sys/devices/system/cpu/cpu{cpu}" for cpu in cpus)
     csv = tmp_path / "live.csv"
     manage = (f"{sys.executable} -m perflearn manage --service '{SERVICE}' --cores 1 --levels 3 --max-rps 4000 "
-              f"--target-ms 2 --step-seconds 1 -p static")  # one pass each: at the maximum, a frequency all the same
+              f"--target-ms 2 --step-seconds 0.5 --interval 0.5 -p static")  # one pass each: at the maximum, a frequency all the same
 
     def start(*extra: str) -> subprocess.Popen:
         return subprocess.Popen(["unshare", "-m", "sh", "-c", f"{mounts} && exec {manage} {' '.join(extra)}"],
