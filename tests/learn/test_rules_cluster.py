@@ -355,3 +355,70 @@ def test_a_knob_tested_out_of_all_its_values_but_one_reads_as_that_value():
     text = tree_rules(data, max_depth=3).text()
     assert "not in" not in text and "pattern == rw" in text, text
     assert "pattern == read" in text and "pattern == write" in text, text
+
+
+def separated_groups(seed: int, count: int, spread: float = 0.3) -> pd.DataFrame:
+    """``count`` groups in 3-D (centres uniform in [0, 10]^3, 5-24 profiles each, Gaussian
+    ``spread``), as bench/learn_cluster_k.py draws them; with each profile's group."""
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(0, 10, (count, 3))
+    sizes = rng.integers(5, 25, count)
+    profiles = np.vstack([c + rng.normal(0, spread, (s, 3)) for c, s in zip(centres, sizes)])
+    return pd.DataFrame({"knob": range(len(profiles)), "a": profiles[:, 0], "b": profiles[:, 1],
+                         "c": profiles[:, 2], "group": np.repeat(range(count), sizes)})
+
+
+def test_the_silhouette_finds_groups_the_elbow_stops_short_of():
+    """Kneedle on inertia read 4 groups for 5 well-separated ones (in 21 of 22 such sets,
+    bench/learn.md): the silhouette finds all 5, and the elbow's run says so."""
+    from sklearn.metrics import adjusted_rand_score
+
+    frame = separated_groups(3, 5)
+    ds = Dataset.from_frame(frame.drop(columns="group"), ["a", "b", "c"], name="five")
+    by_elbow = cluster(ds)
+    assert by_elbow.k == 4 and by_elbow.k_by == "elbow"  # the elbow's reading, kept as NESCAT's default
+    assert max(by_elbow.silhouettes, key=by_elbow.silhouettes.get) == 5
+    assert by_elbow.silhouette_note().startswith("the silhouette favours k = 5 (")
+    by_silhouette = cluster(ds, k_by="silhouette")
+    assert by_silhouette.k == 5 and by_silhouette.silhouette_note() is None
+    assert adjusted_rand_score(frame["group"], by_silhouette.labels) == 1.0  # the groups themselves
+    given = cluster(ds, k=3)
+    assert given.k == 3 and given.k_by == "given" and given.silhouette_note() is None  # nothing to contradict
+    assert cluster(ds, kmax=2, k_by="silhouette").k == 2  # no elbow sought: 2 k's are enough to choose from
+
+
+def test_one_group_draws_no_silhouette_note():
+    """A single Gaussian blob has no groups: kneedle still reads an elbow, the silhouette's
+    best stays under 0.5, and no other k is offered."""
+    rng = np.random.default_rng(0)
+    blob = rng.normal(0, 1, (40, 3))
+    ds = Dataset.from_frame(pd.DataFrame({"knob": range(40), "a": blob[:, 0], "b": blob[:, 1], "c": blob[:, 2]}),
+                            ["a", "b", "c"], name="blob")
+    r = cluster(ds)
+    assert max(r.silhouettes.values()) < 0.5 and r.silhouette_note() is None
+    with pytest.raises(UsageError, match="k is chosen by elbow or silhouette, got 'gap'"):
+        cluster(ds, k_by="gap")
+
+
+def test_cluster_cli_chooses_k_by_silhouette_and_refuses_one_file_for_two_outputs(tmp_path):
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    csv = tmp_path / "five.csv"
+    separated_groups(3, 5).drop(columns="group").to_csv(csv, index=False)
+    cli = CliRunner()
+    r = cli.invoke(app, ["cluster", "--csv", str(csv), "-m", "a,b,c"])
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.output.split())
+    assert "k = 4 (elbow (kneedle))" in said and "mean silhouette by k: 2:" in said
+    assert "the silhouette favours k = 5" in said and "--k-by silhouette (or --k 5) takes it" in said
+    r = cli.invoke(app, ["cluster", "--csv", str(csv), "-m", "a,b,c", "--k-by", "silhouette",
+                         "--png", str(tmp_path / "k.png")])
+    assert r.exit_code == 0 and "k = 5 (highest silhouette)" in r.output and "favours" not in r.output, r.output
+    assert (tmp_path / "k.png").read_bytes()[:4] == b"\x89PNG"
+    # the profiles were written over the figure (session 57's helper)
+    r = cli.invoke(app, ["cluster", "--csv", str(csv), "-m", "a,b,c", "--png", str(tmp_path / "x.png"),
+                         "-o", str(tmp_path / "x.png")])
+    assert r.exit_code == 2 and "--out and --png name the same file" in r.output, r.output
+    assert not (tmp_path / "x.png").exists()

@@ -155,6 +155,20 @@ def check_output(path: Path | None, where: str, directory: bool = False) -> None
         raise UsageError(f"no such directory {str(path.parent)!r}", where=where)
 
 
+def one_file_each(paths: list[tuple[str, Path | None]]) -> None:
+    """Refuse, before any work, one file named by two options: manage's --csv over --store
+    wrote CSV text over the store (its experiments lost, exit 0); cluster's -o over --png
+    wrote the profiles over the figure."""
+    seen: dict[Path, str] = {}
+    for option, path in paths:
+        if path is None:
+            continue
+        key = path.resolve()
+        if key in seen:
+            raise UsageError(f"{option} and {seen[key]} name the same file, {path}: give each its own")
+        seen[key] = option
+
+
 app = typer.Typer(
     cls=_Group,
     name="perflearn",

@@ -19,7 +19,7 @@ from rich.table import Table
 from perflearn.errors import UsageError
 
 from . import terminal
-from .app import DEFAULT_STORE, StoreOpt, app, check_output, check_png
+from .app import DEFAULT_STORE, StoreOpt, app, check_output, check_png, one_file_each
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -973,8 +973,9 @@ def cluster(
     columns: Annotated[Optional[str], typer.Option("--columns", help="Comma-separated profile columns (default: all metrics).")] = None,
     metrics: Annotated[Optional[str], typer.Option("--metrics", "-m", help="Comma-separated metric columns: the profile unless --columns gives it (a CSV's other columns are knobs; a stored experiment's default: all its metrics).")] = None,
     context_cols: ContextColsOpt = None,
-    k: Annotated[Optional[int], typer.Option("--k", help="Number of clusters (default: elbow by kneedle).")] = None,
-    kmax: Annotated[int, typer.Option("--kmax", help="Largest k tried for the elbow (at least 4; the elbow found can depend on it, as kneedle scales the curve to its range).")] = 10,
+    k: Annotated[Optional[int], typer.Option("--k", help="Number of clusters (default: chosen by --k-by).")] = None,
+    k_by: Annotated[str, typer.Option("--k-by", help="How k is chosen: elbow (kneedle on inertia, NESCAT's) or silhouette (the highest mean silhouette). Both are shown; an elbow a clearly better silhouette contradicts is said.")] = "elbow",
+    kmax: Annotated[int, typer.Option("--kmax", help="Largest k tried (at least 4 for the elbow, whose k can depend on it, as kneedle scales the curve to its range).")] = 10,
     pca: Annotated[Optional[int], typer.Option("--pca", help="Reduce profiles to this many principal components first.")] = None,
     by: Annotated[str, typer.Option("--by", help="Profile per point (mean over repetitions) or per run.")] = "point",
     png: Annotated[Optional[Path], typer.Option("--png", help="Elbow + PCA scatter figure.")] = None,
@@ -986,6 +987,7 @@ def cluster(
 
     check_png(png, "--png")
     check_output(out, "--out")
+    one_file_each([("--png", png), ("--out", out)])  # the profiles were written over the figure
     _refuse_overwriting_inputs([png], "--png", _source_files(csv, experiment, store))
     _refuse_overwriting_inputs([out], "--out", _source_files(csv, experiment, store))
     cols = _split(columns)
@@ -1000,7 +1002,7 @@ def cluster(
     ds = load_dataset(csv, experiment, store, mets or [], _split(context_cols), named=mets)
     if experiment is not None and mets and not cols:  # as for a CSV: the metrics named are the profile
         cols = mets
-    r = run_cluster(ds, cols, k=k, kmax=kmax, pca=pca, by=by, random_state=seed)
+    r = run_cluster(ds, cols, k=k, kmax=kmax, pca=pca, by=by, random_state=seed, k_by=k_by)
     not_ok = int((ds.frame["status"] != "ok").sum())
     if not_ok:  # the profiles are of ok runs
         terminal.warn(f"{not_ok} run(s) left out (not ok)")
@@ -1013,8 +1015,13 @@ def cluster(
         terminal.warn(f"{r.dropped} profile(s) left out (NULL in {', '.join(r.columns)})")
     if r.kmax_capped is not None and k is None:
         terminal.info(f"k tried up to {r.kmax_capped}, not {kmax}: {_why_capped(r)}")
-    how = "elbow (kneedle)" if k is None and r.elbow_found else ("given" if k is not None else "no elbow found")
+    how = ("given" if k is not None else "highest silhouette" if k_by == "silhouette"
+           else "elbow (kneedle)" if r.elbow_found else "no elbow found")
     terminal.out.print(f"k = {r.k} ({how}); inertia by k: " + ", ".join(f"{kk}:{v:.3g}" for kk, v in zip(r.ks, r.inertias)))
+    if r.silhouettes:
+        terminal.out.print("mean silhouette by k: " + ", ".join(f"{kk}:{v:.2f}" for kk, v in r.silhouettes.items()))
+    if note := r.silhouette_note():
+        terminal.warn(note)
     show = r.representatives.drop(columns=["_row"])
     terminal.out.print(_frame_table(show, title="one representative per cluster (closest to the centroid)",
                                     exact=ds.features))

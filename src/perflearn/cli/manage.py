@@ -18,7 +18,7 @@ from rich.table import Table
 from perflearn.errors import Terminated, UsageError
 
 from . import terminal
-from .app import app, check_output, check_png, interrupt_on_sigterm, unwritable
+from .app import app, check_output, check_png, interrupt_on_sigterm, one_file_each, unwritable
 
 # written out, not joined from POLICY_NAMES: importing the policies (numpy, pandas) would
 # slow every CLI start-up; keep the two in step
@@ -180,7 +180,7 @@ def manage(
     check_output(csv, "--csv")  # it failed at the end, the whole run lost with it
     if csv is not None and from_csv is None and csv.is_file() and csv.stat().st_size:  # replaced unsaid: a killed
         terminal.warn(f"--csv {csv}: a file is there; this run's intervals replace it")  # run's only copy, maybe
-    _one_file_each([("--csv", csv), ("--store", store), ("--figure", figure), ("--from-csv", from_csv),
+    one_file_each([("--csv", csv), ("--store", store), ("--figure", figure), ("--from-csv", from_csv),
                     *(("--experience", path) for path in experience or [])])
     if trace not in TRACES:
         raise UsageError(f"--trace: expected {', '.join(TRACES)}, got {trace!r}")
@@ -731,19 +731,6 @@ class StaticFirst:
                 self.record(label, frame, static_energy(self.static, frame), wall, complete,
                             frame.attrs.get("stopped"))
                 self.recorded.append(label)
-
-
-def _one_file_each(paths: list[tuple[str, Path | None]]) -> None:
-    """Refuse one file named by two options: --csv over --store wrote CSV text over the
-    store (its experiments lost, exit 0), --csv over --figure the figure."""
-    seen: dict[Path, str] = {}
-    for option, path in paths:
-        if path is None:
-            continue
-        key = path.resolve()
-        if key in seen:
-            raise UsageError(f"{option} and {seen[key]} name the same file, {path}: give each its own")
-        seen[key] = option
 
 
 def static_energy(static, frame) -> float | None:

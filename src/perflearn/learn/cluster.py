@@ -2,9 +2,16 @@
 
 Profiles are the mean of the chosen columns (default: every metric) over the
 repetitions of each point, standardised, optionally reduced by PCA. k-means runs
-for k = 1..kmax (at most the distinct profiles); k is the elbow of inertia vs k found with kneedle. The point
+for k = 1..kmax (at most the distinct profiles); k is the elbow of inertia vs k found with kneedle
+(NESCAT's rule), or the k of the highest mean silhouette (``k_by="silhouette"``). The point
 closest to each centroid represents its cluster, so a later sweep can measure
 only the representatives.
+
+Kneedle on inertia often stops one k short of well-separated groups: on 27 random sets of
+4 groups in 3-D (bench/learn.md, "Clustering: elbow and silhouette") it found 4 in 16 and
+the silhouette in 27 (5 groups: 1 and 20 of 22). So the silhouette of every k is reported,
+and an elbow that a silhouette showing structure contradicts is said
+(``ClusterResult.silhouette_note``).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import numpy as np
 import pandas as pd
 from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
+from sklearn.metrics import silhouette_score
 from sklearn.preprocessing import StandardScaler
 
 from perflearn.errors import UsageError
@@ -43,6 +51,21 @@ class ClusterResult:
     incomplete_runs: int = 0  # runs left out of their point's mean: NULL in some or all profile columns
     kmax_capped: int | None = None  # the largest k tried, when fewer (distinct) profiles than --kmax allowed no more
     distinct: int = 0  # distinct profiles (after scaling and --pca): repeats of a configuration measure one twice
+    silhouettes: dict[int, float] = field(default_factory=dict)  # mean silhouette by k (2..), of the k-means fits
+    k_by: str = "elbow"  # how k was chosen: "elbow" (kneedle on inertia), "silhouette" or "given"
+
+    def silhouette_note(self) -> str | None:
+        """One line when the elbow's k is not the best silhouette's and that silhouette shows a
+        structure (at least SILHOUETTE_STRUCTURE, Kaufman and Rousseeuw's "reasonable"); on
+        profiles without groups it stays under it, and nothing is said."""
+        if self.k_by != "elbow" or not self.silhouettes:
+            return None
+        best = max(self.silhouettes, key=self.silhouettes.get)
+        top, here = self.silhouettes[best], self.silhouettes.get(self.k)  # k = 1 (no elbow) has none
+        if best == self.k or top < SILHOUETTE_STRUCTURE:
+            return None
+        against = f", against {here:.2f} at k = {self.k}" if here is not None else ""
+        return f"the silhouette favours k = {best} ({top:.2f}{against}): --k-by silhouette (or --k {best}) takes it"
 
     def plot(self, path: str | Path) -> Path:
         import matplotlib
@@ -55,7 +78,12 @@ class ClusterResult:
         ax1.axvline(self.k, color="r", ls="--", lw=1)
         ax1.set_xlabel("k")
         ax1.set_ylabel("k-means inertia")
-        ax1.set_title("elbow" + ("" if self.elbow_found else " (none found)"))
+        ax1.set_title({"elbow": "elbow" + ("" if self.elbow_found else " (none found)"),
+                       "silhouette": "highest silhouette"}.get(self.k_by, "k given"))
+        if self.silhouettes:  # the other criterion beside it, on its own scale
+            ax3 = ax1.twinx()
+            ax3.plot(list(self.silhouettes), list(self.silhouettes.values()), marker="s", color="tab:orange", lw=1)
+            ax3.set_ylabel("mean silhouette", color="tab:orange")
         colours = plt.get_cmap("tab10" if self.k <= 10 else "tab20")
         for c in range(self.k):  # one legend entry per cluster: a colourbar read 0.25 for 2 clusters
             mine = self.labels == c
@@ -75,6 +103,9 @@ class ClusterResult:
 
 PROFILE_MAX = 1e150  # |value| whose square the scaler still holds
 ELBOW_KS = 4  # kneedle on k = 1..3 never confirms an elbow (its threshold step, 0.5, is the most the curve bends)
+K_BY = ("elbow", "silhouette")
+SILHOUETTE_STRUCTURE = 0.5  # Kaufman and Rousseeuw: above 0.5 a reasonable structure has been found
+SILHOUETTE_SAMPLE = 2000  # profiles the silhouette is computed on at most (all pairs: quadratic in them)
 
 
 def cluster(
@@ -86,12 +117,15 @@ def cluster(
     pca: int | None = None,
     by: str = "point",
     random_state: int = 0,
+    k_by: str = "elbow",
 ) -> ClusterResult:
     """Cluster the points (or runs, ``by="run"``) of ``ds`` by ``columns`` (default: all metrics)."""
     where = ds.where
     if kmax < 2:  # k = 1..kmax: the elbow needs more than one k (it was silently raised to 2)
         raise UsageError(f"the largest k tried must be at least 2, got {kmax}", where="--kmax")
-    if k is None and kmax < ELBOW_KS:  # kneedle's threshold on 3 points can never be crossed: k = 1, always
+    if k_by not in K_BY:
+        raise UsageError(f"k is chosen by {' or '.join(K_BY)}, got {k_by!r}", where="--k-by")
+    if k is None and k_by == "elbow" and kmax < ELBOW_KS:  # kneedle's threshold on 3 points is never crossed: k = 1
         raise UsageError(f"an elbow is found among k = 1..{ELBOW_KS} at least, got {kmax}; or give --k",
                          where="--kmax")
     if by not in ("point", "run"):
@@ -155,7 +189,7 @@ def cluster(
     kmax = min(kmax, largest)
     # it read "k = 1 (no elbow found)" for 4 clearly separate profiles; and as few distinct ones among many (an
     # elbow beyond them was read off a curve of empty clusters). One distinct profile is one cluster: no choice
-    if k is None and kmax < ELBOW_KS and distinct > 1:
+    if k is None and k_by == "elbow" and kmax < ELBOW_KS and distinct > 1:
         held = f"the {n} profiles hold only {distinct} distinct ones:" if distinct < n else f"{n} profiles are"
         raise UsageError(f"{held} too few to find an elbow (k = 1..{ELBOW_KS} at least needs "
                          f"{ELBOW_KS + 1}); give --k", where=where)
@@ -165,15 +199,27 @@ def cluster(
         raise UsageError(f"k must be at most {distinct}: the {n} profiles hold only {distinct} distinct ones, got {k}",
                          where="--k")
     ks = list(range(1, kmax + 1))
-    inertias, fits = [], {}
+    inertias, fits, silhouettes = [], {}, {}
+    sample = SILHOUETTE_SAMPLE if n > SILHOUETTE_SAMPLE else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for kk in ks:
             km = KMeans(n_clusters=kk, n_init=10, random_state=random_state).fit(Z)
             inertias.append(float(km.inertia_))
             fits[kk] = km
+            if kk >= 2:
+                try:
+                    silhouettes[kk] = float(silhouette_score(Z, km.labels_, sample_size=sample,
+                                                             random_state=random_state))
+                except ValueError:  # one cluster in the sample, or as many as profiles: undefined
+                    pass
         elbow = find_knee(ks, inertias, curve="convex", direction="decreasing") if len(ks) >= 3 else None
-        chosen = k if k is not None else int(elbow.x) if elbow is not None else 1
+        if k is not None:
+            chosen = k
+        elif k_by == "silhouette":
+            chosen = max(silhouettes, key=silhouettes.get) if silhouettes else 1
+        else:
+            chosen = int(elbow.x) if elbow is not None else 1
         km = fits.get(chosen) or KMeans(n_clusters=chosen, n_init=10, random_state=random_state).fit(Z)
     labels = km.labels_
     # the result's own columns, named apart from a knob or metric called "cluster" or "size"
@@ -195,7 +241,8 @@ def cluster(
         coords = np.column_stack([coords[:, 0], np.zeros(n)])
     explained = [float(v) if np.isfinite(v) else 0.0 for v in p2.explained_variance_ratio_]
     return ClusterResult(chosen, ks, inertias, elbow is not None, labels, prof, pd.DataFrame(reps), coords,
-                         explained, columns, pca, before - n, null, incomplete, capped, distinct)
+                         explained, columns, pca, before - n, null, incomplete, capped, distinct, silhouettes,
+                         k_by if k is None else "given")
 
 
 def _largest_k(profiles: int, distinct: int) -> int:
