@@ -929,7 +929,7 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
                            HOST_QUANTILE if host_quantile is None else host_quantile, on_pass=ended_pass(s, priced))
             if s == seed and any(n.startswith("heimdall") for n in names):
                 _say_if_ticks_hold_too_few(tick, run.max_rps, interval)
-            _say_seed(run, s == seed, s, names, space, mu, profiled_speed, host, miss_budget)
+            _say_seed(run, s == seed, s, space, mu, profiled_speed, host, miss_budget)
             runs.append(run)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: every finished pass was recorded as it ended: say so
         why = exc.why if isinstance(exc, Terminated) else "interrupted"
@@ -944,7 +944,7 @@ def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms
     _say_simulation(runs, names, trace, seed, seeds, power, figure, csv)
 
 
-def _say_seed(run, first: bool, s, names, space, mu, profiled_speed, host, miss_budget) -> None:
+def _say_seed(run, first: bool, s, space, mu, profiled_speed, host, miss_budget) -> None:
     from perflearn.manage.hostspeed import slow_intervals
 
     if first and run.experience is not None:  # as a live run says them
