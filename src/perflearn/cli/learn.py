@@ -46,10 +46,12 @@ AnyCombinationOpt = Annotated[bool, typer.Option(
     "runs, no design constraints of the stored spec.")]
 
 
-def _split(value: str | list[str] | None) -> list[str] | None:
+def _split(value: str | list[str] | None, where: str | None = None) -> list[str] | None:
+    """``value``'s comma-separated items; with ``where`` (the option), given but naming nothing
+    or with an empty item is refused (``-f ''`` modelled every feature, ``-f a,,b`` read a,b)."""
     from perflearn.learn.features import split_list
 
-    return split_list(value)
+    return split_list(value, where)
 
 
 SHOWN = 50  # predictions printed to the terminal; --out writes them all
@@ -319,7 +321,7 @@ def _log_opt(value: str) -> bool | str:
 
 def _pairs(items: list[str] | None, where: str) -> dict[str, object]:
     out: dict[str, object] = {}
-    for part in _split(items) or []:  # an item holding a comma is quoted whole: '"b=u,v"'
+    for part in _split(items, where) or []:  # an item holding a comma is quoted whole: '"b=u,v"'
         if "=" not in part:
             quoted = "; an item that holds a comma is quoted whole: '\"b=u,v\"'" if any("," in item for item in items or []) else ""
             raise UsageError(f"{part!r} is not NAME=VALUE{quoted}", where=where)
@@ -421,12 +423,13 @@ def fit(
         if given:
             raise UsageError(f"applies to auto's choice; --family {family} is one family already",
                              where=given[0])
-    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup,
-                      where, named=_split(metrics))
+    mets, ctx = _split(metrics, "--metrics"), _split(context_cols, "--context-cols")
+    ds = load_dataset(csv, experiment, store, mets or [target], ctx, per_sample, warmup,
+                      where, named=mets)
     if per_sample:
         terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; cross-validation folds "
                       "are by run (all samples of a run in one fold; of a configuration's runs, where it was repeated)")
-    model = fit_model(ds, target, _split(features), family, params=params, log_target=_log_opt(log_target),
+    model = fit_model(ds, target, _split(features, "--features"), family, params=params, log_target=_log_opt(log_target),
                       cv=cv, random_state=seed, families=candidates, ensemble=ensemble, point=point,
                       weights=weights)
     model.save(out)
@@ -556,9 +559,10 @@ def evaluate(
     test_size = 0.25 if test_size is None else test_size
     folds = 5 if folds is None else folds
     params, candidates = _with_quantile(_hyper(param), quantile, family), _families(families)
-    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), per_sample, warmup,
-                      where, named=_split(metrics))
-    data = training_data(ds, target, _split(features))
+    mets, ctx = _split(metrics, "--metrics"), _split(context_cols, "--context-cols")
+    ds = load_dataset(csv, experiment, store, mets or [target], ctx, per_sample, warmup,
+                      where, named=mets)
+    data = training_data(ds, target, _split(features, "--features"))
     lt = _log_opt(log_target)
     started = time.monotonic()
 
@@ -793,7 +797,8 @@ def recommend(
     from perflearn.learn.model import load
     import pandas as pd
 
-    from perflearn.learn.recommend import (Constraint, NoSharedDefault, defaults_table, implausible,
+    from perflearn.learn.features import training_data
+    from perflearn.learn.recommend import (Constraint, NoSharedDefault, defaults_table, implausible, never_measured,
                                            recommend as rec, unseen_pairs)
     from perflearn.learn.space import search_space
 
@@ -802,14 +807,15 @@ def recommend(
     fixed = _pairs(context, "--context")
     constraints = [Constraint.parse(w) for w in (where_ or [])]
     wanted = [target, *[c.metric for c in constraints if c.metric != target]]
-    ds = load_dataset(csv, experiment, store, _split(metrics) or wanted, _split(context_cols), named=_split(metrics))
+    mets, ctx = _split(metrics, "--metrics"), _split(context_cols, "--context-cols")
+    ds = load_dataset(csv, experiment, store, mets or wanted, ctx, named=mets)
     for c in constraints:  # else fitting it said "unknown target", of a column that is no target
         if c.metric not in ds.metrics:
             what = (f"{c.metric} is a knob or context, which recommend chooses or is given (--context)"
                     if c.metric in ds.features else f"no metric {c.metric!r}")
             raise UsageError(f"constraint {str(c)!r}: {what}; a constraint bounds a metric "
                              f"(metrics: {', '.join(ds.metrics)}; name others with -m)", where="--where")
-    feats = _split(features)
+    feats = _split(features, "--features")
     for k in fixed:
         if k not in ds.features:
             from perflearn.store.dataset import name_hint, listed
@@ -827,44 +833,57 @@ def recommend(
             others = [w for w in wanted if w != target]
             terminal.warn(f"-f: --model keeps the features it was fitted on ({', '.join(m.features)}); -f shapes "
                           + (f"the models of {', '.join(others)} only" if others else "no model here"))
-    for metric in wanted:
-        if metric not in models:
-            models[metric] = fit_model(ds, metric, feats, family, random_state=seed)
-    used = sorted({f for m in models.values() for f in m.features}, key=ds.features.index)
-    missing_ctx = [c for c in ds.context if c in used and c not in fixed]
+    # the features each model takes, known before any fit: the table alone needs none (it fitted the target's,
+    # for a minute under auto, and threw it away), and a missing context is refused before the fits
+    takes = {metric: models[metric].features if metric in models else feats or ds.features for metric in wanted}
+    used = sorted({f for fs in takes.values() for f in fs}, key=ds.features.index)
+    # context: the data's, and what --model was fitted on as context (a CSV read without --context-cols chose it)
+    fitted_context = models[target].schema.context if model_dir is not None else []
+    context_of = [c for c in ds.features if c in ds.context or c in fitted_context]
+    missing_ctx = [c for c in context_of if c in used and c not in fixed]
     sense = "max" if maximize else "min"
+
+    # auto for every context's cross-fit refits its whole search per context (over a minute on 36 runs): the
+    # table's choices are a forest's, as decide's
+    table_family = "rf" if family == "auto" else family
 
     def print_table() -> None:
         try:
-            _print_defaults(defaults_table(ds, target, sense, family=family, random_state=seed))
+            _print_defaults(defaults_table(ds, target, sense, family=table_family, random_state=seed))
         except NoSharedDefault as exc:  # a property of the data: exit 2 after the recommendation (session 57)
             terminal.out.print(exc.line(), markup=False)
             return
         # the table's own models: every knob, --family, cross-fitted; and the target alone
         apart = [what for what, given in (("-w", constraints), ("-f", feats), ("--model", model_dir)) if given]
-        if apart:
-            terminal.out.print(f"  the table fits its own {family} models on every knob, for {target} alone: "
-                               f"{', '.join(apart)} shape{'s' * (len(apart) == 1)} the recommendation only")
+        if apart or table_family != family:
+            shaped = (f": {', '.join(apart)} shape{'s' * (len(apart) == 1)} the recommendation only" if apart
+                      else " (auto's search in every context's cross-fit would take minutes)")
+            terminal.out.print(f"  the table fits its own {table_family} models on every knob, for {target} alone"
+                               + shaped)
 
     if missing_ctx and table:  # the table covers every context: it needs none given
         terminal.info(f"no --context {missing_ctx[0]}=VALUE: no recommendation for one context, the table only")
-        for metric, m in models.items():
-            _say_left_out(m.n_excluded, metric, m.excluded_why)
+        data = training_data(ds, target, takes[target])
+        _say_left_out(data.excluded, target, data.excluded_why)
         print_table()
         return
     if missing_ctx:
-        raise UsageError(f"give the context: --context {missing_ctx[0]}=VALUE (context columns: {', '.join(ds.context)})",
-                         where="--context")
+        fitted = "" if missing_ctx[0] in ds.context else f" (--model {model_dir} was fitted with it as context)"
+        raise UsageError(f"give the context: --context {missing_ctx[0]}=VALUE (context columns: "
+                         f"{', '.join(context_of)}){fitted}", where="--context")
+    for metric in wanted:
+        if metric not in models:
+            models[metric] = fit_model(ds, metric, feats, family, random_state=seed)
     unused = [k for k in fixed if k not in used]
     if unused:  # -f left it out: fixing it changes nothing (ctx=small and ctx=large gave one answer, unsaid)
         terminal.warn(f"--context {', '.join(unused)}: not a feature of the model (-f): the recommendation is the "
                       f"same for any {' or '.join(unused)}")
-    unchosen = [k for k in ds.features if k not in used and k not in fixed and k not in ds.context]
+    unchosen = [k for k in ds.features if k not in used and k not in fixed and k not in context_of]
     if unchosen:
         terminal.warn(f"not chosen: {', '.join(unchosen)}, not a feature of the model (-f)")
     space = search_space(ds, [f for f in used if f not in fixed], fixed, any_combination=any_combination,
                          target=target)
-    r = rec(models, target, sense, space, fixed, constraints, seed=seed, top=top)
+    r = rec(models, target, sense, space, {k: v for k, v in fixed.items() if k in used}, constraints, seed=seed, top=top)
     title = (f"{'maximise' if maximize else 'minimise'} {target}"
              + (f" subject to {', '.join(map(str, constraints))}" if constraints else "")
              + (f" for {', '.join(f'{k}={v}' for k, v in fixed.items())}" if fixed else ""))
@@ -882,7 +901,9 @@ def recommend(
     for note in r.notes:
         terminal.out.print(f"  search: {note}", markup=False)
     runs = ds.ok()
-    for note in [*models[target].schema.outside(pd.DataFrame([r.point])[models[target].features]),
+    unmeasured = never_measured({k: v for k, v in fixed.items() if k in context_of}, runs)
+    for note in [*([unmeasured] if unmeasured else []),
+                 *models[target].schema.outside(pd.DataFrame([r.point])[models[target].features]),
                  *unseen_pairs(r.point, runs, used), *implausible(r.predicted, runs)]:
         terminal.warn(note)
     if not r.feasible:
@@ -944,8 +965,9 @@ def rules(
 
     check_png(png, "--png")
     _refuse_overwriting_inputs([png], "--png", _source_files(csv, experiment, store))
-    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), named=_split(metrics))
-    data = training_data(ds, target, _split(features))
+    mets, ctx = _split(metrics, "--metrics"), _split(context_cols, "--context-cols")
+    ds = load_dataset(csv, experiment, store, mets or [target], ctx, named=mets)
+    data = training_data(ds, target, _split(features, "--features"))
     thresholds = None
     if classes is not None:  # "" and "," are no thresholds: refused by tree_rules, not a silent regression tree
         try:
@@ -990,16 +1012,16 @@ def cluster(
     one_file_each([("--png", png), ("--out", out)])  # the profiles were written over the figure
     _refuse_overwriting_inputs([png], "--png", _source_files(csv, experiment, store))
     _refuse_overwriting_inputs([out], "--out", _source_files(csv, experiment, store))
-    cols = _split(columns)
-    if columns is not None and not cols:  # --columns "" profiled every metric, as if not given (session 57)
+    if columns is not None and not _split(columns):  # --columns "" profiled every metric, as if not given (session 57)
         raise UsageError("no profile column given (e.g. p95,iops)", where="--columns")
-    mets = _split(metrics)
+    cols = _split(columns, "--columns")  # and "a,,b" read as a,b
+    mets = _split(metrics, "--metrics")
     if csv is not None and not mets:
         if not cols:
             raise UsageError("for a CSV, name the metric columns with --metrics (or the profile with --columns)",
                              where="arguments")
         mets = cols
-    ds = load_dataset(csv, experiment, store, mets or [], _split(context_cols), named=mets)
+    ds = load_dataset(csv, experiment, store, mets or [], _split(context_cols, "--context-cols"), named=mets)
     if experiment is not None and mets and not cols:  # as for a CSV: the metrics named are the profile
         cols = mets
     r = run_cluster(ds, cols, k=k, kmax=kmax, pca=pca, by=by, random_state=seed, k_by=k_by)
@@ -1062,7 +1084,8 @@ def decide(
     their gain over the best single default (per context, as Kunkel et al.)."""
     from perflearn.learn.decide import decide as make_decision
 
-    ds = load_dataset(csv, experiment, store, _split(metrics) or [target], _split(context_cols), named=_split(metrics))
+    mets, ctx = _split(metrics, "--metrics"), _split(context_cols, "--context-cols")
+    ds = load_dataset(csv, experiment, store, mets or [target], ctx, named=mets)
     decision = make_decision(ds, target, "max" if maximize else "min", family, context=_pairs(context, "--context"),
                              random_state=seed, any_combination=any_combination)
     for line in decision.lines():

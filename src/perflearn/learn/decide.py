@@ -22,8 +22,8 @@ from perflearn.store import Dataset
 
 from .features import given_value, training_data
 from .model import Model, fit_data
-from .recommend import (DefaultsTable, NoSharedDefault, Recommendation, defaults_table, implausible, recommend,
-                        unseen_pairs)
+from .recommend import (DefaultsTable, NoSharedDefault, Recommendation, defaults_table, implausible, never_measured,
+                        recommend, shown_value, unseen_pairs)
 from .rules import Rules, tree_rules
 from .space import search_space
 
@@ -62,11 +62,11 @@ class Decision:
         where = ""
         if self.context:
             chosen = f"the first of {self.tied} contexts measured as often" if self.tied > 1 else "the most common context"
-            given = [f"{k}={_shown(v)}" for k, v in self.context.items() if k not in self.taken]
+            given = [f"{k}={shown_value(v)}" for k, v in self.context.items() if k not in self.taken]
             if given and self.taken:
                 chosen = f"{', '.join(self.taken)}: {chosen}" + \
                     (f" with {', '.join(given)}" if self.with_given else f" of all runs (no run had {', '.join(given)})")
-            where = " for " + ", ".join(f"{k}={_shown(v)}" for k, v in self.context.items()) + (
+            where = " for " + ", ".join(f"{k}={shown_value(v)}" for k, v in self.context.items()) + (
                 f" ({chosen}; --context NAME=VALUE for another)" if self.taken else "")
         out.append(f"recommended ({'minimise' if self.sense == 'min' else 'maximise'} {self.target}){where}: {point} "
                    f"-> predicted {pred:.4g}")
@@ -108,9 +108,8 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
     for k, v in fixed.items():
         match &= (data.X[k] == v).to_numpy()
     # a context no run had: the recommendation is a prediction for a situation never measured, said
-    unmeasured = [] if match.any() or not fixed else \
-        [f"no run had {', '.join(f'{k}={_shown(v)}' for k, v in fixed.items())}: a context never measured"
-         + (f" ({', '.join(taken)}: the most common of all runs)" if taken else "")]
+    never = never_measured(fixed, data.X)
+    unmeasured = [never + (f" ({', '.join(taken)}: the most common of all runs)" if taken else "")] if never else []
     if taken:  # recommend for the most common context (with what was given; the first of a tie, and say so)
         sizes = data.X[match if match.any() else slice(None)].groupby(taken).size()
         top = sizes.idxmax()
@@ -153,10 +152,6 @@ def _given_context(context: dict, ds: Dataset) -> dict:
             raise UsageError(f"{k!r} is no context column (context: {', '.join(ds.context) or 'none'})", where="--context")
     return {k: given_value(v) if isinstance(v, str) else v for k, v in context.items()}
 
-
-def _shown(value) -> str:
-    """A context value as given: 10, not the 10.0 of a numeric column."""
-    return str(int(value)) if isinstance(value, (float, np.floating)) and float(value).is_integer() else str(value)
 
 
 def _gain(gain: float, reference: float) -> str:

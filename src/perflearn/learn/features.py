@@ -42,6 +42,9 @@ class FeatureSchema:
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     unit: str = ""
     one_hot: list[list[str]] = field(default_factory=list)  # 0/1 features exactly one of which was 1 in every run
+    # the features that were context (situation, not choice): a saved model forgot them, and `recommend --model`
+    # over a CSV read without --context-cols chose the load as a knob (session 58's audit)
+    context: list[str] = field(default_factory=list)
 
     @property
     def numeric(self) -> list[str]:
@@ -71,6 +74,7 @@ class FeatureSchema:
             "ranges": {k: list(v) for k, v in self.ranges.items()},
             "unit": self.unit,
             "one_hot": self.one_hot,
+            "context": self.context,
         }
 
     @classmethod
@@ -83,6 +87,7 @@ class FeatureSchema:
             ranges={k: (float(v[0]), float(v[1])) for k, v in d.get("ranges", {}).items()},
             unit=d.get("unit", ""),
             one_hot=[list(g) for g in d.get("one_hot", [])],  # models saved before session 44 have none
+            context=[str(c) for c in d.get("context", [])],  # nor before session 58
         )
 
     def outside(self, points: pd.DataFrame) -> list[str]:
@@ -237,16 +242,24 @@ def data_hash(X: pd.DataFrame, y: np.ndarray) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def split_list(value: str | list[str] | None) -> list[str] | None:
+def split_list(value: str | list[str] | None, where: str | None = None) -> list[str] | None:
     """Comma-separated items, read as a CSV line: an item that holds a comma is quoted
-    (``'"lat,p95",T'``; ``'"a,b"=1'`` for ``--set``), as the CSV it names its column in."""
+    (``'"lat,p95",T'``; ``'"a,b"=1'`` for ``--set``), as the CSV it names its column in.
+    With ``where`` (the option), a value given that names nothing (``-f ''``) or has an
+    empty item (``-f 'a,,b'``) is refused: it was read as every feature, or as ``a,b``."""
     if value is None:
         return None
     parts = [value] if isinstance(value, str) else [str(part) for part in value]
+    items = []
     try:
-        items = [v.strip() for part in parts for row in csv.reader([part], skipinitialspace=True) for v in row]
+        for part in parts:  # an empty part (-c '') is an empty item: the reader makes no row of it
+            items += [v.strip() for row in csv.reader([part], skipinitialspace=True) for v in row] or [""]
     except csv.Error as exc:  # a line break in an unquoted item
-        raise UsageError(f"cannot read {parts!r} as a comma-separated list ({exc})", where="arguments") from None
+        raise UsageError(f"cannot read {parts!r} as a comma-separated list ({exc})", where=where or "arguments") from None
+    if where is not None and not all(items):
+        shown = repr(value) if isinstance(value, str) else ", ".join(map(repr, parts))
+        raise UsageError(f"an empty name in {shown}: give each one (e.g. a,b)" if any(items) else
+                         f"nothing named in {shown}", where=where)
     items = [v for v in items if v]
     return items or None
 
@@ -280,6 +293,8 @@ def training_data(
                 if target in ds.features else "")
         raise UsageError(f"unknown target {target!r} (metrics: {', '.join(ds.metrics) or 'none'}){knob}", where=where)
     available = ds.features
+    if isinstance(features, str):  # "threads,bs" was read letter by letter: "unknown feature 't'"
+        features = split_list(features, "features")
     if features is None:
         features = list(available)
     else:
@@ -352,6 +367,7 @@ def training_data(
         unit=ds.units.get(target, ""),
         one_hot=[list(g) for g in one_hot_groups(X, [f for f in features if kinds[f] == "numeric"],
                                                  chosen=[f for f in features if f in ds.knobs])],
+        context=[f for f in features if f in ds.context],
     )
     return TrainingData(X=X.reset_index(drop=True), y=y, schema=schema, excluded=excluded,
                         rows=rows.reset_index(drop=True), excluded_why=excluded_why)

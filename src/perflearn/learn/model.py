@@ -132,12 +132,34 @@ class Model:
         frame = self.schema.frame(points, where=where)
         return np.asarray(self.pipeline.named_steps["prep"].transform(frame), dtype=float)
 
+    def points(self, points, where: str = "points") -> pd.DataFrame:
+        """``points`` as a frame: a DataFrame; one point as a dict or a Series; a dict of
+        value lists; a list of dicts; rows of values in the model's feature order (a list or
+        an array). A list or Series failed inside with "no attribute 'columns'" (session 58)."""
+        if isinstance(points, pd.DataFrame):
+            return points
+        if isinstance(points, pd.Series):
+            return points.to_frame().T.infer_objects()
+        if isinstance(points, dict):
+            lists = [isinstance(v, (list, tuple, np.ndarray, pd.Series)) for v in points.values()]
+            return pd.DataFrame(points) if lists and all(lists) else pd.DataFrame([points])
+        if isinstance(points, (list, tuple, np.ndarray)):
+            rows = list(points)
+            if rows and all(isinstance(r, dict) for r in rows):
+                return pd.DataFrame(rows)
+            widths = {len(r) if isinstance(r, (list, tuple, np.ndarray)) else -1 for r in rows}
+            if widths == {len(self.features)}:
+                return pd.DataFrame([list(r) for r in rows], columns=self.features)
+            raise UsageError(f"rows of {len(self.features)} values each ({', '.join(self.features)}), "
+                             f"got {points!r:.80}", where=where)
+        raise UsageError(f"a DataFrame, a dict (one point) or a list of points, got {type(points).__name__}",
+                         where=where)
+
     def predict(self, points: pd.DataFrame | dict, where: str = "points") -> np.ndarray:
-        """Predicted target for each row of ``points`` (a frame, or one point as a dict)."""
+        """Predicted target for each row of ``points`` (a frame, one point as a dict, ...: ``points``)."""
         from .uncertainty import fast_predict
 
-        if isinstance(points, dict):
-            points = pd.DataFrame([points])
+        points = self.points(points, where)
         X = self.transform(points, where)
         with _quiet():
             return fast_predict(self.estimator, X)
@@ -152,8 +174,7 @@ class Model:
         """
         from .uncertainty import predict_spread
 
-        if isinstance(points, dict):
-            points = pd.DataFrame([points])
+        points = self.points(points, where)
         X = self.transform(points, where)
         with _quiet():
             pred, std, lo, hi = predict_spread(self.estimator, X, rel_error=self.cv.get("mre"),
@@ -343,6 +364,9 @@ def _lacking(meta: dict[str, Any]) -> str | None:
     if not (isinstance(one_hot, list) and all(isinstance(g, list) and set(g) <= set(schema["features"])
                                               for g in one_hot)):
         return "schema.one_hot (groups of the schema's features)"
+    context = schema.get("context", [])
+    if not (isinstance(context, list) and set(context) <= set(schema["features"])):
+        return "schema.context (some of the schema's features)"
     params = meta.get("params", {})
     if not isinstance(params, dict):
         return "params"

@@ -4,7 +4,9 @@
 involved): exhaustively when the grid is small, else random sampling followed by
 coordinate-wise local search from the best samples. Constraints (``p95<=1.1``)
 are checked on their own metric's model; infeasible points rank after feasible
-ones, by how far they violate.
+ones, by how far they violate: each overshoot as a share of its bound (of the metric's
+spread over the first points scored, for a bound of 0), so that bounds in different
+units add up the same in any unit.
 
 ``defaults_table`` is the "Default Choice" table of Kunkel et al.: for each
 context (e.g. access pattern), the measured value of the setting the model
@@ -28,7 +30,7 @@ from sklearn.model_selection import GroupKFold
 from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
-from .features import _category, training_data
+from .features import _category, given_value, training_data
 from .model import Model, fit_data
 from .space import SearchSpace, plain as _plain
 
@@ -58,10 +60,11 @@ class Constraint:
             name = name[1:-1].replace('""', '"')
         return cls(name, m.group(2), value)
 
-    def violation(self, v: np.ndarray) -> np.ndarray:
-        """How far each value is past the bound (0 when satisfied, and on a strict bound:
-        ``on_bound`` tells that one apart)."""
-        return np.maximum(v - self.value, 0.0) if self.op in ("<=", "<") else np.maximum(self.value - v, 0.0)
+    def violation(self, v: np.ndarray, scale: float = 1.0) -> np.ndarray:
+        """How far each value is past the bound, in units of ``scale`` (0 when satisfied, and
+        on a strict bound: ``on_bound`` tells that one apart)."""
+        past = np.maximum(v - self.value, 0.0) if self.op in ("<=", "<") else np.maximum(self.value - v, 0.0)
+        return past / scale
 
     def on_bound(self, v: np.ndarray) -> np.ndarray:
         """Values equal to a strict bound: not past it, yet not meeting it (a violation of 1e-12
@@ -84,14 +87,21 @@ class Recommendation:
 
 
 def _score_frame(points: pd.DataFrame, models: dict[str, Model], objective: str, sense: str,
-                 constraints: list[Constraint]) -> pd.DataFrame:
+                 constraints: list[Constraint], scales: dict[Constraint, float]) -> pd.DataFrame:
+    """``points`` with each model's prediction, their summed violation (each constraint's in
+    units of its ``scales`` entry, set here from the first points scored where missing),
+    strict bounds met exactly, and the objective as a key to sort ascending."""
     out = points.copy()
     for metric, model in models.items():
         out[metric] = model.predict(points, where="search")
     viol = np.zeros(len(out))
     on_bound = np.zeros(len(out), dtype=bool)
     for c in constraints:
-        viol += c.violation(out[c.metric].to_numpy())
+        # power<=2 W and lat<=12 ms summed raw ranked differently with power in mW (session 58's audit)
+        if c not in scales:
+            spread = float(np.std(out[c.metric])) if len(out) > 1 else 0.0
+            scales[c] = abs(c.value) or spread or 1.0
+        viol += c.violation(out[c.metric].to_numpy(), scales[c])
         on_bound |= c.on_bound(out[c.metric].to_numpy())
     out["_violation"] = viol
     out["_on_bound"] = on_bound  # ranks after the points that meet every constraint, before those past one
@@ -132,10 +142,14 @@ def recommend(
     top: int = 5,
 ) -> Recommendation:
     """The best point of ``space`` for ``context`` by the models' predictions (a dict:
-    every combination of its values is a point)."""
-    space = space if isinstance(space, SearchSpace) else SearchSpace(dict(space))
-    constraints = list(constraints or [])
-    context = dict(context or {})
+    every combination of its values is a point). ``constraints``: ``Constraint``s or their
+    text (``"p95<=25"``)."""
+    _check_inputs(models, space, context)
+    space = space if isinstance(space, SearchSpace) else SearchSpace({k: list(v) for k, v in space.items()})
+    constraints = [Constraint.parse(c) if isinstance(c, str) else c for c in constraints or []]
+    # a value given as text, as the CLI reads --context (threads="4" stayed the text "4" in the point)
+    numeric = {f for model in models.values() for f in model.schema.numeric}
+    context = {k: given_value(v) if isinstance(v, str) and k in numeric else v for k, v in (context or {}).items()}
     if sense not in ("min", "max"):
         raise UsageError(f"objective sense must be min or max, got {sense!r}", where="recommend")
     if top < 1:  # head(-3) would show all but 3 of the points
@@ -147,17 +161,17 @@ def recommend(
     if not knobs:
         raise UsageError("every feature is fixed by the context; nothing to choose", where="--context")
     axes = space.axes(knobs)
-    evaluated = 0
+    evaluated: set[tuple] = set()  # the distinct points scored (local search scores its start again each step)
+    scales: dict[Constraint, float] = {}
 
     def score(rows: list[tuple]) -> pd.DataFrame:
         """Points given by their axis values, scored and ranked; those outside the space left out."""
-        nonlocal evaluated
         frame = space.frame(axes, rows, context)
         keep = np.flatnonzero(space.allowed(frame))
-        evaluated += len(keep)
+        evaluated.update(rows[i] for i in keep)
         if not len(keep):
             return pd.DataFrame()
-        scored = _score_frame(frame.iloc[keep].reset_index(drop=True), models, objective, sense, constraints)
+        scored = _score_frame(frame.iloc[keep].reset_index(drop=True), models, objective, sense, constraints, scales)
         scored["_axes"] = [rows[i] for i in keep]
         return _rank(scored)
 
@@ -187,7 +201,7 @@ def recommend(
                                       for j, (_, values) in enumerate(axes) for v in values if v != current[j])])
                 if s.empty:
                     break
-                pool.append(s.head(1))
+                pool.append(s.head(top))  # the best few of each step: --top showed 152 where 143 was scored
                 ranked = list(s["_axes"])
                 if ranked[0] == current or current not in ranked:
                     break  # no move of one axis beats it (or it lies outside the space): a local optimum
@@ -197,7 +211,7 @@ def recommend(
                     jump[j] = moved[j]
                 both = score([ranked[0], tuple(jump)])
                 current = both["_axes"].iloc[0] if len(both) else ranked[0]
-                pool.append(both.head(1))
+                pool.append(both.head(top))
         scored = _rank(pd.concat(pool).drop_duplicates(subset=knobs)) if pool else pd.DataFrame()
         method = "sampling+local"
     if scored.empty:
@@ -214,7 +228,54 @@ def recommend(
                        + ([] if shown["_on_bound"].any() else ["_on_bound"]))
     shown = shown.rename(columns={"_violation": "violation", "_on_bound": "on_strict_bound"}).reset_index(drop=True)
     feasible = bool(best["_violation"] == 0 and not best["_on_bound"])
-    return Recommendation(point, predicted, feasible, method, evaluated, shown, space.notes)
+    return Recommendation(point, predicted, feasible, method, len(evaluated), shown, space.notes)
+
+
+def _check_inputs(models, space, context) -> None:
+    """The Python caller's mistakes, one line each (session 58's audit: a space or context key
+    no model takes was searched and shown in the point, ``{"power": lat_model}`` predicted
+    power with a latency model, a scalar or empty value list failed deep inside)."""
+    if not isinstance(models, dict) or not all(isinstance(m, Model) for m in models.values()):
+        raise UsageError("models: a dict of metric -> fitted Model (perflearn.learn.fit or load)", where="recommend")
+    for metric, model in models.items():
+        if model.target != metric:
+            raise UsageError(f"models[{metric!r}] predicts {model.target!r}, not {metric!r}", where="recommend")
+    takes = {f for model in models.values() for f in model.features}
+    values = space.values if isinstance(space, SearchSpace) else space
+    if not isinstance(values, dict):
+        raise UsageError(f"space: a dict of knob -> list of values, got {type(values).__name__}", where="recommend")
+    for what, names in (("space", values), ("context", context or {})):
+        unknown = [k for k in names if k not in takes]
+        if unknown:
+            raise UsageError(f"{what}: {', '.join(map(repr, unknown))} is no feature of the models "
+                             f"(features: {', '.join(sorted(takes))})", where="recommend")
+    for k, v in values.items():
+        if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+            raise UsageError(f"space[{k!r}]: a list of values, got {v!r}", where="recommend")
+        if not len(list(v)):
+            raise UsageError(f"space[{k!r}]: no value to search", where="recommend")
+
+
+def never_measured(fixed: dict[str, Any], runs: pd.DataFrame) -> str | None:
+    """A line when no run of ``runs`` had every value of ``fixed`` (a context, with knobs
+    ``recommend -c`` fixed too): the recommendation is a prediction for a situation never
+    measured (``decide`` said it; ``recommend`` did not, session 58's audit)."""
+    if not fixed or runs.empty:
+        return None
+    match = np.ones(len(runs), dtype=bool)
+    for k, v in fixed.items():
+        if k not in runs:
+            return None
+        match &= (runs[k] == v).to_numpy()
+    if match.any():
+        return None
+    shown = ", ".join(f"{k}={shown_value(v)}" for k, v in fixed.items())
+    return f"no run had {shown}: a context never measured"
+
+
+def shown_value(value) -> str:
+    """A value as given: 10, not the 10.0 of a numeric column."""
+    return str(int(value)) if isinstance(value, (float, np.floating)) and float(value).is_integer() else str(value)
 
 
 # -- Kunkel's "Default Choice" table ------------------------------------------------------

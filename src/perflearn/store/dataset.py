@@ -114,6 +114,8 @@ class Dataset:
         name: str = "dataset",
         where: str = "dataset",
     ) -> "Dataset":
+        # one name given as text, not a list: "lat" was read letter by letter ("no column 'l'")
+        metrics, knobs, context = (_names(v) for v in (metrics, knobs, context))
         context = list(context or [])
         if not metrics:
             raise UsageError("name at least one metric column", where=where)
@@ -345,3 +347,8 @@ def read_csv_runs(path: str | Path) -> pd.DataFrame:
             if text.notna().any() and (numbers.notna() == text.notna()).all():
                 raw[col] = numbers
     return raw
+
+
+def _names(value: str | list[str] | None) -> list[str] | None:
+    """Column names given as a list, or as one name or a comma-separated text."""
+    return [name.strip() for name in value.split(",")] if isinstance(value, str) else value
