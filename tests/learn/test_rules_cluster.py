@@ -398,6 +398,9 @@ def test_one_group_draws_no_silhouette_note():
     assert max(r.silhouettes.values()) < 0.5 and r.silhouette_note() is None
     with pytest.raises(UsageError, match="k is chosen by elbow or silhouette, got 'gap'"):
         cluster(ds, k_by="gap")
+    same = Dataset.from_frame(pd.DataFrame({"knob": range(6), "a": [1.0] * 6, "b": [2.0] * 6}), ["a", "b"], name="same")
+    one = cluster(same, k_by="silhouette")
+    assert one.k == 1 and one.silhouettes == {}  # one distinct profile: one cluster, no silhouette
 
 
 def test_cluster_cli_chooses_k_by_silhouette_and_refuses_one_file_for_two_outputs(tmp_path):
@@ -416,6 +419,10 @@ def test_cluster_cli_chooses_k_by_silhouette_and_refuses_one_file_for_two_output
     r = cli.invoke(app, ["cluster", "--csv", str(csv), "-m", "a,b,c", "--k-by", "silhouette",
                          "--png", str(tmp_path / "k.png")])
     assert r.exit_code == 0 and "k = 5 (highest silhouette)" in r.output and "favours" not in r.output, r.output
+    same = tmp_path / "same.csv"
+    pd.DataFrame({"knob": range(6), "a": [1.0] * 6, "b": [2.0] * 6}).to_csv(same, index=False)
+    r = cli.invoke(app, ["cluster", "--csv", str(same), "-m", "a,b", "--k-by", "silhouette"])
+    assert r.exit_code == 0 and "k = 1 (no silhouette to compare)" in r.output, r.output
     assert (tmp_path / "k.png").read_bytes()[:4] == b"\x89PNG"
     # the profiles were written over the figure (session 57's helper)
     r = cli.invoke(app, ["cluster", "--csv", str(csv), "-m", "a,b,c", "--png", str(tmp_path / "x.png"),

@@ -49,7 +49,7 @@ AnyCombinationOpt = Annotated[bool, typer.Option(
 def _split(value: str | list[str] | None, where: str | None = None) -> list[str] | None:
     """``value``'s comma-separated items; with ``where`` (the option), given but naming nothing
     or with an empty item is refused (``-f ''`` modelled every feature, ``-f a,,b`` read a,b)."""
-    from perflearn.learn.features import split_list
+    from perflearn.store.dataset import split_list
 
     return split_list(value, where)
 
@@ -816,6 +816,8 @@ def recommend(
             raise UsageError(f"constraint {str(c)!r}: {what}; a constraint bounds a metric "
                              f"(metrics: {', '.join(ds.metrics)}; name others with -m)", where="--where")
     feats = _split(features, "--features")
+    if feats:  # checked before any use: an unknown one, a metric, was an internal error (session 58's review)
+        training_data(ds, target, feats)
     for k in fixed:
         if k not in ds.features:
             from perflearn.store.dataset import name_hint, listed
@@ -829,6 +831,13 @@ def recommend(
         if m.target != target:
             raise UsageError(f"model predicts {m.target!r}, not {target!r}", where=str(model_dir))
         models[target] = m
+        # what it was fitted with as context is context here too (a CSV read without --context-cols made the
+        # load a knob: chosen by the search, and by the defaults table), said
+        moved = [c for c in m.schema.context if c in ds.knobs]
+        if moved:
+            ds.knobs = [k for k in ds.knobs if k not in moved]
+            ds.context = [*ds.context, *moved]
+            terminal.info(f"{', '.join(moved)}: context, as --model {model_dir} was fitted with it")
         if feats and sorted(feats) != sorted(m.features):  # it chose a, b and c after -f a, unsaid
             others = [w for w in wanted if w != target]
             terminal.warn(f"-f: --model keeps the features it was fitted on ({', '.join(m.features)}); -f shapes "
@@ -837,10 +846,7 @@ def recommend(
     # for a minute under auto, and threw it away), and a missing context is refused before the fits
     takes = {metric: models[metric].features if metric in models else feats or ds.features for metric in wanted}
     used = sorted({f for fs in takes.values() for f in fs}, key=ds.features.index)
-    # context: the data's, and what --model was fitted on as context (a CSV read without --context-cols chose it)
-    fitted_context = models[target].schema.context if model_dir is not None else []
-    context_of = [c for c in ds.features if c in ds.context or c in fitted_context]
-    missing_ctx = [c for c in context_of if c in used and c not in fixed]
+    missing_ctx = [c for c in ds.context if c in used and c not in fixed]
     sense = "max" if maximize else "min"
 
     # auto for every context's cross-fit refits its whole search per context (over a minute on 36 runs): the
@@ -868,9 +874,8 @@ def recommend(
         print_table()
         return
     if missing_ctx:
-        fitted = "" if missing_ctx[0] in ds.context else f" (--model {model_dir} was fitted with it as context)"
         raise UsageError(f"give the context: --context {missing_ctx[0]}=VALUE (context columns: "
-                         f"{', '.join(context_of)}){fitted}", where="--context")
+                         f"{', '.join(ds.context)})", where="--context")
     for metric in wanted:
         if metric not in models:
             models[metric] = fit_model(ds, metric, feats, family, random_state=seed)
@@ -878,7 +883,7 @@ def recommend(
     if unused:  # -f left it out: fixing it changes nothing (ctx=small and ctx=large gave one answer, unsaid)
         terminal.warn(f"--context {', '.join(unused)}: not a feature of the model (-f): the recommendation is the "
                       f"same for any {' or '.join(unused)}")
-    unchosen = [k for k in ds.features if k not in used and k not in fixed and k not in context_of]
+    unchosen = [k for k in ds.features if k not in used and k not in fixed and k not in ds.context]
     if unchosen:
         terminal.warn(f"not chosen: {', '.join(unchosen)}, not a feature of the model (-f)")
     space = search_space(ds, [f for f in used if f not in fixed], fixed, any_combination=any_combination,
@@ -901,7 +906,7 @@ def recommend(
     for note in r.notes:
         terminal.out.print(f"  search: {note}", markup=False)
     runs = ds.ok()
-    unmeasured = never_measured({k: v for k, v in fixed.items() if k in context_of}, runs)
+    unmeasured = never_measured({k: v for k, v in fixed.items() if k in ds.context}, runs)
     for note in [*([unmeasured] if unmeasured else []),
                  *models[target].schema.outside(pd.DataFrame([r.point])[models[target].features]),
                  *unseen_pairs(r.point, runs, used), *implausible(r.predicted, runs)]:
@@ -1037,8 +1042,8 @@ def cluster(
         terminal.warn(f"{r.dropped} profile(s) left out (NULL in {', '.join(r.columns)})")
     if r.kmax_capped is not None and k is None:
         terminal.info(f"k tried up to {r.kmax_capped}, not {kmax}: {_why_capped(r)}")
-    how = ("given" if k is not None else "highest silhouette" if k_by == "silhouette"
-           else "elbow (kneedle)" if r.elbow_found else "no elbow found")
+    how = ("given" if k is not None else ("highest silhouette" if r.silhouettes else "no silhouette to compare")
+           if k_by == "silhouette" else "elbow (kneedle)" if r.elbow_found else "no elbow found")
     terminal.out.print(f"k = {r.k} ({how}); inertia by k: " + ", ".join(f"{kk}:{v:.3g}" for kk, v in zip(r.ks, r.inertias)))
     if r.silhouettes:
         terminal.out.print("mean silhouette by k: " + ", ".join(f"{kk}:{v:.2f}" for kk, v in r.silhouettes.items()))

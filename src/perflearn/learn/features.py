@@ -8,7 +8,6 @@ with an unseen category or a model trained on other knobs fails with one line.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import math
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ import pandas as pd
 
 from perflearn.errors import UsageError
 from perflearn.store import Dataset
-from perflearn.store.dataset import name_hint, listed
+from perflearn.store.dataset import listed, name_hint, split_list
 
 # scikit-learn's trees (cart, rf, gbm, and `rules`) cast their input to float32: a value beyond
 # this overflows to inf there ("Input X contains infinity", an internal error); every family refuses it
@@ -240,28 +239,6 @@ def data_hash(X: pd.DataFrame, y: np.ndarray) -> str:
     h.update(pd.util.hash_pandas_object(X.reset_index(drop=True), index=False).to_numpy().tobytes())
     h.update(np.ascontiguousarray(y, dtype=float).tobytes())
     return "sha256:" + h.hexdigest()
-
-
-def split_list(value: str | list[str] | None, where: str | None = None) -> list[str] | None:
-    """Comma-separated items, read as a CSV line: an item that holds a comma is quoted
-    (``'"lat,p95",T'``; ``'"a,b"=1'`` for ``--set``), as the CSV it names its column in.
-    With ``where`` (the option), a value given that names nothing (``-f ''``) or has an
-    empty item (``-f 'a,,b'``) is refused: it was read as every feature, or as ``a,b``."""
-    if value is None:
-        return None
-    parts = [value] if isinstance(value, str) else [str(part) for part in value]
-    items = []
-    try:
-        for part in parts:  # an empty part (-c '') is an empty item: the reader makes no row of it
-            items += [v.strip() for row in csv.reader([part], skipinitialspace=True) for v in row] or [""]
-    except csv.Error as exc:  # a line break in an unquoted item
-        raise UsageError(f"cannot read {parts!r} as a comma-separated list ({exc})", where=where or "arguments") from None
-    if where is not None and not all(items):
-        shown = repr(value) if isinstance(value, str) else ", ".join(map(repr, parts))
-        raise UsageError(f"an empty name in {shown}: give each one (e.g. a,b)" if any(items) else
-                         f"nothing named in {shown}", where=where)
-    items = [v for v in items if v]
-    return items or None
 
 
 def given_value(text: str) -> int | float | str:

@@ -144,8 +144,8 @@ def recommend(
     """The best point of ``space`` for ``context`` by the models' predictions (a dict:
     every combination of its values is a point). ``constraints``: ``Constraint``s or their
     text (``"p95<=25"``)."""
-    _check_inputs(models, space, context)
-    space = space if isinstance(space, SearchSpace) else SearchSpace({k: list(v) for k, v in space.items()})
+    values = _check_inputs(models, space, context)
+    space = space if isinstance(space, SearchSpace) else SearchSpace(values)
     constraints = [Constraint.parse(c) if isinstance(c, str) else c for c in constraints or []]
     # a value given as text, as the CLI reads --context (threads="4" stayed the text "4" in the point)
     numeric = {f for model in models.values() for f in model.schema.numeric}
@@ -231,10 +231,11 @@ def recommend(
     return Recommendation(point, predicted, feasible, method, len(evaluated), shown, space.notes)
 
 
-def _check_inputs(models, space, context) -> None:
+def _check_inputs(models, space, context) -> dict[str, list]:
     """The Python caller's mistakes, one line each (session 58's audit: a space or context key
     no model takes was searched and shown in the point, ``{"power": lat_model}`` predicted
-    power with a latency model, a scalar or empty value list failed deep inside)."""
+    power with a latency model, a scalar or empty value list failed deep inside); the
+    space's values as lists (each iterable read once: a generator's were used up here)."""
     if not isinstance(models, dict) or not all(isinstance(m, Model) for m in models.values()):
         raise UsageError("models: a dict of metric -> fitted Model (perflearn.learn.fit or load)", where="recommend")
     for metric, model in models.items():
@@ -249,11 +250,14 @@ def _check_inputs(models, space, context) -> None:
         if unknown:
             raise UsageError(f"{what}: {', '.join(map(repr, unknown))} is no feature of the models "
                              f"(features: {', '.join(sorted(takes))})", where="recommend")
+    listed = {}
     for k, v in values.items():
         if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
             raise UsageError(f"space[{k!r}]: a list of values, got {v!r}", where="recommend")
-        if not len(list(v)):
+        listed[k] = list(v)
+        if not listed[k]:
             raise UsageError(f"space[{k!r}]: no value to search", where="recommend")
+    return listed
 
 
 def never_measured(fixed: dict[str, Any], runs: pd.DataFrame) -> str | None:
@@ -266,7 +270,10 @@ def never_measured(fixed: dict[str, Any], runs: pd.DataFrame) -> str | None:
     for k, v in fixed.items():
         if k not in runs:
             return None
-        match &= (runs[k] == v).to_numpy()
+        column = runs[k]
+        # a categorical column holds text: -c load=10 (read as 10) matched none of its "10"s (session 58's review)
+        same = column == v if pd.api.types.is_numeric_dtype(column) else column.astype(str).isin({str(v), shown_value(v)})
+        match &= same.to_numpy()
     if match.any():
         return None
     shown = ", ".join(f"{k}={shown_value(v)}" for k, v in fixed.items())

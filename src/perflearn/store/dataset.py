@@ -115,7 +115,7 @@ class Dataset:
         where: str = "dataset",
     ) -> "Dataset":
         # one name given as text, not a list: "lat" was read letter by letter ("no column 'l'")
-        metrics, knobs, context = (_names(v) for v in (metrics, knobs, context))
+        metrics, knobs, context = (_names(v, where) for v in (metrics, knobs, context))
         context = list(context or [])
         if not metrics:
             raise UsageError("name at least one metric column", where=where)
@@ -349,6 +349,29 @@ def read_csv_runs(path: str | Path) -> pd.DataFrame:
     return raw
 
 
-def _names(value: str | list[str] | None) -> list[str] | None:
-    """Column names given as a list, or as one name or a comma-separated text."""
-    return [name.strip() for name in value.split(",")] if isinstance(value, str) else value
+def _names(value: str | list[str] | None, where: str) -> list[str] | None:
+    """Column names given as a list, or as one text of comma-separated names (quoted as in
+    the CSV where one holds a comma); an empty text is none."""
+    return split_list(value, where) if isinstance(value, str) and value.strip() else (None if value == "" else value)
+
+
+def split_list(value: str | list[str] | None, where: str | None = None) -> list[str] | None:
+    """Comma-separated items, read as a CSV line: an item that holds a comma is quoted
+    (``'"lat,p95",T'``; ``'"a,b"=1'`` for ``--set``), as the CSV it names its column in.
+    With ``where`` (the option), a value given that names nothing (``-f ''``) or has an
+    empty item (``-f 'a,,b'``) is refused: it was read as every feature, or as ``a,b``."""
+    if value is None:
+        return None
+    parts = [value] if isinstance(value, str) else [str(part) for part in value]
+    items = []
+    try:
+        for part in parts:  # an empty part (-c '') is an empty item: the reader makes no row of it
+            items += [v.strip() for row in csv.reader([part], skipinitialspace=True) for v in row] or [""]
+    except csv.Error as exc:  # a line break in an unquoted item
+        raise UsageError(f"cannot read {parts!r} as a comma-separated list ({exc})", where=where or "arguments") from None
+    if where is not None and not all(items):
+        shown = repr(value) if isinstance(value, str) else ", ".join(map(repr, parts))
+        raise UsageError(f"an empty name in {shown}: give each one (e.g. a,b)" if any(items) else
+                         f"nothing named in {shown}", where=where)
+    items = [v for v in items if v]
+    return items or None
