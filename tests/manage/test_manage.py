@@ -1346,9 +1346,10 @@ def test_live_memcached_under_load(tmp_path):
     assert (frame[frame["rps"] > 1000]["p95"] > 0).all()
     assert frame[frame["policy"] == "ondemand"]["level"].nunique() > 1  # it changed speed with the load
     # the wire's intervals start with the trace (the sniffer is marked at the load's start): each
-    # holds its own step (Poisson counts: within a few sqrt(8000)), and none reads as a stall.
+    # holds its own step (Poisson counts of 0.5-s intervals: within 4 sqrt(8000 x 0.5) / 0.5 = 500/s; one step
+    # off reads 1600/s away), and none reads as a stall.
     # On whole seconds a step fell inside an interval (0.27 s of 1600/s off), the first often late
-    assert (frame["rps"] - frame["offered_rps"]).abs().max() < 300, frame[["t", "offered_rps", "rps"]]
+    assert (frame["rps"] - frame["offered_rps"]).abs().max() < 500, frame[["t", "offered_rps", "rps"]]
     assert not frame["note"].astype("string").fillna("").str.contains("stalled").any()
     # the host-speed probe, every interval it had samples: a CPU time for its fixed work, stored too
     assert frame["host_probe_us"].notna().sum() >= 18 and (frame["host_probe_us"].dropna() > 20).all()
@@ -1490,7 +1491,7 @@ def test_live_memcached_follows_the_diurnal_trace(tmp_path):
     import pandas as pd
 
     rps = pd.read_csv(csv)["rps"].to_numpy()
-    assert len(rps) == 12  # 12 steps' time, one interval a second
+    assert len(rps) == 12  # 12 steps' time, one interval a step
     assert rps[:2].max() < 0.45 * 8000 and rps[-1] < 0.45 * 8000  # the night: 10-30 % (the preload is not in it)
     assert 0.8 * 8000 < rps[5:8].max() < 1.1 * 8000  # the peak, mid-day
 
