@@ -2396,3 +2396,41 @@ def test_a_host_quantile_no_model_can_use_is_said(capsys):
     result = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "2", "--cores", "2", "--levels", "2",
                                       "-p", "heimdall-cheapest", "--host-quantile", "0.5"])
     assert result.exit_code == 0 and "knows the host only with --slow-host: unused" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("slot", [None, 2])
+def test_a_failed_write_to_the_maximum_after_a_pass_keeps_the_pass(slot):
+    """Session 58's audit: a parent cgroup's limit made the write that puts the service back at
+    maximum fail after ondemand's last interval; the error ended the comparison and the finished
+    pass was never stored. It is tried again, then the pass comes out complete and the error
+    after it; passes that ran before are kept too."""
+    from dataclasses import replace
+
+    from perflearn.errors import UnsupportedError
+    from perflearn.manage.loop import LeaveFailed, SimulatedService, comparison
+
+    tries = []
+
+    class Stuck(SimulatedService):
+        def apply(self, config):
+            if config == self.space.maximum and self.i == len(self.loads):  # the pass is over
+                tries.append(config)
+                raise UnsupportedError("cannot write '200000' to cpu.cfs_quota_us: Invalid argument")
+            super().apply(config)
+
+    loads = [1000.0, 3000.0, 5000.0, 3000.0]
+    server = ServerModel(mu_max=2000.0, seed=1)
+    made = {n: make_policy(n, SPACE, TARGET, 6000.0, 1.0, power=PowerModel(), intervals=len(loads))
+            for n in ("static", "ondemand")}
+
+    def service(label, offered=loads):
+        return Stuck(replace(server), SPACE, offered, 1.0) if label != "static" or slot else \
+            SimulatedService(replace(server), SPACE, offered, 1.0)
+
+    passes = []
+    with pytest.raises(LeaveFailed, match=r"could not put the service back at its maximum configuration \(3 tries\): "
+                                          "cannot write '200000'"):
+        for label, frame, _, complete in comparison(made, service, loads, 1.0, PowerModel(), slot):
+            passes.append((label, len(frame), complete))
+    assert passes == [("static", 4, True), ("ondemand", 4, True)]  # both complete, the failed one too
+    assert len(tries) == 3

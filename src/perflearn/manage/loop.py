@@ -323,11 +323,40 @@ def control_loop(policy: Policy, service: Service, intervals: int, interval_s: f
     return controller.frame()
 
 
+LEAVE_TRIES = 3  # a write to the maximum that failed (a parent cgroup's limit for a moment) is tried again
+LEAVE_WAIT_S = 0.2
+
+
+class LeaveFailed(PerflearnError):
+    """The service could not be put back at its maximum configuration after a pass."""
+
+
 def _leave(service: Service) -> None:
+    """Leave the service at maximum, and close it. A failed write is tried again, then
+    ``LeaveFailed``: raised after the pass it ends is kept (it lost a finished pass from the
+    store, session 58's audit)."""
     try:
-        service.apply(service.space.maximum)  # leave the service at maximum
+        for attempt in range(LEAVE_TRIES):
+            try:
+                service.apply(service.space.maximum)
+                return
+            except PerflearnError as exc:
+                if attempt == LEAVE_TRIES - 1:
+                    raise LeaveFailed(f"could not put the service back at its maximum configuration "
+                                      f"({LEAVE_TRIES} tries): {exc.message}") from None
+                time.sleep(LEAVE_WAIT_S)
     finally:
         service.close()
+
+
+def _leave_after(service: Service) -> LeaveFailed | None:
+    """``_leave``; its failure returned: raised once the intervals are kept where the run
+    ended, said with the exception that stopped it where one did."""
+    try:
+        _leave(service)
+    except LeaveFailed as exc:
+        return exc
+    return None
 
 
 def interleaved_loads(offered: list[float], slot: int, turns: int) -> list[float]:
@@ -370,7 +399,9 @@ def take_turns(controllers: dict[str, Controller], service: Service, offered: li
                 controllers[name].run(service, chunk, realtime, first=done)
                 done += len(chunk)
     finally:
-        _leave(service)
+        left = _leave_after(service)
+    if left is not None:  # every turn ran: the caller keeps them (``comparison``), then says why it ended
+        raise left
 
 
 def passes(policy: Policy, name: str, new_service: Callable[[str], Service], intervals: int, interval_s: float,
@@ -393,10 +424,15 @@ def passes(policy: Policy, name: str, new_service: Callable[[str], Service], int
             controller.run(service, loads, realtime)
             complete = True
         finally:
-            _leave(service)
+            left = _leave_after(service)
             if not complete and controller.records:
-                yield label, _stopped(controller.frame(), sys.exc_info()[1]), False  # then the exception goes on
+                frame = _stopped(controller.frame(), sys.exc_info()[1])
+                if left is not None:
+                    frame.attrs["stopped"] += f"; and {left.message}"
+                yield label, frame, False  # then the exception goes on
         yield label, controller.frame(), True
+        if left is not None:  # the pass ran to its end and is kept; the run ends here, saying why
+            raise left
 
 
 def _stopped(frame: pd.DataFrame, exc: BaseException | None) -> pd.DataFrame:
@@ -442,10 +478,12 @@ def comparison(policies: dict[str, Policy], new_service: Callable[..., Service],
     shared = new_service("interleaved", interleaved_loads(offered, slot, len(policies)))
     controllers = {n: Controller(p, shared.space, interval_s, power, None if log is None else partial(log, n))
                    for n, p in policies.items()}
-    complete = False
+    complete, left = False, None
     try:
         take_turns(controllers, shared, offered, slot)
         complete = True
+    except LeaveFailed as exc:  # every turn ran: the passes are complete; the run ends after they are kept
+        complete, left = True, exc
     finally:  # interrupted too: the turns taken are not lost
         wall = time.monotonic() - started
         stopped = sys.exc_info()[1]
@@ -453,6 +491,8 @@ def comparison(policies: dict[str, Policy], new_service: Callable[..., Service],
             if controller.records:
                 frame = controller.frame()
                 yield name, frame if complete else _stopped(frame, stopped), wall, complete
+    if left is not None:
+        raise left
 
 
 def _none_late(latency: float) -> float:
