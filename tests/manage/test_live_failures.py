@@ -158,12 +158,15 @@ def test_a_service_that_exits_at_start_says_what_it_wrote(tmp_path):
 
     if cgroups.version() is None:
         pytest.skip("needs cgroups")
+    earlier = tmp_path / "earlier.csv"  # an earlier run's intervals: it was left a header only (session 58's audit)
+    earlier.write_text("t,rps\n1,2000\n")
     result = CliRunner().invoke(app, ["manage", "--service", "sh -c 'echo no such option {port} >&2; exit 3'",
                                       "--cores", "1", "--levels", "2", "--max-rps", "1000", "--target-ms", "2",
-                                      "--step-seconds", "1", "-p", "static"])
+                                      "--step-seconds", "1", "-p", "static", "--csv", str(earlier)])
     assert result.exit_code == 2, result.output
     assert "the service ended with code 3 before accepting on port" in result.output
     assert "no such option" in result.output and "Traceback" not in result.output
+    assert earlier.read_text() == "t,rps\n1,2000\n"  # no interval: nothing replaced
 
 
 @pytest.mark.slow

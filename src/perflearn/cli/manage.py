@@ -178,8 +178,10 @@ def manage(
         raise UsageError(f"--model-unit: expected us, ms or s, got {model_unit!r}")
     check_png(figure, "--figure")
     check_output(csv, "--csv")  # it failed at the end, the whole run lost with it
-    if csv is not None and from_csv is None and csv.is_file() and csv.stat().st_size:  # replaced unsaid: a killed
-        terminal.warn(f"--csv {csv}: a file is there; this run's intervals replace it")  # run's only copy, maybe
+    # a file there was replaced unsaid (a killed run's only copy, maybe); it is kept until the first interval (a
+    # service that never started left it a header only, session 58's audit)
+    if csv is not None and from_csv is None and csv.is_file() and csv.stat().st_size:
+        terminal.warn(f"--csv {csv}: a file is there; this run's intervals replace it from its first")
     one_file_each([("--csv", csv), ("--store", store), ("--figure", figure), ("--from-csv", from_csv),
                     *(("--experience", path) for path in experience or [])])
     if trace not in TRACES:

@@ -34,23 +34,30 @@ class IntervalCsv:
     """A ``comparison``'s ``log``: call with (label, record); a context manager."""
 
     def __init__(self, path: Path):
-        # a .gz name is gzipped, as a simulation's is (it was plain text there, which fit and
-        # --experience then refused); each row's flush is a sync flush, so a killed run keeps them
-        self.file = gzip.open(path, "wt", newline="") if str(path).endswith(".gz") else open(path, "w", newline="")
-        self.writer = csv.writer(self.file)
-        self.writer.writerow(COLUMNS)
-        self.file.flush()
+        self.path = path
+        self.file = None  # made at the first interval: a service that never started left a file there empty
         self.rows = 0
         self.labels: dict[str, None] = {}  # each pass written, in order
 
+    def _open(self) -> None:
+        # a .gz name is gzipped, as a simulation's is (it was plain text there, which fit and
+        # --experience then refused); each row's flush is a sync flush, so a killed run keeps them
+        path = self.path
+        self.file = gzip.open(path, "wt", newline="") if str(path).endswith(".gz") else open(path, "w", newline="")
+        self.writer = csv.writer(self.file)
+        self.writer.writerow(COLUMNS)
+
     def __call__(self, label: str, record: IntervalRecord) -> None:
+        if self.file is None:
+            self._open()
         self.writer.writerow([_cell(getattr(record, name)) for name in COLUMNS[:-1]] + [label])
         self.file.flush()  # to the kernel: what a killed process wrote is kept
         self.rows += 1
         self.labels[label] = None
 
     def close(self) -> None:
-        self.file.close()
+        if self.file is not None:
+            self.file.close()
 
     def __enter__(self) -> IntervalCsv:
         return self
