@@ -23,7 +23,7 @@ from perflearn.store import Dataset
 from .features import given_value, training_data
 from .model import Model, fit_data
 from .recommend import (DefaultsTable, NoSharedDefault, Recommendation, defaults_table, implausible, never_measured,
-                        recommend, shown_value, unseen_pairs)
+                        recommend, runs_with, shown_value, unseen_pairs)
 from .rules import Rules, tree_rules
 from .space import search_space
 
@@ -104,9 +104,7 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
     rules = tree_rules(data, max_depth=3)
     taken = [c for c in ds.context if c not in fixed]
     tied = 0
-    match = np.ones(len(data.X), dtype=bool)
-    for k, v in fixed.items():
-        match &= (data.X[k] == v).to_numpy()
+    match = runs_with(fixed, data.X)
     # a context no run had: the recommendation is a prediction for a situation never measured, said
     never = never_measured(fixed, data.X)
     unmeasured = [never + (f" ({', '.join(taken)}: the most common of all runs)" if taken else "")] if never else []
@@ -151,7 +149,6 @@ def _given_context(context: dict, ds: Dataset) -> dict:
         if k not in ds.context:
             raise UsageError(f"{k!r} is no context column (context: {', '.join(ds.context) or 'none'})", where="--context")
     return {k: given_value(v) if isinstance(v, str) else v for k, v in context.items()}
-
 
 
 def _gain(gain: float, reference: float) -> str:

@@ -260,21 +260,24 @@ def _check_inputs(models, space, context) -> dict[str, list]:
     return listed
 
 
+def runs_with(fixed: dict[str, Any], runs: pd.DataFrame) -> np.ndarray:
+    """Which of ``runs`` had every value of ``fixed`` (a column they lack is not checked)."""
+    match = np.ones(len(runs), dtype=bool)
+    for k, v in fixed.items():
+        if k in runs:
+            column = runs[k]
+            # a categorical column holds text: -c load=10 (read as 10) matched none of its "10"s (session 58's review)
+            same = column == v if pd.api.types.is_numeric_dtype(column) else \
+                column.astype(str).isin({str(v), shown_value(v)})
+            match &= same.to_numpy()
+    return match
+
+
 def never_measured(fixed: dict[str, Any], runs: pd.DataFrame) -> str | None:
     """A line when no run of ``runs`` had every value of ``fixed`` (a context, with knobs
     ``recommend -c`` fixed too): the recommendation is a prediction for a situation never
     measured (``decide`` said it; ``recommend`` did not, session 58's audit)."""
-    if not fixed or runs.empty:
-        return None
-    match = np.ones(len(runs), dtype=bool)
-    for k, v in fixed.items():
-        if k not in runs:
-            return None
-        column = runs[k]
-        # a categorical column holds text: -c load=10 (read as 10) matched none of its "10"s (session 58's review)
-        same = column == v if pd.api.types.is_numeric_dtype(column) else column.astype(str).isin({str(v), shown_value(v)})
-        match &= same.to_numpy()
-    if match.any():
+    if not fixed or runs.empty or runs_with(fixed, runs).any():
         return None
     shown = ", ".join(f"{k}={shown_value(v)}" for k, v in fixed.items())
     return f"no run had {shown}: a context never measured"

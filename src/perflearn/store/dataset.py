@@ -352,7 +352,9 @@ def read_csv_runs(path: str | Path) -> pd.DataFrame:
 def _names(value: str | list[str] | None, where: str) -> list[str] | None:
     """Column names given as a list, or as one text of comma-separated names (quoted as in
     the CSV where one holds a comma); an empty text is none."""
-    return split_list(value, where) if isinstance(value, str) and value.strip() else (None if value == "" else value)
+    if not isinstance(value, str):
+        return value
+    return split_list(value, where) if value.strip() else None
 
 
 def split_list(value: str | list[str] | None, where: str | None = None) -> list[str] | None:
