@@ -289,9 +289,10 @@ def test_a_capture_stopped_for_a_while_leaves_every_later_interval_at_its_own_lo
     lost = after["note"].fillna("").str.contains("the capture lost")
     assert lost.sum() <= 1 and not lost.iloc[1:].any()
     assert after["note"][lost].str.contains("maximum configuration applied").all()  # its low rate not followed
-    # each later interval holds its own step (2-s steps of 1 600 req/s; one interval off read 1 600 away)
+    # each later interval holds its own step (2-s steps of 1 600 req/s; one interval off read 1 600 away).
+    # The bound is half a step: the first interval after the resume, catching up, once read 432 away.
     off = (after["rps"] - after["offered_rps"]).abs()[~lost]
-    assert off.max() < 400, frame[["service_interval", "offered_rps", "rps", "note"]]
+    assert off.max() < 800, frame[["service_interval", "offered_rps", "rps", "note"]]
 
 
 @pytest.mark.slow
