@@ -281,6 +281,12 @@ def test_a_capture_stopped_for_a_while_leaves_every_later_interval_at_its_own_lo
     assert list(frame["service_interval"]) == list(range(22))  # every interval of the trace, once
     stalled = frame["note"].fillna("").str.contains("stalled")
     assert 4 <= stalled.sum() <= 8, frame[["service_interval", "offered_rps", "rps", "note"]]
+    # a stalled interval's rate and latency are unknown (its rate read 0 req/s, and it was charged full load);
+    # the service's usage was measured all the same, and it is no configuration's latency to learn from
+    assert frame["rps"][stalled].isna().all() and frame["p95"][stalled].isna().all()
+    assert (frame["utilisation"][stalled] < 1.0).all() and not frame["settled"][stalled].any()
+    assert f"static: the latency stream stalled (no rate or latency known: a miss where load was offered) in " \
+           f"{stalled.sum()} of 22 intervals" in " ".join(result.output.split())
     # the backlog the capture read when it ran again went to the intervals its frames were stamped in (those
     # given up as stalled), not to the one it resumed in (8 000 requests too many)
     after = frame[frame.index > stalled[stalled].index.max()]

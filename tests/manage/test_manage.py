@@ -655,8 +655,9 @@ def test_intervals_the_loop_passed_over_keep_their_places():
     frame = control_loop(policy, service, 8, 1.0, PowerModel(), offered=[100.0 * k for k in range(8)])
     assert list(frame["service_interval"]) == list(range(8))
     assert list(frame["offered_rps"]) == [100.0 * k for k in range(8)]  # each record is its own interval
-    assert frame["rps"].tolist()[:5] == [1000.0, 0.0, 3000.0, 4000.0, 5000.0]
-    assert frame["rps"].tolist()[5] == 0.0 and math.isnan(frame["p95"].tolist()[5])
+    rps = frame["rps"].tolist()  # a stalled interval's rate, and that of one never measured, are unknown: not 0
+    assert rps[0] == 1000.0 and math.isnan(rps[1]) and rps[2:5] == [3000.0, 4000.0, 5000.0]
+    assert math.isnan(rps[5]) and math.isnan(frame["p95"].tolist()[5])
     assert policy.seen == [1000.0, 5000.0, 7000.0, 8000.0]  # decided on what it measured last, never twice
     notes = frame["note"].tolist()
     assert "stalled" in notes[1]
@@ -674,6 +675,31 @@ def test_intervals_the_loop_passed_over_keep_their_places():
     # an interval past the run (another policy's turn, or the trace's end) is not recorded
     short = control_loop(Counting(SPACE, TARGET, 1000), ClockedService([(0, []), (3, [1])]), 2, 1.0, PowerModel())
     assert list(short["service_interval"]) == [0, 1] and short["rps"].tolist() == [1000.0, 2000.0]
+
+
+class StallingService(FlakyService):
+    """Its second interval stalls, as LiveService says it: no rate or latency, its usage measured."""
+
+    def observe(self, t):
+        self.calls += 1
+        if self.calls == 2:
+            return Measured(float("nan"), float("nan"), float("nan"), 0.25, stalled=True)
+        return Measured(1000.0, 0.2e-3, 0.3e-3, 0.3)
+
+
+def test_a_stalled_interval_keeps_its_measured_usage_and_no_rate():
+    """A stall was recorded as 0 req/s at full load (utilisation 1.0, the full-load energy) and,
+    its configuration unchanged, as settled: training data. Its rate and latency are unknown,
+    its usage the cgroup's; it is a miss where load was offered (session 58's audit)."""
+    power = PowerModel()
+    frame = control_loop(Static(SPACE, TARGET, 1000), StallingService(), 4, 1.0, power, offered=[900.0] * 4)
+    stall = frame.iloc[1]
+    assert "stalled" in stall["note"] and math.isnan(stall["rps"]) and math.isnan(stall["p95"])
+    assert stall["utilisation"] == 0.25 and stall["power_w"] == power.watts(SPACE.maximum, 0.25)
+    assert not stall["settled"] and frame["settled"].iloc[2:].all()  # static ran the maximum throughout
+    assert summarize(frame)["qos_guarantee"] == 75.0
+    assert summarize(frame.assign(offered_rps=None))["qos_guarantee"] == 75.0  # offered unknown: asked all the same
+    assert summarize(frame.assign(offered_rps=0.0))["qos_guarantee"] == 100.0  # known idle: no target to meet
 
 
 class HalfAppliedService(FlakyService):

@@ -964,15 +964,25 @@ def _say_seed(run, first: bool, s, space, mu, profiled_speed, host, miss_budget)
                      "intervals" if host else ""))
 
 
+FORCED = (("policy failed", "its policy failed"),
+          ("latency stream stalled", "the latency stream stalled (no rate or latency known: a miss where load was "
+                                     "offered)"))
+
+
 def _say_policy_failures(frames: dict) -> None:
-    """A pass whose policy failed in an interval ran the maximum there: its row is partly the
-    maximum's (a model that failed every interval showed 100 % met and -0.2 % energy, unsaid
-    but for one warning at its first failure)."""
+    """A pass whose policy failed, or whose latency stream stalled, in an interval ran the
+    maximum there: its row is partly the maximum's (a model that failed every interval showed
+    100 % met and -0.2 % energy, unsaid but for one warning at its first failure; a pass
+    stalled in most intervals ended with no word of it)."""
     for name, frame in frames.items():
-        failed = int(frame["note"].fillna("").str.contains("policy failed").sum()) if "note" in frame else 0
-        if failed:
-            terminal.warn(f"{name}: its policy failed in {failed} of {len(frame)} intervals, which ran the maximum "
-                          "configuration: its row is that much the maximum's, not the policy's")
+        if "note" not in frame:
+            continue
+        notes = frame["note"].fillna("")
+        for kind, said in FORCED:
+            count = int(notes.str.contains(kind).sum())
+            if count:
+                terminal.warn(f"{name}: {said} in {count} of {len(frame)} intervals, which ran the maximum "
+                              "configuration: its row is that much the maximum's, not the policy's")
 
 
 def _say_simulation(runs, names, trace, seed, seeds, power, figure, csv) -> None:

@@ -219,17 +219,31 @@ class LiveService(Service):
         self.config = config
 
     def observe(self, t: float, react=None) -> Measured | None:
-        """The next interval of the load's clock, measured (``LineStream.take``: None when the
-        stream stalled; the intervals the loop fell behind on in ``behind``). When the next
-        turn's line came before any this caller asked for, a Measured of no requests whose
-        ``index`` is the horizon: the loop's run ends there."""
+        """The next interval of the load's clock, measured (``LineStream.take``: stalled when
+        the stream stalled, its usage measured all the same; the intervals the loop fell behind
+        on in ``behind``). When the next turn's line came before any this caller asked for, a
+        Measured of no requests whose ``index`` is the horizon: the loop's run ends there."""
         self._check_running()
         taken = self.stream.take((lambda tick: react(float(tick.get("rps", 0.0)))) if react is not None else None)
-        if taken is None:
-            return None  # the latency stream stalled
+        if taken is None:  # the latency stream stalled; the service ran, and its usage is the cgroup's
+            utilisation, power, extra = self._usage()
+            return Measured(math.nan, math.nan, math.nan, utilisation, **power, **extra, stalled=True)
         if taken.past:
             return Measured(0.0, math.nan, math.nan, 0.0, index=taken.index)
         line, ticks, earlier = taken.line, taken.ticks, taken.earlier
+        utilisation, power, extra = self._usage()
+        behind = [_measured(old, old_ticks, utilisation, power, self._lost(old)) for old, old_ticks in earlier]
+        p95, p99, note = interval_latency(line, ticks)
+        lost = self._lost(line)
+        note = "; ".join(filter(None, [note, lost, self._clock_steps()]))
+        if note:
+            extra["note"] = note
+        return Measured(float(line.get("rps", 0.0)), p95, p99, utilisation, **power, **extra, index=line["index"],
+                        behind=behind, partial=lost is not None)
+
+    def _usage(self) -> tuple[float, dict, dict]:
+        """Since the last call: the service's utilisation of the CPU its configuration allows,
+        its power where RAPL reads it, and the host probe's and the quota's hold (Measured's)."""
         now, (cpu, throttled) = time.monotonic(), _usage(self.group)
         utilisation, power = 0.0, {}
         if cpu is not None and self.last_cpu is not None and now > self.last_time:
@@ -241,19 +255,12 @@ class LiveService(Service):
                 power["power_w"] = self.rapl.joules_between(self.last_energy, energy) / (now - self.last_time)
             self.last_energy = energy
         self.last_cpu, self.last_time = cpu, now
-        rps, probe = float(line.get("rps", 0.0)), self.probe.take()  # (median, fastest) µs, or None
+        probe = self.probe.take()  # (median, fastest) µs, or None
         extra = {"host_probe_us": probe[0], "host_probe_min_us": probe[1]} if probe else {}
         if throttled is not None and self.last_throttled is not None:  # ms the quota held the service back
             extra["throttled_ms"] = max(0.0, throttled - self.last_throttled) * 1e3
         self.last_throttled = throttled
-        behind = [_measured(old, old_ticks, utilisation, power, self._lost(old)) for old, old_ticks in earlier]
-        p95, p99, note = interval_latency(line, ticks)
-        lost = self._lost(line)
-        note = "; ".join(filter(None, [note, lost, self._clock_steps()]))
-        if note:
-            extra["note"] = note
-        return Measured(rps, p95, p99, utilisation, **power, **extra, index=line["index"], behind=behind,
-                        partial=lost is not None)
+        return utilisation, power, extra
 
     def _clock_steps(self) -> str | None:
         """What to say of steps of the wall clock the sniffer saw since the last interval recorded."""

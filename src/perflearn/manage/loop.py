@@ -55,6 +55,8 @@ class Measured:
     # its rate is not its load's: requests went unseen (the capture lost packets: it reads as a load drop), or
     # other intervals' requests are in it (the wall clock stepped back); not to decide on
     partial: bool = False
+    # the latency stream stalled: its rate and latency are unknown (NaN), its usage and power measured
+    stalled: bool = False
 
 
 React = Callable[[float], None]  # called with the arrival rate of each tick inside an interval
@@ -68,7 +70,8 @@ class Service:
     horizon: int | None = None  # set by the loop: the first of the service's intervals past the caller's run
 
     def apply(self, config: Configuration) -> None: ...
-    # None: no data for this interval (stalled); ``react`` is called at every tick before the interval ends
+    # a stalled interval: Measured(stalled=True) with the usage it measured, or None where it measures nothing;
+    # ``react`` is called at every tick before the interval ends
     def observe(self, t: float, react: React | None = None) -> Measured | None: ...
     def close(self) -> None: ...
 
@@ -234,10 +237,12 @@ class Controller:
             settled = (i > 0 and not self.records[-1].changed and not self.records[-1].reactions and not reactions
                        and not self.unsure)  # a half-applied configuration ran: neither one's latency
             cost_us, decided = None, False
-            if measured is None:
+            if measured is None or measured.stalled:
+                # its rate and latency unknown, not 0 (the rate read 0 req/s); nor a configuration's latency
                 note = "latency stream stalled: maximum configuration applied"
-                new = service.space.maximum
-                measured = Measured(0.0, float("nan"), float("nan"), 1.0)
+                new, settled = service.space.maximum, False
+                if measured is None:  # nor its usage: charged at full load, an upper bound on its energy
+                    measured = Measured(float("nan"), float("nan"), float("nan"), 1.0)
             elif measured.partial:  # as a stall: the policy would follow a load that only looks low (or high)
                 note = "maximum configuration applied"
                 new, settled = service.space.maximum, False  # nor is it a configuration's latency to learn from
@@ -294,8 +299,8 @@ class Controller:
             got = by_index.get(first + i)
             note = "the loop fell behind: measured, not decided on" if got else \
                 "the loop fell behind: neither measured nor decided on"
-            if got is None:
-                got = Measured(0.0, float("nan"), float("nan"), measured.utilisation)
+            if got is None:  # its rate unknown, not 0
+                got = Measured(float("nan"), float("nan"), float("nan"), measured.utilisation)
             self._append((len(self.records) + 1) * self.interval, offered[i], got, self.config, self.forecast, False,
                          [*events, got.note, note], service_interval=first + i)
             events = []
@@ -505,10 +510,11 @@ def summarize(frame: pd.DataFrame, static_energy_j: float | None = None) -> dict
     changes. QoS is over the intervals that had requests or were offered some: one with
     neither (a live trace's 0 % step) has no latency to meet a target with (recorded as 0
     before session 46, as met); one offered load that answered none (the service stopped,
-    the latency stream stalled) missed it, whatever its p95 (they were left out, unsaid)."""
-    asked = frame["rps"] > 0 if "rps" in frame else pd.Series(True, index=frame.index)
-    if "offered_rps" in frame:
-        asked |= frame["offered_rps"].fillna(0) > 0
+    the latency stream stalled) missed it, whatever its p95 (they were left out, unsaid); so
+    did one of unknown rate (a stall) unless it is known to have been offered none."""
+    nothing = pd.Series(float("nan"), index=frame.index)
+    rps, offered = (pd.to_numeric(frame.get(c, nothing), errors="coerce") for c in ("rps", "offered_rps"))  # None: NaN
+    asked = (rps > 0) | (offered > 0) | (rps.isna() & offered.isna())
     valid = frame[asked]
     met = valid["p95"] <= valid["target"]  # NaN is no p95: not met
     violating = valid[~met & valid["p95"].notna()]
