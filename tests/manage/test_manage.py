@@ -1318,6 +1318,32 @@ def test_model_trained_on_other_knobs_is_refused():
         model_predictor(NoLoad(), 1e-6)
 
 
+def test_a_model_of_categories_where_the_manager_gives_numbers_is_refused_naming_it():
+    """A model whose load was categorical (a typo among its rates) was taken, then failed in
+    every interval at the first load it had not seen (the pass ran the maximum throughout); one
+    of categorical cores was refused as "points: ..." (session 58's audit)."""
+    import pandas as pd
+
+    from perflearn.errors import UsageError
+    from perflearn.learn import fit
+    from perflearn.manage.compare import model_predictor
+    from perflearn.store import Dataset
+
+    rates = [1600.0, 4000.0, 8000.0] * 4
+    frame = pd.DataFrame({"cores": [1, 2] * 6, "level": 1.0, "rate": rates, "p95": [50.0 + r / 100 for r in rates]})
+    typo = frame.astype({"rate": object}).assign(rate=lambda f: f["rate"].where(f.index > 0, "x"))
+    model = fit(Dataset.from_frame(typo, metrics=["p95"], knobs=["cores", "level", "rate"], name="typo"), "p95",
+                family="cart")
+    with pytest.raises(UsageError, match="^--model: its feature rate is categorical .*every load in between"):
+        model_predictor(model, 1e-6, what="--model")
+    cores = frame.astype({"cores": object}).assign(cores=lambda f: f["cores"].where(f.index > 0, "x"))
+    model = fit(Dataset.from_frame(cores, metrics=["p95"], knobs=["cores", "level", "rate"], name="cores"), "p95",
+                family="cart")
+    predict = model_predictor(model, 1e-6, what="--model")  # categorical cores: right where every core count is one
+    with pytest.raises(UsageError, match="^--model: feature 'cores' has category '3' not seen in training"):
+        predict.beyond(ConfigSpace.make(3, [1.0]), 8000.0)
+
+
 MEMCACHED = "memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0"
 
 

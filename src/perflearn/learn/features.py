@@ -89,11 +89,12 @@ class FeatureSchema:
             context=[str(c) for c in d.get("context", [])],  # nor before session 58
         )
 
-    def outside(self, points: pd.DataFrame) -> list[str]:
-        """One line for each way ``points`` (checked as by ``frame``) leave what the model was
-        trained on: a numeric feature beyond its trained range, a one-hot group not set
-        exactly once. The model still predicts there; it extrapolates, and says how far."""
-        checked, notes = self.frame(points), []
+    def outside(self, points: pd.DataFrame, where: str = "points") -> list[str]:
+        """One line for each way ``points`` (checked as by ``frame``, its errors naming ``where``)
+        leave what the model was trained on: a numeric feature beyond its trained range, a
+        one-hot group not set exactly once. The model still predicts there; it extrapolates,
+        and says how far."""
+        checked, notes = self.frame(points, where), []
         for f, (lo, hi) in self.ranges.items():
             values = checked[f].to_numpy(dtype=float)
             beyond = (values < lo) | (values > hi)

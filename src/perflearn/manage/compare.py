@@ -291,6 +291,12 @@ def model_predictor(model, scale: float, what: str = "the model"):
     if not {"rps", "rate", "wire.rps", "offered_rps"} & set(model.features):  # met the target in 40 % of intervals
         raise UsageError(f"{what} was trained on {', '.join(model.features)}: no load (rps, rate, wire.rps or "
                          "offered_rps), so it forecasts every load alike")
+    named = [f for f in model.features if f not in ("cores", "level", "quota") and model.schema.kinds[f] != "numeric"]
+    if named:  # it failed in every interval, at the first load it was not trained on (session 58's audit)
+        f = named[0]
+        given = "host speed" if f == "host_probe_us" else "load"
+        raise UsageError(f"{what}: its feature {f} is categorical (known: {', '.join(model.schema.categories[f])}), "
+                         f"and the manager gives it every {given} in between: fix the data and fit again")
     slowest_host = model.schema.ranges.get("host_probe_us", (np.nan, np.nan))[1]
 
     def fed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -309,7 +315,7 @@ def model_predictor(model, scale: float, what: str = "the model"):
         configs = list(space)
         frame = pd.DataFrame({"cores": [c.cores for c in configs] * 2, "level": [c.level for c in configs] * 2,
                               "rps": [0.2 * max_rps] * len(configs) + [max_rps] * len(configs)})
-        return model.schema.outside(fed(frame))
+        return model.schema.outside(fed(frame), where=what)  # a category it never saw names the model
 
     predict.beyond = beyond
     predict.features = list(model.features)
