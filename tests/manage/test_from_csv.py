@@ -496,3 +496,32 @@ def test_times_past_the_trace_or_out_of_order_and_options_it_ignores_are_said(si
     assert result.exit_code == 0 and ("ignored with --from-csv, which records every pass its file holds, at the "
                                       "file's own configurations and target: --cores, --levels, --react-ms, "
                                       "--protocol, --load-args, --host-quantile") in said, said
+
+
+def test_a_run_lets_go_of_the_store_between_its_passes(tmp_path, monkeypatch):
+    """`manage --store` held the file for the whole run: `perflearn ls` and `show` were refused
+    ("in use by another perflearn process") for its length, tens of minutes live (session 59's
+    audit). It is let go between records, as a sweep lets go of it."""
+    import subprocess
+    import sys
+
+    from perflearn.manage.baselines import Ondemand
+
+    store = str(tmp_path / "s.duckdb")
+    first = CliRunner().invoke(app, ["manage", "--simulate", "-p", "static", *RUN, "--store", store, "--name", "one"])
+    assert first.exit_code == 0, first.output
+    listed = []
+    decide = Ondemand.decide
+
+    def decide_and_list(self, obs):
+        if not listed:  # mid-run: another process reads the store
+            listed.append(subprocess.run([sys.executable, "-m", "perflearn", "ls", "-s", store],
+                                         capture_output=True, text=True, timeout=60))
+        return decide(self, obs)
+
+    monkeypatch.setattr(Ondemand, "decide", decide_and_list)
+    result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "static", "-p", "ondemand", *RUN,
+                                      "--store", store, "--name", "two"])
+    assert result.exit_code == 0, result.output
+    assert listed[0].returncode == 0, listed[0].stderr
+    assert "one" in listed[0].stdout and "two" in listed[0].stdout  # static's pass already recorded

@@ -495,7 +495,8 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
     """Where each policy's run goes as its loop ends: the store, or nowhere. A store that
     exists is opened on entry (another schema, or the name taken, is refused before anything
     runs); a new one is made with the first pass recorded, so a bad flag found later (a
-    model refused) leaves no file behind."""
+    model refused) leaves no file behind. Between records the file is let go, as a sweep
+    lets go of it: held for a whole run, `ls` and `show` were refused for its length."""
     if store is None:
         yield _Record()
         return
@@ -519,10 +520,13 @@ def _recording(store: Path | None, name: str, policies: list[str], description: 
                                           power_label)
             return recorder
 
+        def record(*args, **kwargs) -> None:
+            opened().record(*args, **kwargs)
+            recorder.store.release()
+
         if store.exists():
-            opened()
-        yield _Record(lambda *args, **kwargs: opened().record(*args, **kwargs),
-                      f"recording in {store} as experiment {name!r}")
+            opened().store.release()
+        yield _Record(record, f"recording in {store} as experiment {name!r}")
 
 
 class _Record:
