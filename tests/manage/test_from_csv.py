@@ -116,6 +116,9 @@ def test_a_static_pass_cut_short_or_missing_prices_nothing_longer_and_says_so(si
     with open_store(tmp_path / "h.duckdb", read_only=True) as store:
         runs = store.dataset("manage-half").frame.set_index("policy")
     assert runs.loc[["ondemand", "hipster"], "energy_reduction"].isna().all(), runs["energy_reduction"]
+    with open_store(tmp_path / "h.duckdb", read_only=True) as store:  # NULL with a reason, as every missing value
+        reasons = store.measurements("manage-half").query("metric == 'energy_reduction' and value.isna()")
+    assert len(reasons) == runs["energy_reduction"].isna().sum() >= 2 and reasons["missing_reason"].str.startswith("no static pass at least as long").all()
     # no pass longer than static's: nothing goes unpriced, and it said "the passes longer than it are recorded without"
     short = half.groupby("policy", sort=False).head(11)
     short.to_csv(tmp_path / "short.csv", index=False)

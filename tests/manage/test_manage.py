@@ -698,6 +698,8 @@ def test_a_stalled_interval_keeps_its_measured_usage_and_no_rate():
     assert stall["utilisation"] == 0.25 and stall["power_w"] == power.watts(SPACE.maximum, 0.25)
     assert not stall["settled"] and frame["settled"].iloc[2:].all()  # static ran the maximum throughout
     assert summarize(frame)["qos_guarantee"] == 75.0
+    assert math.isnan(summarize(frame)["qos_tardiness"])  # its one miss had no latency: not 1.0, "none missed"
+    assert summarize(frame.iloc[[0, 2, 3]])["qos_tardiness"] == 1.0
     assert summarize(frame.assign(offered_rps=None))["qos_guarantee"] == 75.0  # offered unknown: asked all the same
     assert summarize(frame.assign(offered_rps=0.0))["qos_guarantee"] == 100.0  # known idle: no target to meet
 

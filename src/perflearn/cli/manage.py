@@ -687,7 +687,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
                   *(["host slow"] if slow else []), box=None)
     for name, frame in shown.items():
         row = summarize(frame, reference)
-        table.add_row(name, f"{row['qos_guarantee']:.1f}%", f"{row['qos_tardiness']:.2f}", _kilojoules(row["energy_j"]),
+        table.add_row(name, f"{row['qos_guarantee']:.1f}%", _tardiness(row['qos_tardiness']), _kilojoules(row["energy_j"]),
                       _signed_percent(row["energy_reduction"]) if reference else "-", str(row["changes"]),
                       *([f"{slow[name]:.0f}%"] if slow else []))
     terminal.out.print(table)
@@ -968,6 +968,11 @@ def _say_seed(run, first: bool, s, space, mu, profiled_speed, host, miss_budget)
                      "intervals" if host else ""))
 
 
+def _tardiness(value: float) -> str:
+    """A pass whose misses had no latency (stalls) has no tardiness: "-", not 1.00 (none missed)."""
+    return "-" if math.isnan(value) else f"{value:.2f}"
+
+
 FORCED = (("policy failed", "its policy failed"),
           ("latency stream stalled", "the latency stream stalled (no rate or latency known: a miss where load was "
                                      "offered)"))
@@ -996,7 +1001,7 @@ def _say_simulation(runs, names, trace, seed, seeds, power, figure, csv) -> None
         table = Table("policy", "QoS guarantee", "tardiness", f"energy ({power.label})", "vs static", "changes",
                       box=None)
         for row in runs[0].summary.itertuples(index=False):
-            table.add_row(row.policy, f"{row.qos_guarantee:.1f}%", f"{row.qos_tardiness:.2f}",
+            table.add_row(row.policy, f"{row.qos_guarantee:.1f}%", _tardiness(row.qos_tardiness),
                           _kilojoules(row.energy_j), _signed_percent(row.energy_reduction), str(row.changes))
     else:
         table = Table("policy", "QoS guarantee (mean ± sd, min)", f"energy saved ({power.label})",

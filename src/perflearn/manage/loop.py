@@ -506,8 +506,8 @@ def _none_late(latency: float) -> float:
 
 def summarize(frame: pd.DataFrame, static_energy_j: float | None = None) -> dict[str, float]:
     """QoS guarantee (% of intervals at or under target), tardiness (mean p95/target over
-    violating intervals with a p95), energy and its reduction against static, configuration
-    changes. QoS is over the intervals that had requests or were offered some: one with
+    violating intervals with a p95; 1 when none missed, NaN when no miss had one), energy
+    and its reduction against static, configuration changes. QoS is over the intervals that had requests or were offered some: one with
     neither (a live trace's 0 % step) has no latency to meet a target with (recorded as 0
     before session 46, as met); one offered load that answered none (the service stopped,
     the latency stream stalled) missed it, whatever its p95 (they were left out, unsaid); so
@@ -521,7 +521,9 @@ def summarize(frame: pd.DataFrame, static_energy_j: float | None = None) -> dict
     energy = float(frame["energy_j"].sum())
     return {
         "qos_guarantee": float(met.mean() * 100) if len(valid) else float("nan"),
-        "qos_tardiness": float((violating["p95"] / violating["target"]).mean()) if len(violating) else 1.0,
+        # misses none of which had a latency (stalls): unknown, not the 1.0 of none missed
+        "qos_tardiness": float((violating["p95"] / violating["target"]).mean()) if len(violating) else
+        1.0 if met.all() else float("nan"),
         "energy_j": energy,
         # nothing to compare with (a profile run alone): not known, not 0
         "energy_reduction": float((1 - energy / static_energy_j) * 100) if static_energy_j else float("nan"),

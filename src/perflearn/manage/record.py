@@ -24,6 +24,11 @@ from .loop import summarize
 
 SUMMARY = (("qos_guarantee", "%"), ("qos_tardiness", ""), ("energy_j", "J"), ("energy_reduction", "%"),
            ("changes", ""), ("intervals", ""))
+# why a summary value is NULL (the store keeps a reason with every missing value)
+WHY_MISSING = {"qos_guarantee": "no interval had requests or was offered any",
+               "qos_tardiness": "no interval that missed had a latency (the latency stream stalled)",
+               "energy_reduction": "no static pass at least as long to compare with (none run, or cut short)",
+               "energy_j": "no energy known"}
 SERIES = (("rps", "req/s"), ("offered_rps", "req/s"), ("p95", "s"), ("p99", "s"), ("target", "s"), ("cores", ""), ("level", ""),
           ("predicted", "s"), ("utilisation", ""), ("power_w", "W"), ("changed", ""), ("reactions", ""),
           ("settled", ""), ("cpu_us_per_request", "us"), ("host_probe_us", "us"),
@@ -60,10 +65,11 @@ class PolicyRecorder:
         error = None if complete else why or f"cut short after {len(frame)} intervals"  # show --runs said nothing
         samples = [(metric, float(row.t), _value(getattr(row, metric)))
                    for row in frame.itertuples(index=False) for metric, _ in SERIES]
+        values = {m: _value(summary[m]) for m, _ in SUMMARY}
         self.store.record_run(self.experiment, RunRecord(
             point_id=self.ids[policy], rep=0, status="ok" if complete else "failed", started=datetime.now(), wall_s=wall_s,
-            error=error, notes="\n".join(notes) or None, values={m: _value(summary[m]) for m, _ in SUMMARY},
-            samples=samples))
+            error=error, notes="\n".join(notes) or None, values=values,
+            missing={m: WHY_MISSING[m] for m, v in values.items() if v is None}, samples=samples))
 
 
 def _value(v) -> float | None:
