@@ -176,6 +176,24 @@ def test_experience_of_another_space_is_counted(tmp_path):
     assert (len(experience), experience.foreign) == (16, 8)
 
 
+def test_experience_past_the_maximum_load_is_left_out_and_said(tmp_path):
+    """A ladder sweep's 110 % step (all misses) counted as the maximum load: the maximum's miss
+    share read 47.5 % where it met 10 of 10, and the price of a miss went to its cap (session 59's
+    audit). Intervals past the top bucket are left out, and said."""
+    path = write(tmp_path, intervals(SPACE.maximum, MAX, 10, 0), intervals(SPACE.maximum, 1.1 * MAX, 9, 9),
+                 intervals(SPACE.maximum, 1.04 * MAX, 10, 0))  # 104 %: the top step measured a little high
+    experience = Experience.from_csvs([path], SPACE, TARGET, MAX)
+    top = experience.buckets
+    assert experience.beyond == 9 and experience.misses[top].sum() == 0 and experience.intervals[top].sum() == 20
+    sweep, run = str(tmp_path / "sweep.csv"), ["--simulate", "--cores", "2", "--levels", "2", "--step-seconds", "5"]
+    r = CliRunner().invoke(app, ["manage", *run, "-p", "sweep", "--trace", "ladder", "--csv", sweep])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["manage", *run, "-p", "heimdall-experience", "--experience", sweep])
+    said = " ".join(r.output.split())
+    assert r.exit_code == 0 and re.search(r"experience: \d+ interval\(s\) at a load past --max-rps \d+ req/s \(a ladder "
+                                          r"sweep's 110 % step\): left out", said), r.output
+
+
 def test_simulated_heimdall_experience_from_an_earlier_run(tmp_path):
     first = tmp_path / "first.csv"
     r = CliRunner().invoke(app, ["manage", "--simulate", "--step-seconds", "10", "--power", "tx1",

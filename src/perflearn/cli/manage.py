@@ -891,6 +891,9 @@ def _say_experience(experience) -> None:
         terminal.warn(f"experience: {experience.foreign} interval(s) under load ran a configuration outside "
                       f"{len(experience.space.cores)} cores x {len(experience.space.levels)} levels (another "
                       "--cores or --levels): left out")
+    if experience.beyond:  # a ladder sweep's 110 % step read as the maximum load's misses (session 59's audit)
+        terminal.warn(f"experience: {experience.beyond} interval(s) at a load past --max-rps "
+                      f"{experience.max_rps:.0f} req/s (a ladder sweep's 110 % step): left out")
 
 
 def _simulate(names, space, mu, base_s, trace, step_seconds, interval, target_ms, seed, seeds, figure, csv, record,

@@ -60,6 +60,7 @@ class Experience:
     busy: np.ndarray  # [bucket]; NaN where none was seen
     files: int = 0
     foreign: int = 0  # intervals under load in a configuration outside ``space`` (another --cores, --levels)
+    beyond: int = 0  # intervals at a load past the top bucket (a ladder sweep's 110 % step): left out
 
     @property
     def buckets(self) -> int:
@@ -76,7 +77,7 @@ class Experience:
         intervals = np.zeros((buckets + 1, len(configs)), dtype=int)
         misses = np.zeros_like(intervals)
         busy: list[list[float]] = [[] for _ in range(buckets + 1)]
-        foreign = 0
+        foreign = beyond = 0
         for path in paths:
             frame = _read(path)
             for row in frame.itertuples(index=False):
@@ -84,12 +85,15 @@ class Experience:
                 if i is None:  # a configuration of another space: nothing to say about this one, but said
                     foreign += 1
                     continue
+                if round(row.rps / max_rps * buckets) > buckets:  # counted as the maximum load, a ladder's 110 %
+                    beyond += 1  # step's misses made the maximum's miss share 47.5 % where it met 10 of 10
+                    continue
                 b = load_bucket(row.rps, max_rps, buckets)
                 intervals[b, i] += 1
                 misses[b, i] += row.p95 > target_s
                 busy[b].append(row.utilisation * row.cores * row.level)
         median = np.array([np.median(v) if v else np.nan for v in busy])
-        return cls(space, max_rps, intervals, misses, median, files=len(paths), foreign=foreign)
+        return cls(space, max_rps, intervals, misses, median, files=len(paths), foreign=foreign, beyond=beyond)
 
     def share(self) -> np.ndarray:
         """Miss share per bucket and configuration (Jeffreys' estimate, (misses + 1/2) /
