@@ -26,8 +26,10 @@ def simulated(tmp_path_factory):
                                       "--csv", str(where / "sim.csv"), "--store", str(where / "s.duckdb"),
                                       "--name", "direct"])
     assert result.exit_code == 0, result.output
-    # a live run's file has no seed column; the rows are the same
+    # a live run's file has no seed column, and its 0 % step offers none (the simulator's offers 5 %); the rows are
+    # the same (the 0 % step's intervals are counted as they had requests)
     journal = pd.read_csv(where / "sim.csv").drop(columns="seed")
+    journal["offered_rps"] = journal["offered_rps"].where(journal["offered_rps"] > journal["offered_rps"].min(), 0.0)
     assert list(journal.columns) == COLUMNS
     return where, journal
 
@@ -528,3 +530,21 @@ def test_a_run_lets_go_of_the_store_between_its_passes(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert listed[0].returncode == 0, listed[0].stderr
     assert "one" in listed[0].stdout and "two" in listed[0].stdout  # static's pass already recorded
+
+
+def test_offered_loads_that_are_not_the_trace_named_are_said(simulated, tmp_path):
+    """A ladder sweep (800, 1 600, ... 8 800 req/s) was recorded as a "steps trace": both are 11
+    steps long (session 59's audit). The file's offered loads are checked against the trace's
+    shape, at whatever --max-rps the run had."""
+    _, journal = simulated
+    steps = journal.copy()
+    static = steps["policy"] == "static"
+    steps.loc[static, "offered_rps"] = [800.0 * (k // 2 + 1) for k in range(int(static.sum()))]  # a ladder
+    steps.to_csv(tmp_path / "ladder.csv", index=False)
+    result = from_csv(tmp_path / "ladder.csv", tmp_path / "l.duckdb")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0 and "ladder.csv: static's offered loads are not the steps trace's at --step-seconds 2 " \
+        "and --interval 1 (its interval at t = 1 s was offered 800 req/s)" in said, result.output
+    journal.to_csv(tmp_path / "steps.csv", index=False)  # the steps trace's own loads: nothing said
+    result = from_csv(tmp_path / "steps.csv", tmp_path / "s.duckdb")
+    assert result.exit_code == 0 and "offered loads are not" not in result.output, result.output

@@ -814,7 +814,9 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
         passes = {label: energy_under(frame, power).reset_index(drop=True) for label, frame in passes.items()}
         power_label = power.label
         terminal.info(f"energy repriced under the {power.label} model: the file's power_w and energy_j are replaced")
-    intervals = len(per_interval(_live_segments(trace, 1.0, step_seconds, interval), interval))
+    shape = per_interval(_live_segments(trace, 1.0, step_seconds, interval), interval)  # of --max-rps
+    intervals = len(shape)
+    _say_if_not_the_trace(path, passes, shape, trace, step_seconds, interval)
     labels = sorted(passes, key=lambda p: p != "static")  # static first, as run: the energy's reference
     over = {p: len(f) for p, f in passes.items() if len(f) > intervals}
     if over:  # a pass longer than the trace: another trace, or rows twice (it was "cut short", 111 of 110)
@@ -850,6 +852,29 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
     terminal.info(f"{len(labels)} passes recorded" + (
         "; cut short (failed runs): " + ", ".join(f"{p} ({n} of {intervals} intervals)" for p, n in cut.items())
         if cut else f", each of the {intervals} intervals of the trace"))
+
+
+def _say_if_not_the_trace(path: Path, passes: dict, shape: list[float], trace: str, step_seconds: float,
+                          interval: float) -> None:
+    """The file's offered loads against the trace named (at whatever --max-rps): a ladder
+    sweep was recorded as a "steps trace", both being 11 steps long (session 59's audit)."""
+    import numpy as np
+
+    for policy, frame in passes.items():
+        offered = frame["offered_rps"].to_numpy(dtype=float)[:len(shape)] if "offered_rps" in frame else []
+        expected = np.asarray(shape[:len(offered)])
+        known = np.isfinite(offered)
+        if not known.any() or not (expected[known] > 0).any():
+            continue
+        scale = float(offered[known] @ expected[known] / (expected[known] @ expected[known]))  # the run's --max-rps
+        off = np.abs(offered[known] - scale * expected[known]) > 0.01 * max(float(offered[known].max()), 1e-9)
+        if off.any():
+            row = int(np.flatnonzero(known)[off.argmax()])
+            terminal.warn(f"{path}: {policy}'s offered loads are not the {trace} trace's at --step-seconds "
+                          f"{step_seconds:g} and --interval {interval:g} (its interval at t = {frame['t'].iloc[row]:g} s "
+                          f"was offered {offered[row]:g} req/s): give the run's own --trace, --step-seconds and "
+                          "--interval, which the store's description records")
+            return
 
 
 def _warn_if_hosts_differ(slow: dict[str, float]) -> None:
