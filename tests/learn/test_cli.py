@@ -774,6 +774,18 @@ def test_trees_split_a_feature_in_a_large_unit_as_in_a_small_one(tmp_path):
         assert meta["cv"]["r2"] > 0.99 and meta["cv"]["importance"]["delay_s"] == pytest.approx(1.0)
 
 
+def test_where_takes_a_flag_stored_as_0_and_1(tmp_path):
+    """A store's samples are numbers: `--where settled` on a manage profile was refused with the
+    hint "settled == 0.0", which keeps the unsettled intervals (session 59's audit)."""
+    frame = pd.read_csv(STEP).dropna()
+    frame["settled"] = [float(k % 3 != 0) for k in range(len(frame))]
+    frame.to_csv(tmp_path / "f.csv", index=False)
+    r = run("evaluate", "--csv", tmp_path / "f.csv", "-t", "T", "-m", "T,lat,settled", "--family", "linear",
+            "--where", "settled")
+    kept = int(frame["settled"].sum())
+    assert r.exit_code == 0 and f"--where: {kept} of {len(frame)} rows" in r.output, r.output
+
+
 def test_the_evaluation_page_says_the_warnings_the_terminal_did(tmp_path):
     """evaluate.html showed "MAPE n/a" without the reason, and not the run left out."""
     frame = pd.read_csv(STEP).dropna()

@@ -70,7 +70,8 @@ def test_fit_per_sample_over_an_experiment_the_runner_sampled(write_spec, store_
     base = ["-e", "hold", "-s", str(store_path), "--per-sample"]
     r = runner.invoke(app, ["fit", *base, "-t", "proc.rss", "--family", "cart", "-o", str(tmp_path / "m")])
     assert r.exit_code == 0, r.output
-    assert "samples of 3 runs" in r.output and "folds are by run" in r.output and "optimistic" not in r.output
+    said = " ".join(r.output.split())
+    assert "samples of 3 runs" in said and "folds keep each run's samples together" in said and "optimistic" not in said
     assert "folds by run (3 runs)" in r.output
     assert "samples used" in r.output and "runs used" not in r.output  # a row is a sample, not a run
     meta = json.loads((tmp_path / "m" / "model.json").read_text())

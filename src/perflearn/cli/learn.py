@@ -57,12 +57,13 @@ def _split(value: str | list[str] | None, where: str | None = None) -> list[str]
 SHOWN = 50  # predictions printed to the terminal; --out writes them all
 
 
-def _say_left_out(runs: int, target: str, why: str = "") -> None:
-    """Runs a model did not learn from, by cause, said by every command that fits one
-    (recommend, rules and cluster said nothing of 10 failed runs, session 46's review)."""
+def _say_left_out(runs: int, target: str, why: str = "", unit: str = "run") -> None:
+    """Runs (or, per sample, samples) a model did not learn from, by cause, said by every
+    command that fits one (recommend, rules and cluster said nothing of 10 failed runs,
+    session 46's review)."""
     if runs:
-        terminal.warn(f"{runs} run(s) left out: {why}" if why else
-                      f"{runs} run(s) left out (failed, or NULL {target} or feature)")  # a model saved before causes
+        terminal.warn(f"{runs} {unit}(s) left out: {why}" if why else
+                      f"{runs} {unit}(s) left out (failed, or NULL {target} or feature)")  # a model saved before causes
 
 
 def _in(unit: str) -> str:
@@ -250,6 +251,8 @@ def _row_mask(held, frame, expression: str):
         if held.dtype == bool or str(held.dtype) == "boolean" or \
                 given.map(lambda v: isinstance(v, (bool, np.bool_))).all():
             return held.fillna(False).astype(bool)
+        if pd.api.types.is_numeric_dtype(held) and given.isin([0, 1]).all():  # a flag stored as 0/1: a store's
+            return held == 1  # samples are numbers (settled read 0.0 and the hint, "settled == 0.0", kept the unsettled)
         first = given.iloc[0].item() if len(given) and hasattr(given.iloc[0], "item") else \
             given.iloc[0] if len(given) else None
         what, example = (f"values such as {first!r}", f"{expression} == {first!r}") if first is not None else \
@@ -427,14 +430,14 @@ def fit(
     ds = load_dataset(csv, experiment, store, mets or [target], ctx, per_sample, warmup,
                       where, named=mets)
     if per_sample:
-        terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; cross-validation folds "
-                      "are by run (all samples of a run in one fold; of a configuration's runs, where it was repeated)")
+        terminal.info(f"{len(ds.frame)} samples of {ds.frame['run_id'].nunique()} runs; cross-validation folds keep "
+                      "each run's samples together (each configuration's runs, where one was repeated)")
     model = fit_model(ds, target, _split(features, "--features"), family, params=params, log_target=_log_opt(log_target),
                       cv=cv, random_state=seed, families=candidates, ensemble=ensemble, point=point,
                       weights=weights)
     model.save(out)
     if model.n_excluded:
-        _say_left_out(model.n_excluded, target, model.excluded_why)
+        _say_left_out(model.n_excluded, target, model.excluded_why, "sample" if per_sample else "run")
     _say_constant(model.schema)
     wide = model.cv.get("left_out")
     if wide:  # see learn.models.AUTO_MAX_WIDTH
@@ -462,7 +465,7 @@ def _print_model(model, out: Path, per_sample_runs: int = 0) -> None:
         table.add_row("kept within", f"{_fmt(lo)} .. {_fmt(hi)} (the training range widened by its width, log scale)")
     table.add_row("features", ", ".join(model.features))
     if per_sample_runs:  # a row is a sample: 46 "runs" were 6 runs' samples (session 46's review)
-        table.add_row("samples used", f"{model.n_train} of {per_sample_runs} runs ({model.n_excluded} left out)")
+        table.add_row("samples used", f"{model.n_train} of {per_sample_runs} runs ({model.n_excluded} samples left out)")
     else:
         table.add_row("runs used", f"{model.n_train} ({model.n_excluded} left out)")
     cv = model.cv
@@ -586,7 +589,7 @@ def evaluate(
                                params=params, log_target=lt, random_state=seed, families=candidates,
                                progress=curve_progress)
     if data.excluded:
-        _say_left_out(data.excluded, target, data.excluded_why)
+        _say_left_out(data.excluded, target, data.excluded_why, "sample" if per_sample else "run")
     _say_constant(data.schema)
     zeros = int((data.y == 0).sum())
     if zeros:  # MAPE divides by every target (it printed 1e17 %), MRE skips y = 0
