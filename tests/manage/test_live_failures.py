@@ -136,21 +136,35 @@ def test_a_service_that_stops_answering_misses(tmp_path):
 @pytest.mark.slow
 @needs_memcached
 def test_a_service_that_exits_ends_the_run_and_keeps_what_was_measured(tmp_path):
+    from perflearn.store import open_store
+
+    store = tmp_path / "s.duckdb"
     result, csv = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "--interleave", "-p", "static",
-                             "-p", "ondemand", after=8)
+                             "-p", "ondemand", "--store", str(store), "--name", "died", after=8)
     assert result.exit_code == 1, result.output
     assert "the service ended with signal SIGKILL during the run" in result.output and "Traceback" not in result.output
     frame = pd.read_csv(csv)  # the turns taken before it, both policies'
     assert set(frame["policy"]) == {"static", "ondemand"} and 2 <= len(frame) < 2 * 22
+    with open_store(store, read_only=True) as db:  # the last interval the service ran is said to be partial: one
+        notes = db.runs("died")["notes"].fillna("")  # pass's, whose turn it was
+    assert notes.map(lambda n: "the pass ended after this interval" in (n.splitlines() or [""])[-1]).sum() == 1, notes
 
 
 @pytest.mark.slow
 @needs_memcached
 def test_a_load_generator_that_fails_ends_the_run(tmp_path):
-    result, _ = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "-p", "static", after=8,
-                           on="perflearn-load")
+    from perflearn.store import open_store
+
+    store = tmp_path / "s.duckdb"
+    result, _ = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "-p", "static", "--store", str(store),
+                           "--name", "gone", after=8, on="perflearn-load")
     assert result.exit_code == 1, result.output
     assert "perflearn-load ended with signal SIGKILL during the run" in result.output and "Traceback" not in result.output
+    with open_store(store, read_only=True) as db:  # stored as failed, its last interval said to be partial
+        run = db.runs("gone").iloc[0]  # (its 426 req/s of 6 400 read as an interval met, unsaid)
+    assert run["status"] == "failed" and "perflearn-load ended" in run["error"]
+    last = run["notes"].splitlines()[-1]
+    assert "the pass ended after this interval (the service or the load generator ended)" in last, run["notes"]
 
 
 def test_a_service_that_exits_at_start_says_what_it_wrote(tmp_path):

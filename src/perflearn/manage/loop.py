@@ -23,7 +23,7 @@ from functools import partial
 
 import pandas as pd
 
-from perflearn.errors import PerflearnError, Terminated
+from perflearn.errors import PerflearnError, RunnerError, Terminated
 
 from .config import ConfigSpace, Configuration
 from .policies import learning_label
@@ -440,9 +440,10 @@ def passes(policy: Policy, name: str, new_service: Callable[[str], Service], int
             raise left
 
 
-def _stopped(frame: pd.DataFrame, exc: BaseException | None) -> pd.DataFrame:
+def _stopped(frame: pd.DataFrame, exc: BaseException | None, ran_last: bool = True) -> pd.DataFrame:
     """``frame``, a pass cut short by ``exc``, with why in ``frame.attrs["stopped"]`` (its
-    failed run's error in the store: it said "cut short" whatever stopped it)."""
+    failed run's error in the store: it said "cut short" whatever stopped it). ``ran_last``:
+    its last interval is the service's last (of passes taking turns, one is)."""
     after = f"after {len(frame)} intervals"
     if isinstance(exc, Terminated):
         why = f"{exc.why} {after}"  # "hung up" after a SIGHUP
@@ -450,6 +451,11 @@ def _stopped(frame: pd.DataFrame, exc: BaseException | None) -> pd.DataFrame:
         why = f"interrupted {after}"
     elif isinstance(exc, PerflearnError):
         why = f"{exc.message} ({after})"
+        if isinstance(exc, RunnerError) and len(frame) and ran_last:  # the service or the load ended: found at the next
+            # interval, so the last one recorded may hold its start (426 req/s of 6 400 read as met, unsaid)
+            last = frame.index[-1]
+            said = "the pass ended after this interval (the service or the load generator ended): it may be partial"
+            frame.loc[last, "note"] = "; ".join(filter(None, [frame.loc[last, "note"], said]))
     else:
         why = f"cut short {after}" if exc is None else f"{type(exc).__name__}: {exc} ({after})"
     frame.attrs["stopped"] = why
@@ -492,10 +498,12 @@ def comparison(policies: dict[str, Policy], new_service: Callable[..., Service],
     finally:  # interrupted too: the turns taken are not lost
         wall = time.monotonic() - started
         stopped = sys.exc_info()[1]
+        newest = max((c.records[-1].service_interval or 0 for c in controllers.values() if c.records), default=0)
         for name, controller in controllers.items():
             if controller.records:
                 frame = controller.frame()
-                yield name, frame if complete else _stopped(frame, stopped), wall, complete
+                last = controller.records[-1].service_interval == newest  # whose turn it was
+                yield name, frame if complete else _stopped(frame, stopped, last), wall, complete
     if left is not None:
         raise left
 
