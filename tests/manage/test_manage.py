@@ -1391,9 +1391,10 @@ def test_live_memcached_under_load(tmp_path):
     static = frame[frame["policy"] == "static"]
     assert len(static) == 11 and (static["cores"] == 2).all()
     assert static["rps"].max() > 4000  # the wire saw the peak of the steps
-    # the first step is 0 % (the interval may reach into the next, 1 600/s); the preload's
-    # burst of 10 000 sets is not in the trace
-    assert static["rps"].iloc[0] < 1600
+    # the first step is 0 %, and its interval holds none of the next step's requests: the load announces its
+    # start ahead and the sniffer's intervals start with it (marked when the line arrived, it held 2-4 req/s,
+    # with a p95 that counted, session 59's audit); the preload's burst of 10 000 sets is not in the trace
+    assert (frame.groupby("policy")["rps"].first() == 0).all(), frame[["policy", "t", "offered_rps", "rps"]]
     # an interval without a request has no latency: NULL, never a p95 of 0 (that counted as met)
     idle = frame[frame["rps"] == 0]
     assert len(idle) >= 2 and idle["p95"].isna().all() and idle["note"].str.contains("no request").all()

@@ -285,3 +285,35 @@ def test_a_step_of_the_wall_clock_moves_no_interval(wire_tools, can_capture, can
     assert len(busy) >= 6, [obj["requests"] for _, obj in lines]
     assert all(800 <= obj["requests"] <= 1200 for obj in busy), [obj["requests"] for obj in busy]
     assert max(obj["max_us"] for obj in busy) < 100_000  # no step inside a latency
+
+
+def test_a_mark_at_the_loads_announced_start_puts_every_request_after_it(wire_tools, can_capture, memcached,
+                                                                         tmp_path):
+    """A mark sent when the load's start line arrived came milliseconds after the profile began
+    (a pipe, a thread, a signal), so the interval it closed held the first requests: a manager's
+    0 % interval before a step read 2-4 req/s with a p95 (session 59's audit). perflearn-load
+    announces its start ``--start-in`` ahead, on the monotonic clock, and the capture closes its
+    interval there (``--mark-file``): every request of the profile falls after the mark."""
+    lines, marked = [], []
+    with LiveSniffer("lo", bpf=f"tcp port {memcached.port}", ports=[memcached.port], interval=0.5,
+                     on_line=lines.append, mark_file=tmp_path / "mark") as sniffer:
+        offset = next(line for line in lines if line["type"] == "ready")["clock_offset"]
+
+        def on_start(obj):
+            if obj["type"] == "start":
+                ahead = obj["monotonic"] - time.monotonic()
+                marked.append((ahead, obj["monotonic"] + offset))
+                sniffer.mark(at=obj["monotonic"] + offset)
+
+        load = run_load(memcached.address, "memcache-binary", rate=4000, duration=1.0, connections=2,
+                        extra=["--start-in", "0.3", "--arrivals", "uniform"], on_line=on_start)
+    (ahead, at), = marked
+    assert 0.15 < ahead <= 0.3  # announced ahead, by the --start-in given less the line's way here
+    intervals = [line for line in lines if line["type"] == "interval"]
+    before = [i for i in intervals if i["end"] <= at + 1e-6]
+    after = [i for i in intervals if i["start"] >= at - 1e-6]
+    assert before and after and len(before) + len(after) == len(intervals)  # one grid ends at the mark, one starts
+    assert abs(before[-1]["end"] - at) < 1e-6 and abs(after[0]["start"] - at) < 1e-6
+    assert sum(i["requests"] for i in before) == 0  # the profile's every request after the mark
+    assert sum(i["requests"] for i in after) == load.summary["sent"]
+    assert 0.99 <= load.summary["elapsed_s"] < 1.2  # the lead is not the profile's time

@@ -104,6 +104,13 @@ def test_pinning_to_a_missing_cpu_is_one_line(wire_tools, memcached):
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.parametrize("lead", ["-1", "61", "nan"])
+def test_a_start_announced_too_far_ahead_or_behind_is_one_line(wire_tools, lead):
+    with pytest.raises(PerflearnError, match="--start-in: must be between 0 and 60 seconds") as exc:
+        run_load("127.0.0.1:1", "redis", rate=10, duration=0.1, extra=[f"--start-in={lead}"])
+    assert "\n" not in str(exc.value)
+
+
 def test_negative_numbers_reach_the_tools_own_check(wire_tools):
     for kwargs, message in [({"rate": -5}, "--rate: must be a positive number"),
                             ({"connections": -1}, "invalid value '-1' for '--connections <CONNECTIONS>'"),

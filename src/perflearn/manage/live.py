@@ -43,6 +43,10 @@ from .loop import Measured, Service
 from .power import Rapl
 from .stream import LineStream
 
+# how far ahead the load announces its start: its line reaches the sniffer's mark through a pipe, a
+# thread of this process and a file, milliseconds (more on a loaded host); it delays each pass as long
+START_IN_S = 0.25
+
 
 def _usage(group: cgroups.Group) -> tuple[float | None, float | None]:
     """(CPU seconds the group used so far, seconds its run queues were throttled by its CFS
@@ -99,6 +103,7 @@ class LiveService(Service):
         self.sniffer: LiveSniffer | None = None
         self.load_reader: threading.Thread | None = None
         self.probe: HostSpeedProbe | None = None
+        self.marks: tempfile.TemporaryDirectory | None = None
         try:
             self._start(command, port, space, protocol, load, interface)
         except BaseException:
@@ -148,8 +153,14 @@ class LiveService(Service):
         self.lost = 0  # packets the kernel dropped from the capture so far, as the last interval recorded said
         self.dropping = False  # the last interval recorded lost some
         self.load_started = threading.Event()
+        self.marks = tempfile.TemporaryDirectory(prefix="perflearn-mark-")  # the mark's time, for the sniffer
         self.sniffer = LiveSniffer(interface, bpf=f"tcp port {port}", protocol=protocol, ports=[port],
-                                   interval=interval_s, tick=tick_s or interval_s / 10, on_line=self._line).start()
+                                   interval=interval_s, tick=tick_s or interval_s / 10, on_line=self._line,
+                                   mark_file=Path(self.marks.name) / "mark").start()
+        # the load announces its start this far ahead, so the sniffer's intervals start with it: marked when
+        # the line arrived (a pipe, this thread, a signal later), an interval offered none before a step held
+        # a few of its requests, and a p95 (session 59's audit)
+        load = [*load, "--start-in", f"{START_IN_S:g}"]
         self.load_err = tempfile.TemporaryFile()  # a file, as the service's: nobody reads a pipe during the run
         self.load = subprocess.Popen([str(locate("perflearn-load")), *load], stdout=subprocess.PIPE,
                                      stderr=self.load_err, text=True, preexec_fn=ends_with_us)
@@ -178,9 +189,15 @@ class LiveService(Service):
                 # the sniffer's intervals start again here, with the trace's: on their own they
                 # lie on whole seconds, so a load step fell inside an interval, the first
                 # interval came late enough to read as a stall, and each interval was labelled
-                # with the load of the one before for part of it
-                self.stream.begin()
-                self.sniffer.mark()
+                # with the load of the one before for part of it. At the start announced, on the
+                # monotonic clock both keep to (the sniffer's clock is it plus its offset).
+                start = obj.get("monotonic")
+                if isinstance(start, (int, float)) and self.stream.offset is not None:
+                    self.stream.begin(ago=time.monotonic() - start)
+                    self.sniffer.mark(at=start + self.stream.offset)
+                else:  # a generator that does not say: when the line came
+                    self.stream.begin()
+                    self.sniffer.mark()
                 self.load_started.set()
 
     def _await_load(self, timeout: float) -> None:
@@ -342,6 +359,8 @@ class LiveService(Service):
                 originals.release(self.held)
             self.group.end_processes()  # what the service forked or daemonised ("bash -c", "memcached -d")
             self.group.remove()
+            if self.marks is not None:
+                self.marks.cleanup()
             if self.harness:
                 _place_threads(self.affinity)
 

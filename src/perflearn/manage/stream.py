@@ -22,6 +22,9 @@ from perflearn.wire.sniff import clock_offset
 # closes intervals on a timer of at most 100 ms, 20 ms behind the packets
 SNIFFER_DELAY_S = 0.15
 LATE_WAIT_S = 0.25  # the least a late loop waits for a line before it calls the stream stalled
+# a line that starts at the load's start, as the sniffer writes it (its mark at the announced start,
+# to the nanosecond, in decimal seconds), may read a hair before it: still the load's
+START_SLACK_S = 1e-3
 
 
 @dataclass
@@ -68,7 +71,7 @@ class LineStream:
         self.load_start = math.inf
 
     def begin(self, ago: float = 0.0) -> None:
-        """The load's profile began ``ago`` seconds ago (now, live)."""
+        """The load's profile began ``ago`` seconds ago (now, live; negative: it begins then)."""
         self.load_start = self.now() - ago
 
     def now(self) -> float:
@@ -94,7 +97,7 @@ class LineStream:
         if kind not in ("interval", "tick"):
             return False
         start = float(obj.get("start", 0.0))
-        if start < self.load_start or (kind == "interval" and not self.intervals_seen
+        if start < self.load_start - START_SLACK_S or (kind == "interval" and not self.intervals_seen
                                        and float(obj.get("end", 0.0)) - start < self.interval / 2):
             return False
         if kind == "interval":

@@ -159,11 +159,15 @@ class LiveSniffer:
         on_line: Callable[[dict], None] | None = None,
         ready_timeout: float = 10.0,
         tick: float | None = None,
+        mark_file: str | os.PathLike | None = None,
     ):
         self.cmd = [str(locate("perflearn-sniff")), "--interface", interface,
                     *_common_args(protocol, ports, interval, timeout)]
         if tick:
             self.cmd += ["--tick", str(tick)]
+        self.mark_file = mark_file  # where ``mark(at=...)`` gives the capture a mark's time
+        if mark_file is not None:
+            self.cmd += ["--mark-file", str(mark_file)]
         if bpf:
             self.cmd += ["--filter", bpf]
         if snaplen is not None:
@@ -217,11 +221,20 @@ class LiveSniffer:
         """The capture's exit status once it has ended (as Popen.poll), else None."""
         return None if self._proc is None else self._proc.poll()
 
-    def mark(self) -> None:
-        """The measured phase begins now: the summary covers only what follows (SIGUSR1).
-        Interval lines go on as before, the one in progress closing early."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGUSR1)
+    def mark(self, at: float | None = None) -> None:
+        """The measured phase begins now, or ``at`` (seconds on the capture's clock, ahead: with
+        ``mark_file``): the summary covers only what follows (SIGUSR1). Interval lines go on as
+        before, the one in progress closing at the mark, and the next ones starting there."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        if self.mark_file is not None:  # written whole before the signal: the capture reads it on the signal
+            scratch = f"{self.mark_file}.new"
+            with open(scratch, "w") as f:
+                f.write("" if at is None else f"{at:.9f}")
+            os.replace(scratch, self.mark_file)
+        elif at is not None:
+            raise ValueError("a mark at a given time needs the capture started with mark_file")
+        self._proc.send_signal(signal.SIGUSR1)
 
     def stop(self) -> SniffResult:
         """Stop the capture (SIGINT), wait for its summary."""

@@ -90,6 +90,11 @@ struct Args {
     /// Microseconds before a send that a thread stops sleeping and spins.
     #[arg(long, default_value_t = SPIN_MARGIN.as_secs_f64() * 1e6)]
     spin_us: f64,
+    /// Start the profile this many seconds after the start line, which gives its time on the
+    /// monotonic clock: a reader has that long to act on it first (perflearn manage marks the
+    /// capture's intervals at it).
+    #[arg(long, default_value_t = 0.0)]
+    start_in: f64,
 }
 
 /// A send thread issues each request with a write(2) of its own, a microsecond at the
@@ -159,6 +164,9 @@ fn run_main(a: Args) -> Result<(), WireError> {
     if !(a.spin_us.is_finite() && (0.0..=1e6).contains(&a.spin_us)) {
         return Err(WireError::usage("--spin-us", "must be between 0 and 1000000"));
     }
+    if !(a.start_in.is_finite() && (0.0..=60.0).contains(&a.start_in)) {
+        return Err(WireError::usage("--start-in", "must be between 0 and 60 seconds"));
+    }
     let cpus = match a.cpus.as_deref() {
         Some(c) => {
             let cpus = parse_cpus(c).map_err(|e| WireError::usage("--cpus", e))?;
@@ -182,6 +190,7 @@ fn run_main(a: Args) -> Result<(), WireError> {
         preload: a.preload,
         sched: Sched { cpus, realtime: a.realtime, pm_qos: a.pm_qos },
         spin: Duration::from_secs_f64(a.spin_us / 1e6),
+        start_in: Duration::from_secs_f64(a.start_in),
     };
     let stdout = io::stdout();
     let mut on_line = |l: &str| {

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::cell::RefCell;
 use std::io::{self, BufWriter, Write};
 use std::rc::Rc;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -77,6 +77,12 @@ struct Args {
     /// phase: the summary then covers only what follows.)
     #[arg(long)]
     duration: Option<f64>,
+    /// Live capture: at SIGUSR1, the mark's time is read from this file (seconds on the capture's
+    /// clock, as interval lines carry them). One still ahead is kept until a packet or the clock
+    /// reaches it, so the intervals start with a load that announced its start ahead, not
+    /// when the signal arrived; one past, or none, marks at once.
+    #[arg(long)]
+    mark_file: Option<PathBuf>,
 }
 
 /// One buffered stdout shared by records, intervals and the summary, so lines never mix.
@@ -247,6 +253,7 @@ fn run(args: Args) -> Result<(), WireError> {
     // Packets reach us a little after their timestamp: close intervals that much later.
     let lag_ns = 20_000_000u64;
     reporter.clock(clock.now(), &analyzer.counters(), gauges(&analyzer), Some(&kernel));
+    let mut scheduled: Option<u64> = None; // a mark's time still ahead (--mark-file)
     while !stop.load(Ordering::Relaxed) {
         if deadline.is_some_and(|d| started.elapsed() >= d) {
             break;
@@ -254,6 +261,11 @@ fn run(args: Args) -> Result<(), WireError> {
         let mut frame_ts = None;
         let got = cap.next(&mut |frame| {
             let frame = Frame { ts: clock.place(frame.ts), ..frame };
+            if let Some(at) = scheduled.filter(|&at| frame.ts >= at) {
+                // the first packet at or past the mark: every one before it is counted
+                reporter.mark(at, &analyzer.counters(), gauges(&analyzer), Some(&kernel));
+                scheduled = None;
+            }
             advance(&mut reporter, &analyzer, frame.ts, Some(&kernel));
             analyzer.frame(frame, &mut reporter);
             frame_ts = Some(frame.ts);
@@ -264,10 +276,19 @@ fn run(args: Args) -> Result<(), WireError> {
             clock.check();
         }
         if mark.swap(false, Ordering::Relaxed) {
-            // Packets stamped before the mark may still wait in the kernel buffer: take them first.
-            let at = clock.now();
+            let now = clock.now();
+            scheduled = args.mark_file.as_deref().and_then(mark_time).filter(|&at| at > now);
+            if scheduled.is_none() {
+                // Packets stamped before the mark may still wait in the kernel buffer: take them first.
+                drain(&mut cap, &mut clock, &mut analyzer, &mut reporter, &kernel, now, Duration::from_millis(50))?;
+                reporter.mark(now, &analyzer.counters(), gauges(&analyzer), Some(&kernel));
+            }
+        }
+        if let Some(at) = scheduled.filter(|&at| clock.now().saturating_sub(lag_ns) >= at) {
+            // no packet reached it: the clock did, by as much as packets arrive late
             drain(&mut cap, &mut clock, &mut analyzer, &mut reporter, &kernel, at, Duration::from_millis(50))?;
             reporter.mark(at, &analyzer.counters(), gauges(&analyzer), Some(&kernel));
+            scheduled = None;
         }
         if last_stats.elapsed() >= timer {
             last_stats = Instant::now();
@@ -315,6 +336,13 @@ fn run(args: Args) -> Result<(), WireError> {
         warn(&format!("interface {interface}"), &no_match(&c, c.frames, "captured"));
     }
     Ok(())
+}
+
+/// A mark's time from `--mark-file` (seconds on the capture's clock), in ns; None when the
+/// file is missing or holds no positive number (the mark is then made at once).
+fn mark_time(path: &Path) -> Option<u64> {
+    let secs: f64 = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
+    (secs.is_finite() && secs > 0.0).then(|| (secs * 1e9) as u64)
 }
 
 /// Each step of the wall clock seen: a warning, and a line on the interval stream.

@@ -42,6 +42,9 @@ pub struct Options {
     pub sched: Sched,
     /// How long before a send a thread stops sleeping and spins.
     pub spin: Duration,
+    /// How long after the start line the profile starts: a reader of the line has that
+    /// long to act on it before the first request (a capture marks its intervals there).
+    pub start_in: Duration,
 }
 
 /// A send later than this is attributed to its largest cause in the report.
@@ -445,7 +448,8 @@ fn worker_inner(
     if let Some(e) = connect_error {
         return Err(e);
     }
-    let start = *start_at.get_or_init(Instant::now);
+    let start = *start_at.get_or_init(|| Instant::now() + opts.start_in);
+    std::thread::sleep(start.saturating_duration_since(Instant::now())); // the profile starts as announced
     let mut rng = SmallRng::seed_from_u64(opts.seed.wrapping_add(index as u64 * 7919));
     let duration = opts.profile.duration();
     let interval = opts.interval;
@@ -606,6 +610,12 @@ fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
+/// CLOCK_MONOTONIC in seconds (Python's `time.monotonic`; `Instant` does not show its value).
+fn monotonic_now() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
 /// Run the load; each finished interval goes to `on_line` as one JSON line.
 pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
     if opts.threads == 0 || opts.connections == 0 {
@@ -634,13 +644,18 @@ pub fn run(opts: Options, on_line: &mut dyn FnMut(&str)) -> Result<Report> {
     }
     drop(tx);
     gate.wait();
-    let start = *start_at.get_or_init(Instant::now);
-    let unix_start = unix_now() - start.elapsed().as_secs_f64();
+    let (now, mono_now, unix) = (Instant::now(), monotonic_now(), unix_now());
+    let start = *start_at.get_or_init(|| now + opts.start_in);
+    // the start on CLOCK_MONOTONIC too (a capture keeps its times on it) and on the wall clock: ahead by
+    // `start_in`, or behind by the moment a send thread took
+    let ahead = start.saturating_duration_since(now).as_secs_f64() - now.saturating_duration_since(start).as_secs_f64();
+    let (mono_start, unix_start) = (mono_now + ahead, unix + ahead);
     // The profile starts now (after any preload): a controller reading the wire can tell
     // the preload's traffic from the load's. Not when a thread could not start: the run
     // ends with that thread's error instead (the start line came before it).
     if !failed.load(Ordering::SeqCst) {
-        on_line(&serde_json::json!({"type": "start", "start": unix_start, "preloaded": opts.preload}).to_string());
+        on_line(&serde_json::json!({"type": "start", "start": unix_start, "monotonic": mono_start,
+                                    "preloaded": opts.preload}).to_string());
     }
     let mut pending: BTreeMap<usize, (usize, IntervalStats)> = BTreeMap::new();
     let mut totals = IntervalStats::new();
@@ -805,6 +820,7 @@ mod tests {
             preload: false,
             sched: Sched { cpus, realtime: None, pm_qos: false },
             spin: Duration::from_micros(100),
+            start_in: Duration::ZERO,
         }
     }
 
