@@ -18,13 +18,13 @@ pytestmark = pytest.mark.slow
 KEYS = 3000
 
 
-def _spec(write_spec, load: str, marked: bool):
+def _spec(write_spec, load: str, marked: bool, lead: str = ""):
     mark = "measure_from = '\"type\":\"start\"'\n" if marked else ""
     return write_spec(f"""
         [experiment]
         name = "phase"
         [workload]
-        command = "{load} --server 127.0.0.1:{{port}} --protocol memcache-binary --rate 3000 --duration 1.5 --connections 4 --preload --keys {KEYS}"
+        command = "{load} --server 127.0.0.1:{{port}} --protocol memcache-binary --rate 3000 --duration 1.5 --connections 4 --preload --keys {KEYS}{lead}"
         {mark}timeout = "30s"
         [workload.companions.memcached]
         command = "memcached -u root -l 127.0.0.1 -p {{port}} -U 0 -t 1"
@@ -44,12 +44,12 @@ def _spec(write_spec, load: str, marked: bool):
         pattern = '"type":"summary".*?"completed":(\\d+)'
         [design]
         repeat = 2
-    """, name=f"spec-{marked}.toml")
+    """, name=f"spec-{marked}{bool(lead)}.toml")
 
 
-def _values(write_spec, load: str, marked: bool):
+def _values(write_spec, load: str, marked: bool, lead: str = ""):
     store = open_store(":memory:")
-    outcome = run_experiment(load_spec(_spec(write_spec, load, marked)), store)
+    outcome = run_experiment(load_spec(_spec(write_spec, load, marked, lead)), store)
     assert outcome.by_status == {"ok": 2}, store.runs("phase")[["status", "error"]]
     samples = store.samples("phase")
     return store.dataset("phase").ok(), samples
@@ -72,6 +72,12 @@ def test_the_measured_phase_leaves_the_preload_out(wire_tools, can_capture, writ
     rps = marked_samples[marked_samples["metric"] == "wire.requests"]
     assert rps["value"].sum() == marked["wire_requests"].sum()
     assert (marked["wire_p50"] > 0).all()
+    # a start announced ahead (--start-in): the runner marks the capture before the profile begins, so it
+    # counts every request the generator timed, none lost, and no preload set
+    ahead, ahead_samples = _values(write_spec, load, marked=True, lead=" --start-in 0.2")
+    assert (ahead["wire_requests"] == ahead["client_completed"]).all(), ahead[["wire_requests", "client_completed"]]
+    rps = ahead_samples[ahead_samples["metric"] == "wire.requests"]
+    assert rps["value"].sum() == ahead["wire_requests"].sum()
 
 
 
