@@ -191,13 +191,9 @@ class LiveService(Service):
                 # interval came late enough to read as a stall, and each interval was labelled
                 # with the load of the one before for part of it. At the start announced, on the
                 # monotonic clock both keep to (the sniffer's clock is it plus its offset).
-                start = obj.get("monotonic")
-                if isinstance(start, (int, float)) and self.stream.offset is not None:
-                    self.stream.begin(ago=time.monotonic() - start)
-                    self.sniffer.mark(at=start + self.stream.offset)
-                else:  # a generator that does not say: when the line came
-                    self.stream.begin()
-                    self.sniffer.mark()
+                start = float(obj["monotonic"])  # the sniffer's ready line gave the offset before the load ran
+                self.stream.begin(ago=time.monotonic() - start)
+                self.sniffer.mark(at=start + self.stream.offset)
                 self.load_started.set()
 
     def _await_load(self, timeout: float) -> None:

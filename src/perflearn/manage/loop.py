@@ -515,8 +515,8 @@ def _none_late(latency: float) -> float:
 def summarize(frame: pd.DataFrame, static_energy_j: float | None = None) -> dict[str, float]:
     """QoS guarantee (% of intervals at or under target), tardiness (mean p95/target over
     violating intervals with a p95; 1 when none missed, NaN when no miss had one), energy
-    and its reduction against static, configuration changes. QoS is over the intervals that had requests or were offered some: one with
-    neither (a live trace's 0 % step) has no latency to meet a target with (recorded as 0
+    and its reduction against static, configuration changes. QoS is over the intervals that
+    had requests or were offered some: one with neither (a live trace's 0 % step) has no latency to meet a target with (recorded as 0
     before session 46, as met); one offered load that answered none (the service stopped,
     the latency stream stalled) missed it, whatever its p95 (they were left out, unsaid); so
     did one of unknown rate (a stall) unless it is known to have been offered none."""

@@ -276,16 +276,14 @@ fn run(args: Args) -> Result<(), WireError> {
             clock.check();
         }
         if mark.swap(false, Ordering::Relaxed) {
+            // now, or the time --mark-file gives when still ahead: the first packet stamped at or past it
+            // marks it (above), or the clock does
             let now = clock.now();
-            scheduled = args.mark_file.as_deref().and_then(mark_time).filter(|&at| at > now);
-            if scheduled.is_none() {
-                // Packets stamped before the mark may still wait in the kernel buffer: take them first.
-                drain(&mut cap, &mut clock, &mut analyzer, &mut reporter, &kernel, now, Duration::from_millis(50))?;
-                reporter.mark(now, &analyzer.counters(), gauges(&analyzer), Some(&kernel));
-            }
+            scheduled = Some(args.mark_file.as_deref().and_then(mark_time).filter(|&at| at > now).unwrap_or(now));
         }
         if let Some(at) = scheduled.filter(|&at| clock.now().saturating_sub(lag_ns) >= at) {
-            // no packet reached it: the clock did, by as much as packets arrive late
+            // no packet reached it, the clock did, by as much as packets arrive late; packets stamped
+            // before the mark may still wait in the kernel buffer: take them first
             drain(&mut cap, &mut clock, &mut analyzer, &mut reporter, &kernel, at, Duration::from_millis(50))?;
             reporter.mark(at, &analyzer.counters(), gauges(&analyzer), Some(&kernel));
             scheduled = None;
