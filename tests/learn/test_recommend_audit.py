@@ -170,3 +170,19 @@ def test_the_python_api_refuses_wrong_input_in_one_line(loads):
         model.predict([[2, 16]])
     with pytest.raises(UsageError, match="a DataFrame, a dict .one point. or a list of points, got int"):
         model.predict(5)
+
+
+def test_a_csvs_searched_columns_are_named_unless_the_metrics_are(tmp_path):
+    """Session 59's note: `recommend --csv io.csv -t iops` searched the measured latency as a
+    knob and recommended lat_ms=0.1957, with no word of it. It now names what it searches
+    (the columns not named as metrics), and says nothing once -m names the metrics."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"bs": rng.choice([4, 64], 24), "threads": rng.choice([1, 8], 24)})
+    df["iops"] = 100 * df.bs * df.threads + rng.normal(0, 5, 24)
+    df["lat_ms"] = df.threads / df.iops * 1e3
+    path = tmp_path / "io.csv"
+    df.to_csv(path, index=False)
+    code, out = run("recommend", "--csv", path, "-t", "iops", "--maximize")
+    assert code == 0 and "searching bs, threads, lat_ms: every column of io.csv but the metrics (iops)" in out
+    code, out = run("recommend", "--csv", path, "-t", "iops", "--maximize", "-m", "iops,lat_ms")
+    assert code == 0 and "searching" not in out and "recommended: bs=64, threads=8 " in out

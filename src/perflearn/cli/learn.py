@@ -889,8 +889,12 @@ def recommend(
     unchosen = [k for k in ds.features if k not in used and k not in fixed and k not in ds.context]
     if unchosen:
         terminal.warn(f"not chosen: {', '.join(unchosen)}, not a feature of the model (-f)")
-    space = search_space(ds, [f for f in used if f not in fixed], fixed, any_combination=any_combination,
-                         target=target)
+    searched = [f for f in used if f not in fixed]
+    if csv is not None and not mets and searched:  # a measured column is a knob unless named: said before it is set
+        terminal.info(f"searching {', '.join(searched)}: every column of {csv.name} but the metrics "
+                      f"({', '.join(ds.metrics)})" + (f" and context ({', '.join(ds.context)})" if ds.context else "")
+                      + "; name a measured column with -m")
+    space = search_space(ds, searched, fixed, any_combination=any_combination, target=target)
     r = rec(models, target, sense, space, {k: v for k, v in fixed.items() if k in used}, constraints, seed=seed, top=top)
     title = (f"{'maximise' if maximize else 'minimise'} {target}"
              + (f" subject to {', '.join(map(str, constraints))}" if constraints else "")
