@@ -62,11 +62,11 @@ def test_decide_fills_a_partly_given_context_and_warns_beyond_the_runs():
     d = decide(ds, "MBps", "max", family="cart", context={"hole": 4})
     line = next(x for x in d.lines() if x.startswith("recommended"))
     assert d.context["hole"] == 4 and d.context["size"] in (16, 256) and d.taken == ["size"]
-    assert "for hole=4, size=16 (size: the first of 2 contexts measured as often with hole=4" in line
+    assert "for hole=4, size=16 (size: the median of 2 contexts measured as often with hole=4" in line
     assert "size=" not in line.split("): ", 1)[1] and not d.warnings  # a context, not a setting; measured
     unmeasured = decide(ds, "MBps", "max", family="cart", context={"hole": 3})  # inside the range, never measured
     line = next(x for x in unmeasured.lines() if x.startswith("recommended"))
-    assert "size: the first of 2 contexts measured as often of all runs (no run had hole=3)" in line, line
+    assert "size: the median of 2 contexts measured as often of all runs (no run had hole=3)" in line, line
     assert unmeasured.warnings[0] == "no run had hole=3: a context never measured (size: the most common of all runs)"
     far = decide(ds, "MBps", "max", family="cart", context={"hole": 128, "size": 16})
     assert far.taken == [] and "measured as often" not in next(x for x in far.lines() if x.startswith("recommended"))

@@ -541,6 +541,7 @@ def evaluate(
     import pandas as pd
 
     from perflearn.learn import evaluate as ev
+    from perflearn.learn.models import resolve_log_target
     from perflearn.learn.features import training_data
     from perflearn.learn.metrics import all_metrics
 
@@ -574,7 +575,8 @@ def evaluate(
             terminal.info(f"split {done}/{total} done ({chosen}), {time.monotonic() - started:.0f} s")
 
     res = ev.evaluate(data, family, scheme=scheme, folds=folds, repeats=repeats, test_size=test_size,
-                      params=params, log_target=lt, random_state=seed, families=candidates, progress=progress)
+                      params=params, log_target=lt, random_state=seed, families=candidates, progress=progress,
+                      where=ds.where)
     lc = None  # the curve before any output: too few runs for it fails before the table, not after
 
     def curve_progress(done: int, total: int, size: str) -> None:  # with auto, a size is many fits: minutes
@@ -596,7 +598,9 @@ def evaluate(
         terminal.warn(f"{zeros} run(s) have {target} = 0: MAPE is undefined (n/a), MRE leaves them out")
     summ = res.summary()
     on = f"{len(data.y)} {'samples' if per_sample else 'runs'}" + (f" of {res.n_runs} {res.unit}s" if res.grouped else "")
-    title = (f"{family} on {on} of {target}: "
+    # as fit says it: an MRE of the log target's model is not comparable with the raw one's (auto: chosen per split)
+    logged = family != "auto" and resolve_log_target(lt, data.y, ds.where, family) is True
+    title = (f"{family}{' (log target)' if logged else ''} on {on} of {target}: "
              + (f"{folds}-fold x{repeats}" if scheme == "kfold" else f"{repeats} random splits, test {test_size:g}")
              + (f", folds by {res.unit}" if res.grouped else ""))
     once = "the first repeat's held-out predictions at once (every run once)" if scheme == "kfold" and repeats > 1 \
@@ -801,8 +805,8 @@ def recommend(
     import pandas as pd
 
     from perflearn.learn.features import training_data
-    from perflearn.learn.recommend import (Constraint, NoSharedDefault, defaults_table, implausible, never_measured,
-                                           recommend as rec, unseen_pairs)
+    from perflearn.learn.recommend import (Constraint, NoSharedDefault, context_beyond_settings, defaults_table,
+                                           implausible, never_measured, recommend as rec, unseen_pairs)
     from perflearn.learn.space import search_space
 
     if top < 1:  # before fitting (--top -3 printed all but 3 of the points)
@@ -916,7 +920,8 @@ def recommend(
     unmeasured = never_measured({k: v for k, v in fixed.items() if k in ds.context}, runs)
     for note in [*([unmeasured] if unmeasured else []),
                  *models[target].schema.outside(pd.DataFrame([r.point])[models[target].features]),
-                 *unseen_pairs(r.point, runs, used), *implausible(r.predicted, runs)]:
+                 *unseen_pairs(r.point, runs, used), *implausible(r.predicted, runs),
+                 *context_beyond_settings(r.point, runs, ds.context, [f for f in used if f not in ds.context])]:
         terminal.warn(note)
     if not r.feasible:
         terminal.warn("no point satisfies every constraint by the model; the least violating one is shown")

@@ -40,9 +40,7 @@ from .uncertainty import band_calibration
 
 def _pipeline(data: TrainingData, family: str, params=None, log_target: bool | str = "auto", cv: int = 5,
               random_state=0, n_jobs: int = 1, families=None):
-    if family != "auto" and log_target == "auto":
-        y = data.y
-        log_target = bool(np.all(y > 0) and y.max() / y.min() >= 100)
+    log_target = resolve_log_target(log_target, data.y, data.schema.target, family)
     from .models import AUTO_BLEND, AUTO_ENSEMBLE, AUTO_LOO_BELOW, AUTO_POINT, AUTO_SMALL_RATIO, AUTO_WEIGHTS
 
     est = model_for(family, params=params, log_target=log_target, cv=cv, random_state=random_state, n_jobs=n_jobs,
@@ -193,12 +191,14 @@ def evaluate(
     families=None,
     by_run: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
+    where: str | None = None,
 ) -> EvalResult:
     """Score ``family`` by k-fold (``repeats`` times) or ``repeats`` random train/test splits.
 
     With ``by_run`` and per-sample data (several rows per run, :func:`run_groups`),
     folds and test sets are made of whole runs, and ``folds`` counts runs.
-    ``progress(done, total, chosen)`` is told after each split (``chosen``: auto's pick)."""
+    ``progress(done, total, chosen)`` is told after each split (``chosen``: auto's pick). ``where``
+    names the data in an error (the CSV file, the experiment), as fit's do."""
     check_family(family, params, families)
     resolve_log_target(log_target, data.y, data.schema.target)
     quantile = (params or {}).get("quantile")
@@ -216,7 +216,7 @@ def evaluate(
             raise UsageError(f"k-fold needs at least 2 folds, got {folds}", where="--folds")
         if units < folds:  # with 1, no --folds helps: 2 is the least
             advice = f"lower --folds to {units} or fewer" if units >= 2 else "cross-validation needs at least 2"
-            raise UsageError(f"{units} {what} are fewer than the {folds} folds; {advice}", where=data.schema.target)
+            raise UsageError(f"{units} {what} are fewer than the {folds} folds; {advice}", where=where or data.schema.target)
         if groups is None:
             splitters = [KFold(folds, shuffle=True, random_state=random_state + r) for r in range(max(1, repeats))]
         else:
@@ -226,7 +226,8 @@ def evaluate(
             raise UsageError(f"test size must be a fraction in (0, 1), got {test_size}", where="--test-size")
         n_test = int(np.ceil(test_size * units))
         if n_test < 1 or units - n_test < 2:
-            raise UsageError(f"{units} {what} are too few for a {test_size:g} test split", where=data.schema.target)
+            raise UsageError(f"{units} {what} are too few for a {test_size:g} test split",
+                              where=where or data.schema.target)
         if groups is None:
             splitters = [ShuffleSplit(max(1, repeats), test_size=test_size, random_state=random_state)]
         else:
@@ -431,6 +432,14 @@ def _plt():
     return plt
 
 
+def _few_ticks(ax) -> None:
+    """At most five ticks a measured axis: 10000 .. 80000 in eight ticks ran together on a 5-inch figure."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(5))
+    ax.yaxis.set_major_locator(MaxNLocator(5))
+
+
 def plot_pred_vs_actual(y_true, y_pred, path: str | Path, title: str = "") -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5, 5))
@@ -438,6 +447,7 @@ def plot_pred_vs_actual(y_true, y_pred, path: str | Path, title: str = "") -> Pa
     lo = float(min(np.min(y_true), np.min(y_pred)))
     hi = float(max(np.max(y_true), np.max(y_pred)))
     ax.plot([lo, hi], [lo, hi], color="k", lw=1)
+    _few_ticks(ax)
     ax.set_xlabel("measured")
     ax.set_ylabel("predicted (out of sample)")
     ax.set_title(title or "predicted vs measured")
@@ -463,6 +473,7 @@ def plot_residuals(y_true, y_pred, path: str | Path, title: str = "") -> Path:
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.scatter(np.asarray(y_true), values, s=12, alpha=0.7)
     ax.axhline(0, color="k", lw=1)
+    _few_ticks(ax)
     ax.set_xlabel("measured")
     ax.set_ylabel(label)
     ax.set_title(title or "residuals")

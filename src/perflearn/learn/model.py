@@ -479,9 +479,7 @@ def fit_data(
     where = where or experiment or "data"  # errors name the file (runs.csv), not its stem
     check_family(family, params, families)
     y = data.y
-    log_target = resolve_log_target(log_target, y, where)
-    if family != "auto" and log_target == "auto":
-        log_target = bool(np.all(y > 0) and y.max() / y.min() >= 100)
+    log_target = resolve_log_target(log_target, y, where, family)
     n = len(y)
     # per-sample data (several rows per run): cross-validation keeps each run's rows in one fold
     groups = run_groups(data)

@@ -230,7 +230,7 @@ def build(
         model = Pipeline([("scale", StandardScaler()), ("svr", SVR(**p))])
         model = _scaled_target(model)
     elif family == "mlp":
-        bag = int(p.pop("bag", 1))
+        bag = _whole("mlp", "bag", p.pop("bag", 1), 1, " (the random starts averaged)")
         p.setdefault("hidden_layer_sizes", (64, 64))
         p.setdefault("max_iter", 2000)
         p.setdefault("early_stopping", False)
@@ -240,14 +240,7 @@ def build(
             net = BaggingRegressor(net, n_estimators=bag, bootstrap=False, random_state=random_state)
         model = _scaled_target(Pipeline([("scale", MinMaxScaler()), ("mlp", net)]))
     elif family == "linear":
-        given = p.pop("degree", 1)
-        try:
-            degree = float(given)
-        except (TypeError, ValueError):
-            degree = math.nan
-        if isinstance(given, bool) or not degree.is_integer() or degree < 1:  # 0 and 2.5 fitted degree 1, unsaid
-            raise ValueError(f"linear: degree must be a whole number >= 1 (2: pairwise interactions), got {given!r}")
-        degree = int(degree)
+        degree = _whole("linear", "degree", p.pop("degree", 1), 1, " (2: pairwise interactions)")
         steps: list = []
         if degree > 1:
             steps.append(("poly", PolynomialFeatures(degree, interaction_only=True, include_bias=False)))
@@ -266,7 +259,7 @@ def build(
         p.setdefault("weights", "distance")
         model = Pipeline([("scale", StandardScaler()), ("knn", KNeighborsRegressor(**p))])
     elif family == "gp":
-        restarts = int(p.pop("n_restarts_optimizer", 1))
+        restarts = _whole("gp", "n_restarts_optimizer", p.pop("n_restarts_optimizer", 1), 0)
         kernel = ConstantKernel(1.0, (1e-3, 1e3)) * RBF(1.0, length_scale_bounds=(1e-2, 1e3)) + WhiteKernel(
             1e-3, (1e-8, 1.0)
         )
@@ -286,6 +279,18 @@ def build(
     return model
 
 
+def _whole(family: str, name: str, given, least: int, meaning: str = "") -> int:
+    """``given`` as a whole number of at least ``least``, or a ValueError naming it (0 and 2.5 fitted
+    degree 1, unsaid; 'abc' was int()'s message, without the parameter's name)."""
+    try:
+        value = float(given)
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(given, bool) or not value.is_integer() or value < least:
+        raise ValueError(f"{family}: {name} must be a whole number >= {least}{meaning}, got {given!r}")
+    return int(value)
+
+
 QUANTILE_FAMILIES = ("rf", "gbm")
 
 
@@ -303,7 +308,7 @@ def quantile_of(family: str, q) -> float | None:
 
 # hyperparameters ``build`` reads itself rather than passing them to the estimator
 _BUILD_KEYS = {"linear": ("degree",), "bayes": ("prior",), "gp": ("n_restarts_optimizer",), "rf": ("quantile",),
-               "gbm": ("quantile",)}
+               "gbm": ("quantile",), "mlp": ("bag",)}
 
 
 def check_families(family: str, families) -> None:
@@ -344,6 +349,7 @@ def check_params(family: str, params: dict[str, Any] | None) -> None:
             raise ValueError(f"{name} is perflearn's to set (random_state: --seed)")
         if name not in known:
             raise ValueError(f"{family} has no hyperparameter {name!r} (it has: {', '.join(sorted(known))})")
+    build(family, params)  # the values build reads itself (degree, bag, prior, restarts): evaluate's fit had no check
 
 
 class _ArdGaussianProcess(GaussianProcessRegressor):
@@ -414,11 +420,14 @@ def grid(family: str, n_samples: int, n_features: int, small: bool = False,
     raise ValueError(f"unknown model family {family!r}")
 
 
-def resolve_log_target(log_target: bool | str, y: np.ndarray, where: str) -> bool | str:
+def resolve_log_target(log_target: bool | str, y: np.ndarray, where: str, family: str = "auto") -> bool | str:
     """``log_target`` as given; a log target of a value <= 0 is refused in one line (it
-    reached scikit-learn as "Input y contains NaN")."""
+    reached scikit-learn as "Input y contains NaN"). For one ``family``, "auto" is decided
+    here: a log target when every value is > 0 and they span 100x or more (auto tries both)."""
     if log_target is True and not np.all(y > 0):
         raise UsageError("a log target needs every value > 0", where=where)
+    if family != "auto" and log_target == "auto":
+        return bool(np.all(y > 0) and y.max() / y.min() >= 100)
     return log_target
 
 

@@ -283,6 +283,31 @@ def never_measured(fixed: dict[str, Any], runs: pd.DataFrame) -> str | None:
     return f"no run had {shown}: a context never measured"
 
 
+def context_beyond_settings(point: dict[str, Any], runs: pd.DataFrame, context: list[str],
+                            knobs: list[str]) -> list[str]:
+    """A line for each numeric ``context`` value of ``point`` outside the range the runs with
+    the point's ``knobs`` settings measured: decide recommended bs=4096 for cpu_time=230.76,
+    a 1-MiB run's, where every bs=4096 run measured 410-530 (session 60's audit), unsaid.
+    Settings measured once have no range (a continuous knob's every value), and a value
+    outside every run's range is the schema's to say."""
+    settings = {k: point[k] for k in knobs if k in point and k in runs}
+    if not settings:
+        return []
+    alike = runs[runs_with(settings, runs)]
+    notes = []
+    for c in context:
+        if c not in point or c not in alike or not pd.api.types.is_numeric_dtype(alike[c]):
+            continue
+        measured, value = alike[c].dropna(), float(point[c])
+        if len(measured) >= 2 and runs[c].min() <= value <= runs[c].max() \
+                and not measured.min() <= value <= measured.max():
+            shown = ", ".join(f"{k}={shown_value(v)}" for k, v in settings.items())
+            notes.append(f"{c}={value:.6g}: the runs at {shown} measured {c} "
+                         f"{measured.min():.4g}..{measured.max():.4g} only; the prediction "
+                         "extrapolates to a situation these settings never ran in")
+    return notes
+
+
 def shown_value(value) -> str:
     """A value as given: 10, not the 10.0 of a numeric column."""
     return str(int(value)) if isinstance(value, (float, np.floating)) and float(value).is_integer() else str(value)

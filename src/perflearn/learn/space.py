@@ -111,6 +111,10 @@ def search_space(ds: Dataset, knobs: list[str], context: Mapping[str, object] | 
     is narrowed to what they leave); with ``any_combination``, the values alone."""
     context = dict(context or {})
     frame = ds.ok() if len(ds.ok()) else ds.frame
+    if target is not None and target in frame and frame[target].notna().any():
+        # a CSV's failed run is an empty target (no status column): its settings are no candidates (a category
+        # only failed runs had reached the model, which refused it: "not seen in training")
+        frame = frame[frame[target].notna()]
     values: dict[str, list] = {}
     for k in knobs:
         col = frame[k].dropna()
