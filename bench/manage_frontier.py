@@ -123,6 +123,8 @@ def main(paths: list[str]) -> None:
             continue
         frames.append(frame)
         rows.append({**replay(frame), "round": "/".join(path.split("/")[-2:]).split(".")[0]})
+    if not rows:  # a traceback (KeyError: 'round') said less
+        sys.exit(f"no file holds both a {HEIMDALL} and a {STATIC} pass: nothing to replay")
     table = pd.DataFrame(rows).set_index("round")
     total = table.filter(like="misses").sum().to_frame().T.assign(round="all: misses summed")
     mean = table.filter(like="saved").mean().to_frame().T.assign(round="all: saving averaged")

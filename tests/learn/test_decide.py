@@ -117,6 +117,8 @@ def test_decide_without_a_setting_in_every_context_still_decides(tmp_path):
     r = _decide_cli("--csv", csv, "-t", "lat", "--context-cols", "load", "--family", "cart")
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
+    assert lines.pop(0) == ("learnt from threads: every column of c.csv but the metrics (lat) and context (load); "
+                            "name a measured column with -m")
     assert lines[0].startswith("model of lat: cart on 24 runs") and any(x.startswith("recommended") for x in lines)
     assert lines[-1] == ("learned vs system-wide defaults: not compared (no knob setting was measured in every "
                          "context: a default is one setting for all)")

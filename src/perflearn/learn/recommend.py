@@ -273,14 +273,14 @@ def runs_with(fixed: dict[str, Any], runs: pd.DataFrame) -> np.ndarray:
     return match
 
 
-def never_measured(fixed: dict[str, Any], runs: pd.DataFrame) -> str | None:
+def never_measured(fixed: dict[str, Any], runs: pd.DataFrame, what: str = "a context") -> str | None:
     """A line when no run of ``runs`` had every value of ``fixed`` (a context, with knobs
-    ``recommend -c`` fixed too): the recommendation is a prediction for a situation never
+    ``recommend -c`` fixed too): the recommendation is a prediction for ``what`` was never
     measured (``decide`` said it; ``recommend`` did not, session 58's audit)."""
     if not fixed or runs.empty or runs_with(fixed, runs).any():
         return None
     shown = ", ".join(f"{k}={shown_value(v)}" for k, v in fixed.items())
-    return f"no run had {shown}: a context never measured"
+    return f"no run had {shown}: {what} never measured"
 
 
 def context_beyond_settings(point: dict[str, Any], runs: pd.DataFrame, context: list[str],
