@@ -49,9 +49,12 @@ def main(paths: list[str]) -> None:
             if h not in frame.policy.values:
                 continue
             goal = [s for s in seeds if passes.loc[(h, s), "qos"] >= GOAL_QOS and passes.loc[(h, s), "saved"] >= GOAL_SAVED]
+            if not all(b in frame.policy.values for b in BASELINES):
+                print(f"  {h}: no {' and '.join(BASELINES)} passes to beat")
+                continue
             beat = [s for s in seeds if all(passes.loc[(h, s), "qos"] > passes.loc[(b, s), "qos"]
                                             and passes.loc[(h, s), "saved"] > passes.loc[(b, s), "saved"]
-                                            for b in BASELINES if b in frame.policy.values)]
+                                            for b in BASELINES)]
             print(f"  {h}: goal in {len(goal)} seeds, {len(set(goal) & set(static_met))} of the {len(static_met)} "
                   f"where static met it; beats {' and '.join(BASELINES)} on both counts in {len(beat)}")
         table = misses(frame)

@@ -62,11 +62,11 @@ def test_decide_fills_a_partly_given_context_and_warns_beyond_the_runs():
     d = decide(ds, "MBps", "max", family="cart", context={"hole": 4})
     line = next(x for x in d.lines() if x.startswith("recommended"))
     assert d.context["hole"] == 4 and d.context["size"] in (16, 256) and d.taken == ["size"]
-    assert "for hole=4, size=16 (size: the median of 2 contexts measured as often with hole=4" in line
+    assert "for hole=4, size=16 (size: the lower median of 2 contexts measured as often with hole=4" in line
     assert "size=" not in line.split("): ", 1)[1] and not d.warnings  # a context, not a setting; measured
     unmeasured = decide(ds, "MBps", "max", family="cart", context={"hole": 3})  # inside the range, never measured
     line = next(x for x in unmeasured.lines() if x.startswith("recommended"))
-    assert "size: the median of 2 contexts measured as often of all runs (no run had hole=3)" in line, line
+    assert "size: the lower median of 2 contexts measured as often of all runs (no run had hole=3)" in line, line
     assert unmeasured.warnings[0] == "no run had hole=3: a context never measured (size: the most common of all runs)"
     far = decide(ds, "MBps", "max", family="cart", context={"hole": 128, "size": 16})
     assert far.taken == [] and "measured as often" not in next(x for x in far.lines() if x.startswith("recommended"))
@@ -117,7 +117,7 @@ def test_decide_without_a_setting_in_every_context_still_decides(tmp_path):
     r = _decide_cli("--csv", csv, "-t", "lat", "--context-cols", "load", "--family", "cart")
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
-    assert lines.pop(0) == ("learnt from threads: every column of c.csv but the metrics (lat) and context (load); "
+    assert lines.pop(0) == ("knobs: threads (every column of c.csv but the metrics (lat) and context (load)); "
                             "name a measured column with -m")
     assert lines[0].startswith("model of lat: cart on 24 runs") and any(x.startswith("recommended") for x in lines)
     assert lines[-1] == ("learned vs system-wide defaults: not compared (no knob setting was measured in every "

@@ -107,7 +107,7 @@ def test_a_measured_counter_as_context_is_taken_at_its_median_and_extrapolation_
     d = decide(ds, "iops", "max", family="rf")
     taken = d.context["cpu_time"]
     assert taken == sorted(df.cpu_time)[(len(df) - 1) // 2]
-    assert "the median of 24 contexts measured as often" in "\n".join(d.lines())
+    assert "the lower median of 24 contexts measured as often" in "\n".join(d.lines())
     # the median is a 64-KiB run's; the most iops are at 4 KiB, whose runs measured 4x the cpu_time
     assert d.recommendation.point["bs"] == 4 and not df[df.bs == 4].cpu_time.min() <= taken
     assert [w for w in d.warnings if "never ran in" in w] == [
@@ -128,10 +128,10 @@ def test_a_csvs_learnt_columns_are_named_unless_the_metrics_are(tmp_path, comman
     io_runs().to_csv(path, index=False)
     extra = ["--family", "cart"] if command != "rules" else []
     code, out = run(command, "--csv", path, "-t", "iops", *extra)
-    assert code == 0 and "learnt from bs, threads, pattern, lat_ms: every column of io.csv but the metrics (iops)" \
+    assert code == 0 and "knobs: bs, threads, pattern, lat_ms (every column of io.csv but the metrics (iops)" \
         in out
     code, out = run(command, "--csv", path, "-t", "iops", "-m", "iops,lat_ms", *extra)
-    assert code == 0 and "learnt from" not in out
+    assert code == 0 and "knobs:" not in out
 
 
 def test_recommend_says_a_setting_given_that_no_run_had(tmp_path):
@@ -143,3 +143,22 @@ def test_recommend_says_a_setting_given_that_no_run_had(tmp_path):
     assert code == 0 and "warning: no run had threads=3: a setting never measured" in out
     code, out = run("recommend", "--csv", path, "-t", "iops", "-m", "iops,lat_ms", "--maximize", "-c", "threads=8")
     assert code == 0 and "never measured" not in out
+
+
+def test_a_constraints_unmeasured_category_is_no_candidate_and_a_fixed_context_no_setting(tmp_path):
+    """The review of session 60: runs that measured the target but left the constraint's
+    metric empty still offered their category to the constraint's model ("not seen in
+    training"); and -c load=10 -c threads=8, each measured but never together, was called
+    "a setting never measured" (the pair's own warning says it)."""
+    df = io_runs()
+    df["mem"] = 10.0 * df.threads
+    odd = df.iloc[:4].assign(pattern="mmap", mem=np.nan)
+    path = tmp_path / "io.csv"
+    pd.concat([df, odd]).to_csv(path, index=False)
+    code, out = run("recommend", "--csv", path, "-t", "iops", "-m", "iops,lat_ms,mem", "--maximize", "-w", "mem<=50")
+    assert code == 0 and "recommended: " in out and "pattern=mmap" not in out.split("recommended: ")[1], out
+    apart = tmp_path / "apart.csv"
+    df[~((df.pattern == "rand") & (df.threads == 8))].to_csv(apart, index=False)
+    code, out = run("recommend", "--csv", apart, "-t", "iops", "-m", "iops,lat_ms,mem", "--maximize",
+                    "--context-cols", "pattern", "-c", "pattern=rand", "-c", "threads=8")
+    assert code == 0 and "never measured" not in out and "threads=8 with pattern=rand: no run had both" in out, out

@@ -183,6 +183,6 @@ def test_a_csvs_searched_columns_are_named_unless_the_metrics_are(tmp_path):
     path = tmp_path / "io.csv"
     df.to_csv(path, index=False)
     code, out = run("recommend", "--csv", path, "-t", "iops", "--maximize")
-    assert code == 0 and "searched bs, threads, lat_ms: every column of io.csv but the metrics (iops)" in out
+    assert code == 0 and "knobs: bs, threads, lat_ms (every column of io.csv but the metrics (iops)" in out
     code, out = run("recommend", "--csv", path, "-t", "iops", "--maximize", "-m", "iops,lat_ms")
-    assert code == 0 and "searched" not in out and "recommended: bs=64, threads=8 " in out
+    assert code == 0 and "knobs:" not in out and "recommended: bs=64, threads=8 " in out

@@ -89,16 +89,15 @@ def _say_constant(schema) -> None:
                       + "; the model cannot learn their effect (a prediction at another value is a guess)")
 
 
-def _say_csv_columns(csv: Path | None, named: list[str] | None, ds: "Dataset", columns: list[str],
-                     doing: str = "learning from") -> None:
-    """On a CSV without -m every column but the target is a knob: said, so that a measured one left
-    unnamed shows (recommend set lat_ms=0.1957 as a setting; evaluate learnt iops from p95, unsaid)."""
-    knobs = [c for c in columns if c not in ds.context]
-    if csv is None or named or not knobs:
+def _say_csv_columns(csv: Path | None, named: list[str] | None, ds: "Dataset") -> None:
+    """On a CSV without -m every column but the target is a knob: said, once every check has passed (an
+    error stays one line), so that a measured one left unnamed shows (recommend set lat_ms=0.1957 as a
+    setting; evaluate learnt iops from p95, unsaid)."""
+    if csv is None or named or not ds.knobs:
         return
-    terminal.info(f"{doing} {', '.join(knobs)}: every column of {csv.name} but the metrics "
+    terminal.info(f"knobs: {', '.join(ds.knobs)} (every column of {csv.name} but the metrics "
                   f"({', '.join(ds.metrics)})" + (f" and context ({', '.join(ds.context)})" if ds.context else "")
-                  + "; name a measured column with -m")
+                  + "); name a measured column with -m")
 
 
 def _families(value: str | None) -> list[str] | None:
@@ -602,7 +601,7 @@ def evaluate(
         lc = ev.learning_curve(data, family, fractions=[0.1, 0.2, 0.3, 0.5, 0.7, 0.9], repeats=max(3, repeats),
                                params=params, log_target=lt, random_state=seed, families=candidates,
                                progress=curve_progress)
-    _say_csv_columns(csv, mets, ds, list(data.X.columns), "learnt from")  # after every check: an error is one line
+    _say_csv_columns(csv, mets, ds)  # after every check: an error stays one line
     if data.excluded:
         _say_left_out(data.excluded, target, data.excluded_why, "sample" if per_sample else "run")
     _say_constant(data.schema)
@@ -612,7 +611,7 @@ def evaluate(
     summ = res.summary()
     on = f"{len(data.y)} {'samples' if per_sample else 'runs'}" + (f" of {res.n_runs} {res.unit}s" if res.grouped else "")
     # as fit says it: an MRE of the log target's model is not comparable with the raw one's (auto: chosen per split)
-    logged = family != "auto" and resolve_log_target(lt, data.y, ds.where, family) is True
+    logged = lt is True or (family != "auto" and resolve_log_target(lt, data.y, ds.where, family) is True)
     title = (f"{family}{' (log target)' if logged else ''} on {on} of {target}: "
              + (f"{folds}-fold x{repeats}" if scheme == "kfold" else f"{repeats} random splits, test {test_size:g}")
              + (f", folds by {res.unit}" if res.grouped else ""))
@@ -907,9 +906,9 @@ def recommend(
     if unchosen:
         terminal.warn(f"not chosen: {', '.join(unchosen)}, not a feature of the model (-f)")
     searched = [f for f in used if f not in fixed]
-    space = search_space(ds, searched, fixed, any_combination=any_combination, target=target)
+    space = search_space(ds, searched, fixed, any_combination=any_combination, target=target, measured=wanted)
     r = rec(models, target, sense, space, {k: v for k, v in fixed.items() if k in used}, constraints, seed=seed, top=top)
-    _say_csv_columns(csv, mets, ds, searched, "searched")  # after every check: an error stays one line
+    _say_csv_columns(csv, mets, ds)  # after every check: an error stays one line
     title = (f"{'maximise' if maximize else 'minimise'} {target}"
              + (f" subject to {', '.join(map(str, constraints))}" if constraints else "")
              + (f" for {', '.join(f'{k}={v}' for k, v in fixed.items())}" if fixed else ""))
@@ -929,7 +928,8 @@ def recommend(
     runs = ds.ok()
     # a knob fixed at a value no run had (-c threads=3 of 1, 2, 4, 8) is as unmeasured as a context (session 60)
     unmeasured = (never_measured({k: v for k, v in fixed.items() if k in ds.context}, runs)
-                  or never_measured({k: v for k, v in fixed.items() if k in used}, runs, "a setting"))
+                  or never_measured({k: v for k, v in fixed.items() if k in used and k not in ds.context}, runs,
+                                    "a setting"))
     for note in [*([unmeasured] if unmeasured else []),
                  *models[target].schema.outside(pd.DataFrame([r.point])[models[target].features]),
                  *unseen_pairs(r.point, runs, used), *implausible(r.predicted, runs),
@@ -1005,7 +1005,7 @@ def rules(
             raise UsageError(f"class thresholds must be numbers, got {classes!r}", where="--classes") from None
     r = tree_rules(data, max_depth=depth, classes=thresholds, min_samples_leaf=min_leaf)
     kind = "accuracy" if thresholds is not None else "R²"
-    _say_csv_columns(csv, mets, ds, list(data.X.columns), "learnt from")  # after every check: an error is one line
+    _say_csv_columns(csv, mets, ds)  # after every check: an error stays one line
     _say_left_out(data.excluded, target, data.excluded_why)
     _say_constant(data.schema)
     terminal.out.print(f"rules for {target} from a depth-{depth} tree over {len(data.y)} runs (in-sample {kind} {r.r2_or_accuracy:.3f}):")
@@ -1118,7 +1118,7 @@ def decide(
     ds = load_dataset(csv, experiment, store, mets or [target], ctx, named=mets)
     decision = make_decision(ds, target, "max" if maximize else "min", family, context=_pairs(context, "--context"),
                              random_state=seed, any_combination=any_combination)
-    _say_csv_columns(csv, mets, ds, decision.model.features, "learnt from")  # after every check: an error is one line
+    _say_csv_columns(csv, mets, ds)  # after every check: an error stays one line
     for line in decision.lines():
         terminal.out.print(line, markup=False)
     for note in decision.warnings:

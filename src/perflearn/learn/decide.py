@@ -66,7 +66,8 @@ class Decision:
         where = ""
         if self.context:
             chosen = ("the most common context" if self.tied <= 1 else
-                      f"the median of {self.tied} contexts measured as often" if self.median else
+                      f"the {'lower ' * (self.tied % 2 == 0)}median of {self.tied} contexts measured as often"
+                      if self.median else
                       f"the first of {self.tied} contexts measured as often")
             given = [f"{k}={shown_value(v)}" for k, v in self.context.items() if k not in self.taken]
             if given and self.taken:

@@ -200,7 +200,7 @@ def evaluate(
     ``progress(done, total, chosen)`` is told after each split (``chosen``: auto's pick). ``where``
     names the data in an error (the CSV file, the experiment), as fit's do."""
     check_family(family, params, families)
-    resolve_log_target(log_target, data.y, data.schema.target)
+    resolve_log_target(log_target, data.y, where or data.schema.target)
     quantile = (params or {}).get("quantile")
     if repeats < 1:  # max(1, repeats) below would run once and the title say "x0"
         raise UsageError(f"repeats must be at least 1, got {repeats}", where="--repeats")

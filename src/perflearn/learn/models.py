@@ -284,7 +284,7 @@ def _whole(family: str, name: str, given, least: int, meaning: str = "") -> int:
     degree 1, unsaid; 'abc' was int()'s message, without the parameter's name)."""
     try:
         value = float(given)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         value = math.nan
     if isinstance(given, bool) or not value.is_integer() or value < least:
         raise ValueError(f"{family}: {name} must be a whole number >= {least}{meaning}, got {given!r}")

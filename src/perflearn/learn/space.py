@@ -103,18 +103,22 @@ class SearchSpace:
 
 
 def search_space(ds: Dataset, knobs: list[str], context: Mapping[str, object] | None = None,
-                 max_values: int = 64, any_combination: bool = False, target: str | None = None) -> SearchSpace:
+                 max_values: int = 64, any_combination: bool = False, target: str | None = None,
+                 measured: list[str] | tuple[str, ...] = ()) -> SearchSpace:
     """Candidate values per knob (the categories, or the measured numeric values: at most
     ``max_values``, quantile-spaced when there are more), the one-hot groups among
     ``knobs`` and the design's constraints over ``knobs`` and the ``context`` (the
     features a recommendation fixes, and their values: a group with members among them
-    is narrowed to what they leave); with ``any_combination``, the values alone."""
+    is narrowed to what they leave); with ``any_combination``, the values alone. The values
+    are those of runs that measured ``target`` and every metric of ``measured`` (the
+    constraints' too: each metric's model knows only the runs that measured it)."""
     context = dict(context or {})
     frame = ds.ok() if len(ds.ok()) else ds.frame
-    if target is not None and target in frame and frame[target].notna().any():
-        # a CSV's failed run is an empty target (no status column): its settings are no candidates (a category
-        # only failed runs had reached the model, which refused it: "not seen in training")
-        frame = frame[frame[target].notna()]
+    for metric in dict.fromkeys([*([target] if target is not None else []), *measured]):
+        if metric in frame and frame[metric].notna().any():
+            # a CSV's failed run is an empty target (no status column): its settings are no candidates (a
+            # category only failed runs had reached the model, which refused it: "not seen in training")
+            frame = frame[frame[metric].notna()]
     values: dict[str, list] = {}
     for k in knobs:
         col = frame[k].dropna()
