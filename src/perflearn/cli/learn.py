@@ -814,11 +814,10 @@ def recommend(
     """Recommend the best settings for a context, and compare learned choices with defaults."""
     from perflearn.learn.model import fit as fit_model
     from perflearn.learn.model import load
-    import pandas as pd
 
     from perflearn.learn.features import training_data
-    from perflearn.learn.recommend import (Constraint, NoSharedDefault, context_beyond_settings, defaults_table,
-                                           implausible, never_measured, recommend as rec, unseen_pairs)
+    from perflearn.learn.recommend import (Constraint, NoSharedDefault, beyond_the_runs, defaults_table,
+                                           never_measured, recommend as rec)
     from perflearn.learn.space import search_space
 
     if top < 1:  # before fitting (--top -3 printed all but 3 of the points)
@@ -905,8 +904,8 @@ def recommend(
     unchosen = [k for k in ds.features if k not in used and k not in fixed and k not in ds.context]
     if unchosen:
         terminal.warn(f"not chosen: {', '.join(unchosen)}, not a feature of the model (-f)")
-    searched = [f for f in used if f not in fixed]
-    space = search_space(ds, searched, fixed, any_combination=any_combination, target=target, measured=wanted)
+    space = search_space(ds, [f for f in used if f not in fixed], fixed, any_combination=any_combination,
+                         target=target, measured=wanted)
     r = rec(models, target, sense, space, {k: v for k, v in fixed.items() if k in used}, constraints, seed=seed, top=top)
     _say_csv_columns(csv, mets, ds)  # after every check: an error stays one line
     title = (f"{'maximise' if maximize else 'minimise'} {target}"
@@ -931,9 +930,7 @@ def recommend(
                   or never_measured({k: v for k, v in fixed.items() if k in used and k not in ds.context}, runs,
                                     "a setting"))
     for note in [*([unmeasured] if unmeasured else []),
-                 *models[target].schema.outside(pd.DataFrame([r.point])[models[target].features]),
-                 *unseen_pairs(r.point, runs, used), *implausible(r.predicted, runs),
-                 *context_beyond_settings(r.point, runs, ds.context, [f for f in used if f not in ds.context])]:
+                 *beyond_the_runs(models[target], r.point, r.predicted, runs, used, ds.context)]:
         terminal.warn(note)
     if not r.feasible:
         terminal.warn("no point satisfies every constraint by the model; the least violating one is shown")

@@ -15,15 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from perflearn.errors import UsageError
 from perflearn.store import Dataset
 
 from .features import given_value, training_data
 from .model import Model, fit_data
-from .recommend import (DefaultsTable, NoSharedDefault, Recommendation, context_beyond_settings, defaults_table,
-                        implausible, never_measured, recommend, runs_with, shown_value, unseen_pairs)
+from .recommend import (DefaultsTable, NoSharedDefault, Recommendation, beyond_the_runs, defaults_table,
+                        never_measured, recommend, runs_with, shown_value)
 from .rules import Rules, tree_rules
 from .space import search_space
 
@@ -115,7 +114,8 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
     # a context no run had: the recommendation is a prediction for a situation never measured, said
     never = never_measured(fixed, data.X)
     unmeasured = [never + (f" ({', '.join(taken)}: the most common of all runs)" if taken else "")] if never else []
-    if taken:  # recommend for the most common context (with what was given; the first of a tie, and say so)
+    if taken:  # recommend for the most common context (with what was given; of a tie the first, or one numeric
+        # context's median, and say so)
         sizes = data.X[match if match.any() else slice(None)].groupby(taken).size()
         top = sizes.idxmax()
         tied = int((sizes == sizes.max()).sum())
@@ -130,9 +130,7 @@ def decide(ds: Dataset, target: str, sense: str = "min", family: str = "auto", c
     rec = recommend({target: model}, target, sense, space, fixed, seed=random_state)
     # the point beyond the runs (a context not measured, settings never together): said, as recommend says it
     used = [f for f in model.features if f in rec.point]
-    warnings = [*unmeasured, *model.schema.outside(pd.DataFrame([rec.point])[model.features]),
-                *unseen_pairs(rec.point, ds.ok(), used), *implausible(rec.predicted, ds.ok()),
-                *context_beyond_settings(rec.point, ds.ok(), ds.context, [f for f in used if f not in ds.context])]
+    warnings = [*unmeasured, *beyond_the_runs(model, rec.point, rec.predicted, ds.ok(), used, ds.context)]
     # auto for every context's cross-fit would refit its whole search per context: the table's choices are a forest's
     table_family = "rf" if family == "auto" else family
     table, skipped = _defaults(ds, target, sense, table_family, random_state)

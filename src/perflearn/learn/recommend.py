@@ -308,6 +308,17 @@ def context_beyond_settings(point: dict[str, Any], runs: pd.DataFrame, context: 
     return notes
 
 
+def beyond_the_runs(model, point: dict[str, Any], predicted: dict[str, float], runs: pd.DataFrame,
+                    used: list[str], context: list[str]) -> list[str]:
+    """Every way a recommended ``point`` (of ``model``'s target, ``predicted``) lies beyond
+    the ``runs``, one line each, as recommend and decide both say it: a feature outside the
+    trained range, settings no run had together, a prediction beyond the measured values,
+    a context value the point's settings never ran at."""
+    return [*model.schema.outside(pd.DataFrame([point])[model.features]),
+            *unseen_pairs(point, runs, used), *implausible(predicted, runs),
+            *context_beyond_settings(point, runs, context, [f for f in used if f not in context])]
+
+
 def shown_value(value) -> str:
     """A value as given: 10, not the 10.0 of a numeric column."""
     return str(int(value)) if isinstance(value, (float, np.floating)) and float(value).is_integer() else str(value)
