@@ -162,3 +162,19 @@ def test_a_constraints_unmeasured_category_is_no_candidate_and_a_fixed_context_n
     code, out = run("recommend", "--csv", apart, "-t", "iops", "-m", "iops,lat_ms,mem", "--maximize",
                     "--context-cols", "pattern", "-c", "pattern=rand", "-c", "threads=8")
     assert code == 0 and "never measured" not in out and "threads=8 with pattern=rand: no run had both" in out, out
+
+
+def test_a_constraints_model_asked_beyond_its_runs_is_said(tmp_path):
+    """A constraint's metric measured on fewer runs than the target has a model of a narrower
+    range: -c bs=1024, where the target was measured and the constraint's metric never was,
+    asked its model beyond its runs, unsaid (only the target's model was checked)."""
+    df = io_runs()
+    df["mem"] = np.where(df.bs < 1024, 10.0 * df.threads, np.nan)
+    path = tmp_path / "io.csv"
+    df.to_csv(path, index=False)
+    args = ["recommend", "--csv", path, "-t", "iops", "-m", "iops,lat_ms,mem", "--maximize", "--context-cols", "bs",
+            "-w", "mem<=50", "--family", "rf"]
+    code, out = run(*args, "-c", "bs=1024")
+    assert code == 0 and "mem's model: 1 point(s) with bs outside the trained range 4 to 64 (e.g. 1024)" in out, out
+    code, out = run(*args, "-c", "bs=64")
+    assert code == 0 and "outside the trained range" not in out, out

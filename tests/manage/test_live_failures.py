@@ -84,9 +84,10 @@ SERVICE = "memcached -u root -l 127.0.0.1 -p {port} -t 1 -U 0"
 needs_memcached = pytest.mark.skipif(shutil.which("memcached") is None, reason="needs memcached")
 
 
-def run_manage(tmp_path, action, *policies: str, after: float, on: str = "memcached", step_seconds: int = 2):
-    """``perflearn manage`` with ``policies`` on a real memcached (2-s steps, 8 000 req/s at
-    most) while ``action(pid)`` is done to the process ``on`` (memcached or perflearn-load,
+def run_manage(tmp_path, action, *policies: str, after: float, on: str = "memcached", step_seconds: float = 2,
+               interval: float = 1.0):
+    """``perflearn manage`` with ``policies`` on a real memcached (2-s steps of 1-s intervals
+    unless told, 8 000 req/s at most) while ``action(pid)`` is done to the process ``on`` (memcached or perflearn-load,
     a child of this one) ``after`` seconds after it started; the command's result and its CSV."""
     from perflearn.experiment import cgroups
 
@@ -109,7 +110,7 @@ def run_manage(tmp_path, action, *policies: str, after: float, on: str = "memcac
     try:
         result = CliRunner().invoke(app, ["manage", "--service", SERVICE, "--cores", "1", "--levels", "2",
                                           "--max-rps", "8000", "--target-ms", "2", "--step-seconds", str(step_seconds),
-                                          "--csv", str(csv), *policies])
+                                          "--interval", str(interval), "--csv", str(csv), *policies])
     finally:
         done.set()
         helper.join(timeout=30)
@@ -272,7 +273,8 @@ def test_a_service_that_forks_ends_with_the_manager(tmp_path):
     marker = "-c 1017"  # this test's memcached, told apart from any other
     command = f"sh -c 'memcached -u root -l 127.0.0.1 -p {{port}} -t 1 {marker}; echo done'"
     result = CliRunner().invoke(app, ["manage", "--service", command, "--cores", "1", "--levels", "2",
-                                      "--max-rps", "2000", "--target-ms", "2", "--step-seconds", "1", "-p", "static"])
+                                      "--max-rps", "2000", "--target-ms", "2", "--step-seconds", "0.5",
+                                      "--interval", "0.5", "-p", "static"])  # its length no matter: 5.5 s
     assert result.exit_code == 0, result.output
     left = subprocess.run(["pgrep", "-f", f"memcached -u root .* {marker}"], capture_output=True, text=True).stdout
     assert left.strip() == "", f"still running: {left}"
@@ -283,13 +285,15 @@ def test_a_service_that_forks_ends_with_the_manager(tmp_path):
 def test_a_capture_stopped_for_a_while_leaves_every_later_interval_at_its_own_load(tmp_path):
     """The loop read intervals by count: a 6-s SIGSTOP of perflearn-sniff gave stalls at
     1.5 intervals each, so the rest of the pass was labelled one interval off (each step's
-    first interval read the step before). Intervals are now placed on the load's clock."""
+    first interval read the step before). Intervals are now placed on the load's clock.
+    At half that time scale here: 3 s stopped, 0.5-s intervals of 1-s steps."""
 
     def pause(pid: int) -> None:
         os.kill(pid, signal.SIGSTOP)
-        threading.Timer(6.0, os.kill, (pid, signal.SIGCONT)).start()
+        threading.Timer(3.0, os.kill, (pid, signal.SIGCONT)).start()
 
-    result, csv = run_manage(tmp_path, pause, "-p", "static", after=7, on="perflearn-sniff")
+    result, csv = run_manage(tmp_path, pause, "-p", "static", after=3.5, on="perflearn-sniff", step_seconds=1,
+                             interval=0.5)
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(csv)
     assert list(frame["service_interval"]) == list(range(22))  # every interval of the trace, once
@@ -305,13 +309,16 @@ def test_a_capture_stopped_for_a_while_leaves_every_later_interval_at_its_own_lo
     # given up as stalled), not to the one it resumed in (8 000 requests too many)
     after = frame[frame.index > stalled[stalled].index.max()]
     assert len(after) >= 7
-    # the kernel's buffer filled meanwhile: what it dropped is said, in the interval the capture resumed in
-    lost = after["note"].fillna("").str.contains("the capture lost")
-    assert lost.sum() <= 1 and not lost.iloc[1:].any()
-    assert after["note"][lost].str.contains("maximum configuration applied").all()  # its low rate not followed
+    # the kernel's buffer filled meanwhile: what it dropped is said, in the interval the capture resumed in,
+    # and the next may read low too (its drops are counted at its end), said as well
+    notes = after["note"].fillna("")
+    lost = notes.str.contains("the capture lost")
+    losing = notes.str.contains("the capture was losing packets in the kernel in the interval before")
+    assert lost.sum() <= 1 and not lost.iloc[1:].any() and not losing.iloc[2:].any()
+    assert after["note"][lost | losing].str.contains("maximum configuration applied").all()  # low rates not followed
     # each later interval holds its own step (2-s steps of 1 600 req/s; one interval off read 1 600 away).
     # The bound is half a step: the first interval after the resume, catching up, once read 432 away.
-    off = (after["rps"] - after["offered_rps"]).abs()[~lost]
+    off = (after["rps"] - after["offered_rps"]).abs()[~(lost | losing)]
     assert off.max() < 800, frame[["service_interval", "offered_rps", "rps", "note"]]
 
 
@@ -361,7 +368,8 @@ def test_a_step_of_the_wall_clock_moves_no_interval(tmp_path):
 def test_a_manager_stopped_for_a_while_records_what_it_missed_in_its_places(tmp_path, when_written):
     """The manager itself stopped (SIGSTOP; a starved host) while the service, the load and
     the capture ran on: the intervals it missed are recorded in their places, measured but
-    not decided on, and every later one keeps its own load."""
+    not decided on, and every later one keeps its own load (0.5-s intervals of 1-s steps:
+    the trace's 22 intervals in half the time of the default's)."""
     import sys
 
     from perflearn.experiment import cgroups
@@ -370,9 +378,9 @@ def test_a_manager_stopped_for_a_while_records_what_it_missed_in_its_places(tmp_
         pytest.skip("needs cgroups")
     csv = tmp_path / "live.csv"
     manager = subprocess.Popen([sys.executable, "-m", "perflearn", "manage", "--service", SERVICE, "--cores", "1",
-                                "--levels", "2", "--max-rps", "8000", "--target-ms", "2", "--step-seconds", "2",
-                                "--csv", str(csv), "-p", "static"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
+                                "--levels", "2", "--max-rps", "8000", "--target-ms", "2", "--step-seconds", "1",
+                                "--interval", "0.5", "--csv", str(csv), "-p", "static"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
 
     def stop_for_a_while(proc) -> None:
         proc.send_signal(signal.SIGSTOP)

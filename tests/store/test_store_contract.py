@@ -133,9 +133,11 @@ def test_not_a_store_and_missing_store(tmp_path):
 def test_second_writer_gets_a_clear_error(tmp_path):
     path = tmp_path / "s.duckdb"
     with open_store(path):
-        code = f"from perflearn.store import open_store\nopen_store({str(path)!r})"
+        # the reader's wait cut to 1 s (10 s in use): the error after it is the same
+        code = ("import perflearn.store.duck as duck\nduck.WAIT_READ_S = 1.0\n"
+                f"from perflearn.store import open_store\nopen_store({str(path)!r})")
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert "in use by another perflearn process" in done.stderr
+    assert "in use by another perflearn process (waited 1 s)" in done.stderr
 
 
 def test_csv_errors_are_one_line(tmp_path):

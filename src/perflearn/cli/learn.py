@@ -930,7 +930,8 @@ def recommend(
                   or never_measured({k: v for k, v in fixed.items() if k in used and k not in ds.context}, runs,
                                     "a setting"))
     for note in [*([unmeasured] if unmeasured else []),
-                 *beyond_the_runs(models[target], r.point, r.predicted, runs, used, ds.context)]:
+                 *beyond_the_runs(models[target], r.point, r.predicted, runs, used, ds.context,
+                                  {metric: m for metric, m in models.items() if metric != target})]:
         terminal.warn(note)
     if not r.feasible:
         terminal.warn("no point satisfies every constraint by the model; the least violating one is shown")

@@ -309,13 +309,18 @@ def context_beyond_settings(point: dict[str, Any], runs: pd.DataFrame, context: 
 
 
 def beyond_the_runs(model, point: dict[str, Any], predicted: dict[str, float], runs: pd.DataFrame,
-                    used: list[str], context: list[str]) -> list[str]:
+                    used: list[str], context: list[str], constraints: dict | None = None) -> list[str]:
     """Every way a recommended ``point`` (of ``model``'s target, ``predicted``) lies beyond
     the ``runs``, one line each, as recommend and decide both say it: a feature outside the
-    trained range, settings no run had together, a prediction beyond the measured values,
-    a context value the point's settings never ran at."""
-    return [*model.schema.outside(pd.DataFrame([point])[model.features]),
-            *unseen_pairs(point, runs, used), *implausible(predicted, runs),
+    trained range (of ``model``, or of a constraint's model in ``constraints``, metric ->
+    model: one measured on fewer runs knows a narrower range), settings no run had together,
+    a prediction beyond the measured values, a context value the point's settings never ran at."""
+    asked = pd.DataFrame([point])
+    outside = model.schema.outside(asked[model.features])
+    for metric, other in (constraints or {}).items():
+        outside += [f"{metric}'s model: {line}" for line in other.schema.outside(asked[other.features])
+                    if line not in outside]
+    return [*outside, *unseen_pairs(point, runs, used), *implausible(predicted, runs),
             *context_beyond_settings(point, runs, context, [f for f in used if f not in context])]
 
 
