@@ -589,3 +589,30 @@ def test_sigterm_stops_cleanly_and_exits_143(write_spec, store_path, signame, st
     assert f"{why} after" in stderr and "--resume" in stderr and "Traceback" not in stderr
     with open_store(store_path) as store:
         assert 1 <= len(store.recorded(store.experiment("spec"))) < 6
+
+
+@pytest.mark.skipif(not __import__("perflearn.wire.locate", fromlist=["x"])._BUILD_DIR.joinpath("perflearn-load").exists(),
+                    reason="needs native/wire built")
+def test_a_spec_anywhere_names_perflearn_load(write_spec, monkeypatch):
+    """The examples reached the load generator by {spec_dir}/../../native/...: a spec copied
+    elsewhere failed to start. Its processes and set-up find perflearn-load by name; where
+    it is not found, that is the one line before the sweep."""
+    path = write_spec("""
+        [workload]
+        command = "perflearn-load --version"
+        setup = "perflearn-load --version > /dev/null"
+        [knobs.x]
+        values = [1]
+        [metrics.v]
+        source = "regex"
+        pattern = 'perflearn-load (\\d+)\\.'
+    """)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no build directory on it
+    outcome, store = run(path)
+    assert outcome.by_status == {"ok": 1} and store.dataset("spec").frame["v"].iloc[0] == 0
+    monkeypatch.setenv("PERFLEARN_WIRE_BIN", str(path.parent / "nowhere"))
+    with pytest.raises(RunnerError, match="setup command 'perflearn-load --version > /dev/null' exited 127"):
+        run(path)
+    bare = write_spec(path.read_text().replace('setup = "perflearn-load --version > /dev/null"\n', ""), "bare.toml")
+    with pytest.raises(SpecError, match="program 'perflearn-load' not found"):
+        run(bare)

@@ -27,6 +27,7 @@ from perflearn.experiment.launch import fill, placeholders
 from perflearn.experiment.spec import Spec
 from perflearn.lifetime import signals_held, stop_signals, terminate
 from perflearn.store import ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
+from perflearn.wire.locate import search_path
 
 from . import originals
 from .execute import RunExecutor, remove_dead_run_dirs
@@ -124,7 +125,7 @@ def missing_programs(spec: Spec) -> list[str]:
         if placeholders(program) - {"spec_dir", "experiment"}:
             continue
         program = fill(program, {"spec_dir": spec.spec_dir, "experiment": spec.name})
-        if shutil.which(program, path=None) is None and not Path(program).exists():
+        if shutil.which(program, path=search_path(os.environ.get("PATH"))) is None and not Path(program).exists():
             missing.append(f"{'workload' if pspec.name == 'workload' else 'companion ' + pspec.name}: "
                            f"program {program!r} not found (is it installed and on PATH?)")
     return missing
@@ -145,7 +146,8 @@ def _set_up(spec: Spec) -> None:
 def _run_commands(commands: list[str], spec: Spec, what: str) -> None:
     for command in commands:
         command = fill(command, {"experiment": shlex.quote(spec.name), "spec_dir": shlex.quote(spec.spec_dir)})
-        done = subprocess.run(command, shell=True, capture_output=True, text=True)
+        done = subprocess.run(command, shell=True, capture_output=True, text=True,
+                              env={**os.environ, "PATH": search_path(os.environ.get("PATH"))})  # as the runs'
         if done.returncode != 0:
             tail = (done.stderr.strip().splitlines() or [""])[-1]
             raise RunnerError(f"{what} command {command!r} exited {done.returncode}: {tail}", where=str(spec.path))

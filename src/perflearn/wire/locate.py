@@ -38,3 +38,16 @@ def locate(tool: str) -> Path:
     if found:
         return Path(found)
     raise UnsupportedError(f"{tool} not built: run `make -C native/wire build` or set {BIN_ENV}", where=str(built))
+
+
+def search_path(path: str | None) -> str:
+    """``path`` (a ``PATH`` value) with the directory of the wire tools ``locate`` finds put
+    first, so that a spec's command may name ``perflearn-load`` wherever the spec lies (the
+    examples reached the source tree's build by a path relative to theirs, which a copied
+    spec broke); ``path`` as it was where the tools are not built."""
+    try:
+        found = locate("perflearn-load").parent
+    except UnsupportedError:
+        return path or ""
+    rest = [p for p in (path or "").split(os.pathsep) if p and Path(p) != found]
+    return os.pathsep.join([str(found), *rest])
