@@ -141,7 +141,7 @@ def test_a_service_that_exits_ends_the_run_and_keeps_what_was_measured(tmp_path)
 
     store = tmp_path / "s.duckdb"
     result, csv = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "--interleave", "-p", "static",
-                             "-p", "ondemand", "--store", str(store), "--name", "died", after=8)
+                             "-p", "ondemand", "--store", str(store), "--name", "died", after=4, step_seconds=1)
     assert result.exit_code == 1, result.output
     assert "the service ended with signal SIGKILL during the run" in result.output and "Traceback" not in result.output
     frame = pd.read_csv(csv)  # the turns taken before it, both policies'
@@ -158,7 +158,7 @@ def test_a_load_generator_that_fails_ends_the_run(tmp_path):
 
     store = tmp_path / "s.duckdb"
     result, _ = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "-p", "static", "--store", str(store),
-                           "--name", "gone", after=8, on="perflearn-load")
+                           "--name", "gone", after=4, on="perflearn-load", step_seconds=1)
     assert result.exit_code == 1, result.output
     assert "perflearn-load ended with signal SIGKILL during the run" in result.output and "Traceback" not in result.output
     with open_store(store, read_only=True) as db:  # stored as failed, its last interval said to be partial
@@ -197,8 +197,8 @@ def test_a_manager_killed_outright_keeps_its_intervals_and_leaves_nothing_runnin
         pytest.skip("needs cgroups")
     csv = tmp_path / "live.csv"
     manager = subprocess.Popen([sys.executable, "-m", "perflearn", "manage", "--service", SERVICE, "--cores", "1",
-                                "--levels", "2", "--max-rps", "8000", "--target-ms", "2", "--step-seconds", "2",
-                                "--interleave", "-p", "static", "-p", "ondemand", "--csv", str(csv)],
+                                "--levels", "2", "--max-rps", "8000", "--target-ms", "2", "--step-seconds", "1",
+                                "--interval", "0.5", "--interleave", "-p", "static", "-p", "ondemand", "--csv", str(csv)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "TMPDIR": str(tmp_path)})  # its work directory outlives it
     reap(manager)
@@ -228,7 +228,8 @@ def test_a_manager_killed_outright_keeps_its_intervals_and_leaves_nothing_runnin
     assert not list(tmp_path.glob("perflearn-manage-*"))
     # the intervals kept only in --csv go to the store afterwards: two passes cut short
     recorded = subprocess.run([sys.executable, "-m", "perflearn", "manage", "--from-csv", str(csv), "--store",
-                               str(tmp_path / "s.duckdb"), "--step-seconds", "2"], capture_output=True, text=True)
+                               str(tmp_path / "s.duckdb"), "--step-seconds", "1", "--interval", "0.5"],
+                              capture_output=True, text=True)
     assert recorded.returncode == 0, recorded.stderr
     from perflearn.store import open_store
 
@@ -250,10 +251,10 @@ def test_a_capture_that_dies_ends_the_run_at_once_and_the_pass_is_stored(tmp_pat
     store = tmp_path / "m.duckdb"
     started = time.monotonic()
     result, csv = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "-p", "static", "--store", str(store),
-                             after=6, on="perflearn-sniff")
+                             after=3, on="perflearn-sniff", step_seconds=1)
     assert result.exit_code == 1, result.output
     assert "perflearn-sniff ended with signal SIGKILL during the run" in result.output
-    assert "Traceback" not in result.output and time.monotonic() - started < 40  # the pass is 22 s of load
+    assert "Traceback" not in result.output and time.monotonic() - started < 20  # the pass is 11 s of load
     frame = pd.read_csv(csv)
     assert len(frame) < 16 and frame["note"].fillna("").str.contains("stalled").sum() <= 1  # the interval it died in
     with open_store(store, read_only=True) as s:
