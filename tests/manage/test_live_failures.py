@@ -145,7 +145,7 @@ def test_a_service_that_exits_ends_the_run_and_keeps_what_was_measured(tmp_path)
     assert result.exit_code == 1, result.output
     assert "the service ended with signal SIGKILL during the run" in result.output and "Traceback" not in result.output
     frame = pd.read_csv(csv)  # the turns taken before it, both policies'
-    assert set(frame["policy"]) == {"static", "ondemand"} and 2 <= len(frame) < 2 * 22
+    assert set(frame["policy"]) == {"static", "ondemand"} and 2 <= len(frame) < 2 * 11  # cut short: 11 intervals a pass
     with open_store(store, read_only=True) as db:  # the last interval the service ran is said to be partial: one
         notes = db.runs("died")["notes"].fillna("")  # pass's, whose turn it was
     assert notes.map(lambda n: "the pass ended after this interval" in (n.splitlines() or [""])[-1]).sum() == 1, notes
@@ -256,7 +256,7 @@ def test_a_capture_that_dies_ends_the_run_at_once_and_the_pass_is_stored(tmp_pat
     assert "perflearn-sniff ended with signal SIGKILL during the run" in result.output
     assert "Traceback" not in result.output and time.monotonic() - started < 20  # the pass is 11 s of load
     frame = pd.read_csv(csv)
-    assert len(frame) < 16 and frame["note"].fillna("").str.contains("stalled").sum() <= 1  # the interval it died in
+    assert len(frame) < 11 and frame["note"].fillna("").str.contains("stalled").sum() <= 1  # the interval it died in
     with open_store(store, read_only=True) as s:
         runs = s.runs(s.experiments()["name"].iloc[0])
     assert list(runs["status"]) == ["failed"]  # kept, as cut short
@@ -317,8 +317,9 @@ def test_a_capture_stopped_for_a_while_leaves_every_later_interval_at_its_own_lo
     losing = notes.str.contains("the capture was losing packets in the kernel in the interval before")
     assert lost.sum() <= 1 and not lost.iloc[1:].any() and not losing.iloc[2:].any()
     assert after["note"][lost | losing].str.contains("maximum configuration applied").all()  # low rates not followed
-    # each later interval holds its own step (2-s steps of 1 600 req/s; one interval off read 1 600 away).
-    # The bound is half a step: the first interval after the resume, catching up, once read 432 away.
+    # each later interval holds its own step (steps of 1 600 req/s; an interval a step off read 1 600 away).
+    # The bound is half a step: the first interval after the resume, catching up, once read 432 away (at 1-s
+    # intervals; those that read low for the kernel's drops are said and left out above).
     off = (after["rps"] - after["offered_rps"]).abs()[~(lost | losing)]
     assert off.max() < 800, frame[["service_interval", "offered_rps", "rps", "note"]]
 

@@ -614,5 +614,5 @@ def test_a_spec_anywhere_names_perflearn_load(write_spec, monkeypatch):
     with pytest.raises(RunnerError, match="setup command 'perflearn-load --version > /dev/null' exited 127"):
         run(path)
     bare = write_spec(path.read_text().replace('setup = "perflearn-load --version > /dev/null"\n', ""), "bare.toml")
-    with pytest.raises(SpecError, match="program 'perflearn-load' not found"):
+    with pytest.raises(SpecError, match=r"program 'perflearn-load' not found \(run `make -C native/wire build`"):
         run(bare)

@@ -27,7 +27,7 @@ from perflearn.experiment.launch import fill, placeholders
 from perflearn.experiment.spec import Spec
 from perflearn.lifetime import signals_held, stop_signals, terminate
 from perflearn.store import ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
-from perflearn.wire.locate import search_path
+from perflearn.wire.locate import BIN_ENV, TOOLS, search_path
 
 from . import originals
 from .execute import RunExecutor, remove_dead_run_dirs
@@ -126,8 +126,10 @@ def missing_programs(spec: Spec) -> list[str]:
             continue
         program = fill(program, {"spec_dir": spec.spec_dir, "experiment": spec.name})
         if shutil.which(program, path=search_path(os.environ.get("PATH"))) is None and not Path(program).exists():
+            how = (f"run `make -C native/wire build` or set {BIN_ENV}" if program in TOOLS
+                   else "is it installed and on PATH?")
             missing.append(f"{'workload' if pspec.name == 'workload' else 'companion ' + pspec.name}: "
-                           f"program {program!r} not found (is it installed and on PATH?)")
+                           f"program {program!r} not found ({how})")
     return missing
 
 

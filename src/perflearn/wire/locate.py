@@ -40,14 +40,21 @@ def locate(tool: str) -> Path:
     raise UnsupportedError(f"{tool} not built: run `make -C native/wire build` or set {BIN_ENV}", where=str(built))
 
 
+
 def search_path(path: str | None) -> str:
-    """``path`` (a ``PATH`` value) with the directory of the wire tools ``locate`` finds put
-    first, so that a spec's command may name ``perflearn-load`` wherever the spec lies (the
-    examples reached the source tree's build by a path relative to theirs, which a copied
-    spec broke); ``path`` as it was where the tools are not built."""
-    try:
-        found = locate("perflearn-load").parent
-    except UnsupportedError:
-        return path or ""
-    rest = [p for p in (path or "").split(os.pathsep) if p and Path(p) != found]
-    return os.pathsep.join([str(found), *rest])
+    """``path`` (a ``PATH`` value; unset is the system's default) with the directories of
+    the wire tools ``locate`` finds put first where ``path`` alone would not find those
+    same files, so that a spec's command may name ``perflearn-load`` wherever the spec lies
+    (the examples reached the source tree's build by a path relative to theirs, which a
+    copied spec broke). ``path`` is kept as it was, entry for entry."""
+    path = os.defpath if path is None else path
+    first: list[str] = []
+    for tool in TOOLS:
+        try:
+            found = locate(tool).resolve()
+        except UnsupportedError:
+            continue
+        on_path = shutil.which(tool, path=path)
+        if (on_path is None or Path(on_path).resolve() != found) and str(found.parent) not in first:
+            first.append(str(found.parent))
+    return os.pathsep.join([*first, path]) if first else path
