@@ -616,3 +616,40 @@ def test_a_spec_anywhere_names_perflearn_load(write_spec, monkeypatch):
     bare = write_spec(path.read_text().replace('setup = "perflearn-load --version > /dev/null"\n', ""), "bare.toml")
     with pytest.raises(SpecError, match=r"program 'perflearn-load' not found \(run `make -C native/wire build`"):
         run(bare)
+
+
+def test_a_program_is_looked_for_as_its_launch_finds_it(write_spec, tmp_path):
+    """The check before the sweep looked for ./serve.sh from perflearn's directory, not the
+    process's cwd, and for a name on perflearn's PATH, not the one the process's env sets:
+    both specs were refused though their runs would start."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "serve.sh").write_text("#!/bin/sh\necho served 7\n")
+    (tools / "serve.sh").chmod(0o755)
+    metric = """
+        [knobs.x]
+        values = [1]
+        [metrics.v]
+        source = "regex"
+        pattern = 'served (\\d+)'
+    """
+    from_cwd = write_spec(f"""
+        [workload]
+        command = "./serve.sh"
+        cwd = "{tools}"
+    """ + metric, "cwd.toml")
+    on_own_path = write_spec(f"""
+        [workload]
+        command = "serve.sh"
+        env = {{ PATH = "{tools}:/usr/bin:/bin" }}
+    """ + metric, "path.toml")
+    for path in (from_cwd, on_own_path):
+        outcome, store = run(path)
+        assert outcome.by_status == {"ok": 1}, path.name
+    elsewhere = write_spec(f"""
+        [workload]
+        command = "./serve.sh"
+        cwd = "{tmp_path}"
+    """ + metric, "elsewhere.toml")
+    with pytest.raises(SpecError, match=f"program './serve.sh' not found \\(no such file from cwd {tmp_path}\\)"):
+        run(elsewhere)

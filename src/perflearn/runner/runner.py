@@ -115,18 +115,25 @@ def check_machine(spec: Spec) -> tuple[dict[str, actuators_mod.Actuator], list[c
 
 
 def missing_programs(spec: Spec) -> list[str]:
-    """What the spec's processes would fail to start, one line each. {spec_dir} and
-    {experiment} are known now; a program chosen by a knob is known only per run."""
+    """What the spec's processes would fail to start, one line each, found as the launch
+    finds them: a name on the process's PATH (its own ``env`` PATH where it sets one), a
+    path with a slash from its ``cwd``. {spec_dir} and {experiment} are known now; a
+    program, PATH or cwd chosen by a knob is known only per run."""
+    known = {"spec_dir": spec.spec_dir, "experiment": spec.name}
     missing = []
     for pspec in spec.workload.processes:
-        if pspec.shell:
+        own_path = pspec.env.get("PATH")
+        if pspec.shell or any(placeholders(t) - set(known) for t in (pspec.command[0], own_path or "", pspec.cwd or "")):
             continue
-        program = pspec.command[0]
-        if placeholders(program) - {"spec_dir", "experiment"}:
-            continue
-        program = fill(program, {"spec_dir": spec.spec_dir, "experiment": spec.name})
-        if shutil.which(program, path=search_path(os.environ.get("PATH"))) is None and not Path(program).exists():
+        program = fill(pspec.command[0], known)
+        if "/" in program:
+            found = (Path(fill(pspec.cwd, known)) if pspec.cwd else Path.cwd()).joinpath(program).exists()
+        else:
+            path = fill(own_path, known) if own_path is not None else search_path(os.environ.get("PATH"))
+            found = shutil.which(program, path=path) is not None
+        if not found:
             how = (f"run `make -C native/wire build` or set {BIN_ENV}" if program in TOOLS
+                   else "no such file" + (f" from cwd {fill(pspec.cwd, known)}" if pspec.cwd else "") if "/" in program
                    else "is it installed and on PATH?")
             missing.append(f"{'workload' if pspec.name == 'workload' else 'companion ' + pspec.name}: "
                            f"program {program!r} not found ({how})")
