@@ -229,6 +229,17 @@ def test_time_limit_gives_back_an_outer_timer():
     ('[metrics.rep]\nsource = "time"', "metrics.rep: 'rep' is a column every run has"),
     # 1 and 1.0 were two points of one setting
     ('[knobs.y]\nvalues = [1, 1.0, 2]', "knobs.y.values: lists a value twice"),
+    # session 61's audit: 1 and "1" filled a command alike and were two points; three CPU sets were one
+    ('[knobs.y]\ncategorical = [1, "1"]', "knobs.y.categorical: lists a value twice (1 and '1' are one setting)"),
+    ('[knobs.y]\ncategorical = [[0, 1], [1, 0]]', "lists a value twice ([0, 1] and [1, 0] are one setting)"),
+    ('[knobs.y]\ncategorical = [[0, 1], "0-1"]\napply = "affinity"', "([0, 1] and '0-1' are one setting)"),
+    # two knobs writing one setting: the later one's value applied, the earlier's effect read as none
+    ('[knobs.y]\nvalues = [1, 2]\napply = "env"\nvar = "X"\n[knobs.z]\nvalues = [3]\napply = "env"\nvar = "X"',
+     "knobs.z: sets the environment variable X of workload, as knob 'y' does"),
+    ('[knobs.y]\nvalues = [1, 2]\napply = "env"\nvar = "X"\ntarget = "*"\n[knobs.z]\nvalues = [3]\napply = "env"\n'
+     'var = "X"', "knobs.z: sets the environment variable X of every process, as knob 'y' does"),
+    ('[knobs.y]\ncategorical = [0, 1]\napply = "affinity"\n[knobs.z]\ncategorical = [1]\napply = "affinity"',
+     "knobs.z: sets the CPU affinity of workload, as knob 'y' does"),
     ('[knobs.y]\nrange = [0, 1]\nstep = 0.1', "integer = false for values between them"),
 ])
 def test_names_and_values_the_results_cannot_hold(write_spec, body, fragment):
@@ -247,3 +258,28 @@ def test_values_split_at_top_level_commas_only(option, values):
     from perflearn.experiment.spec import parse_values
 
     assert parse_values(option) == (option.split("=")[0], values)
+
+
+def test_knobs_of_other_settings_or_processes_are_no_conflict(write_spec):
+    """Not refused: one variable of two processes, two variables, a CPU list of a plain knob
+    written two ways (it fills the command as written)."""
+    spec = SPEC.replace('command = "echo {x}"', 'command = "echo {x} {w}"') + """
+[workload.companions.srv]
+command = "sleep 5"
+[knobs.y]
+values = [1, 2]
+apply = "env"
+var = "X"
+[knobs.z]
+values = [3]
+apply = "env"
+var = "X"
+target = "srv"
+[knobs.v]
+values = [1]
+apply = "env"
+var = "V"
+[knobs.w]
+categorical = [[0, 1], "0-1"]
+"""
+    assert len(plan(load_spec(write_spec(spec)))) == 2 * 2 * 2

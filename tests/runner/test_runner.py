@@ -610,6 +610,9 @@ def test_a_spec_anywhere_names_perflearn_load(write_spec, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no build directory on it
     outcome, store = run(path)
     assert outcome.by_status == {"ok": 1} and store.dataset("spec").frame["v"].iloc[0] == 0
+    own = write_spec(path.read_text().replace('[knobs.x]', 'env = { PATH = "/usr/bin:/bin" }\n[knobs.x]'), "own.toml")
+    outcome, store = run(own)  # a PATH of the spec's own finds it too (it was refused, "not found")
+    assert outcome.by_status == {"ok": 1}, store.runs("spec")["error"].tolist()
     monkeypatch.setenv("PERFLEARN_WIRE_BIN", str(path.parent / "nowhere"))
     with pytest.raises(RunnerError, match="setup command 'perflearn-load --version > /dev/null' exited 127"):
         run(path)
@@ -653,3 +656,35 @@ def test_a_program_is_looked_for_as_its_launch_finds_it(write_spec, tmp_path):
     """ + metric, "elsewhere.toml")
     with pytest.raises(SpecError, match=f"program './serve.sh' not found \\(no such file from cwd {tmp_path}\\)"):
         run(elsewhere)
+
+
+def test_a_list_value_fills_a_command_as_its_cpus(write_spec):
+    """["0-1", 3] filled {cpus} by sorting its items as written: the run crashed (exit 70,
+    "'<' not supported between instances of 'str' and 'int'"). It fills as 0,1,3."""
+    path = write_spec(f"""
+        [workload]
+        command = '''{sys.executable} -c "print('n=' + '{{cpus}}'.replace(',', ''))"'''
+        [knobs.cpus]
+        categorical = [["0-1", 3], [2]]
+        [metrics.n]
+        source = "regex"
+        pattern = 'n=(\\d+)'
+    """)
+    outcome, store = run(path)
+    assert outcome.by_status == {"ok": 2}, store.runs("spec")["error"].tolist()
+    assert sorted(store.dataset("spec").frame["n"]) == [2, 13]
+
+
+def test_a_program_that_is_no_executable_is_refused_before_the_sweep(write_spec, tmp_path):
+    script = tmp_path / "serve.sh"
+    script.write_text("#!/bin/sh\necho 1\n")  # not chmod +x: every run failed "Permission denied"
+    path = write_spec(f"""
+        [workload]
+        command = "{script}"
+        [knobs.x]
+        values = [1]
+        [metrics.v]
+        source = "time"
+    """)
+    with pytest.raises(SpecError, match="is not an executable file"):
+        run(path)

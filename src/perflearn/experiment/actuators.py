@@ -84,6 +84,12 @@ class Actuator:
     def target(self) -> str:
         return self.options.get("target", "workload")
 
+    def sets(self) -> tuple[str, str] | None:
+        """What this knob writes and on which process ("*": every one; "machine"), or None
+        for nothing another knob could write too. Two knobs writing one setting left the
+        later one's value, and the data said the earlier had no effect (session 61's audit)."""
+        return None
+
     def validate_value(self, value: Any) -> None:
         """Raise ValueError when ``value`` cannot be applied (known before the sweep)."""
 
@@ -123,6 +129,9 @@ class Env(Actuator):
         if problem:
             raise ValueError(f"var: {problem}")
 
+    def sets(self) -> tuple[str, str]:
+        return f"environment variable {self.options.get('var', self.knob.name.upper())}", self.target
+
     def apply(self, value: Any, run: RunContext) -> None:
         var = self.options.get("var", self.knob.name.upper())
         targets = run.processes.values() if self.target == "*" else [self._process(run)]
@@ -142,12 +151,18 @@ class Affinity(Actuator):
         if not cpus <= allowed:
             raise ValueError(f"CPUs {cpu_list(cpus - allowed)} are not available here (allowed: {cpu_list(allowed)})")
 
+    def sets(self) -> tuple[str, str]:
+        return "CPU affinity", self.target
+
     def apply(self, value: Any, run: RunContext) -> None:
         self._process(run).cpus = parse_cpus(value)
 
 
 class _CgroupActuator(Actuator):
     controller: ClassVar[str]
+
+    def sets(self) -> tuple[str, str]:
+        return f"cgroup {self.controller}", self.target
 
     def __init__(self, knob: Knob, experiment: str):
         super().__init__(knob, experiment)
@@ -252,6 +267,9 @@ class MachineSetting(Actuator):
     def setting(self) -> str:
         """What is changed, e.g. ``sysctl vm.swappiness``."""
         raise NotImplementedError
+
+    def sets(self) -> tuple[str, str]:
+        return self.setting(), "machine"
 
     def key(self) -> str:
         """What is changed, wherever it is (names the originals' file)."""
@@ -461,6 +479,9 @@ class Emulate(Actuator):
     def check(self) -> None:
         self._environment({})  # raises UnsupportedError when the library is not built
 
+    def sets(self) -> tuple[str, str]:
+        return f"emulated {self.options['param']}", self.target
+
     def warnings(self) -> list[str]:
         return [f"{name} (inherited from the environment) is not passed to the runs: a sweep's emulation is its "
                 f"knobs' alone" for name in _inherited_emulation(os.environ)]
@@ -501,6 +522,9 @@ class CpuFrequency(MachineSetting):
         except ValueError as exc:
             raise ValueError(f"cpus: {exc}") from None
         self._freq = None
+
+    def sets(self) -> tuple[str, str]:  # its setting() is the machine's governor: knobs of other CPUs may be two
+        return f"CPU frequency of CPUs {cpu_list(set(self.cpus))}", "machine"
 
     def validate_value(self, value: Any) -> None:
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:

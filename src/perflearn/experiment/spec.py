@@ -221,6 +221,7 @@ def parse_spec(text: str, path: str | Path = "<spec>", values: dict[str, list] |
     knobs_table = root.table("knobs", {})
     for knob_name in knobs_table.data:
         knobs[knob_name] = _read_knob(knob_name, knobs_table.table(knob_name), name)
+    _refuse_knobs_setting_one_thing(knobs, knobs_table, name)
     metrics = {}
     metrics_table = root.table("metrics")
     if not metrics_table.data:
@@ -333,6 +334,44 @@ def experiment_name_problem(name: str) -> str | None:
     return None
 
 
+def _value_key(value: Any, cpus: bool) -> Any:
+    """What a knob value sets, for telling two values apart: a number's (1, 1.0 and "1" fill a
+    command alike), a CPU set's CPUs (as the runner fills and applies a list: [0, 1], [1, 0]
+    and "0-1" of a CPU knob), else the value as written."""
+    if cpus or isinstance(value, list):
+        try:
+            return "cpus", frozenset(actuators_mod.parse_cpus(value))
+        except ValueError:
+            pass
+    if is_number(value):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        return number if math.isfinite(number) else value
+    return json.dumps(value, sort_keys=True)
+
+
+def _refuse_knobs_setting_one_thing(knobs: dict[str, Knob], table: _Table, experiment: str) -> None:
+    """Two knobs writing one setting (one environment variable, one process's affinity or
+    cgroup, one sysctl): the later one's value was applied, and the data said the earlier
+    one had no effect, unsaid."""
+    seen: dict[tuple[str, str], str] = {}
+    for knob in knobs.values():
+        what = actuators_mod.build(knob, experiment).sets()
+        if what is None:
+            continue
+        setting, target = what
+        for (other_setting, other_target), other in seen.items():
+            if setting == other_setting and (target == other_target or "*" in (target, other_target)):
+                on = "" if target == "machine" else f" of {'every process' if '*' in (target, other_target) else target}"
+                raise table.error(knob.name, f"sets the {setting}{on}, as knob {other!r} does: the later would "
+                                  "overwrite the other's value in every run (vary one knob, or combine them)")
+        seen[what] = knob.name
+
+
 def _read_knob(name: str, table: _Table, experiment: str) -> Knob:
     if not name.isidentifier():
         raise table.error(None, "a knob name must be an identifier (letters, digits, _), to be usable as {name}")
@@ -355,9 +394,14 @@ def _read_knob(name: str, table: _Table, experiment: str) -> Knob:
         odd = [v for v in values if isinstance(v, float) and not math.isfinite(v)]
         if odd:
             raise table.error(kind, f"{odd[0]} is not a finite number")
-        # 1 and 1.0 are one value (they fill a command alike, and were two points of one setting)
-        if len({float(v) if is_number(v) else json.dumps(v, sort_keys=True) for v in values}) != len(values):
-            raise table.error(kind, "lists a value twice")
+        # 1 and 1.0 are one value (they fill a command alike, and were two points of one setting); so are 1 and
+        # "1", and [0, 1], [1, 0] and "0-1" of a CPU knob (session 61's audit: three categories of one setting)
+        cpus = table.data.get("apply") in ("affinity", "cgroup-cpuset")
+        keys = [_value_key(v, cpus) for v in values]
+        for i, key in enumerate(keys):
+            if key in keys[:i]:
+                raise table.error(kind, f"lists a value twice ({values[keys.index(key)]!r} and {values[i]!r} are one "
+                                        "setting)")
         categorical = kind == "categorical" or not all(is_number(v) for v in values)
         domain = Domain("values", tuple(_freeze(v) for v in values), categorical=categorical)
     else:

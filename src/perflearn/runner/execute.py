@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from perflearn.errors import UnsupportedError
-from perflearn.experiment.actuators import Actuator, cpu_list
+from perflearn.experiment.actuators import Actuator, cpu_list, parse_cpus
 from perflearn.experiment.collectors import Collector, Missing
 from perflearn.experiment.collectors.derived import Derived
 from perflearn.experiment.design import PlannedRun
@@ -141,7 +141,7 @@ class RunExecutor:
     def _context(self, planned: PlannedRun, run_dir: Path) -> RunContext:
         values: dict[str, Any] = {}
         for name, value in planned.values:
-            values[name] = cpu_list(set(value)) if isinstance(value, (list, tuple)) else value
+            values[name] = _filled_list(value) if isinstance(value, (list, tuple)) else value
         values.update(point_id=planned.point_id, rep=planned.rep, run_dir=str(run_dir), experiment=self.spec.name,
                       spec_dir=self.spec.spec_dir)
         if self.uses_port:
@@ -160,6 +160,8 @@ class RunExecutor:
             argv = [fill(arg, values) for arg in pspec.command]
         env = dict(self.base_env)
         env.update({k: fill(v, values) for k, v in pspec.env.items()})
+        if "PATH" in pspec.env:  # the spec's own PATH finds perflearn-load by name too, as docs/spec.md says
+            env["PATH"] = search_path(env["PATH"])
         cwd = fill(pspec.cwd, values) if pspec.cwd else None
         return ProcessLaunch(pspec.name, argv, env, cwd or os.getcwd(),
                              stop_signal=pspec.stop_signal, stop_grace=pspec.stop_grace)
@@ -287,3 +289,14 @@ def _not_started(launch, exc: OSError) -> str:
     if launch.cwd and not Path(launch.cwd).is_dir():
         return f"its cwd {str(launch.cwd)!r} is not a directory"
     return f"{exc.strerror or exc} ({launch.argv[0]!r})"
+
+
+def _filled_list(value: list | tuple) -> str:
+    """A list value as a command's {knob}: a CPU set as the kernel's list ("0-1" and 3 of
+    ["0-1", 3] as 0,1,3; sorting the items as written crashed the run), else its items
+    joined by commas."""
+    try:
+        return cpu_list(parse_cpus(value))
+    except ValueError:
+        return ",".join(map(str, value))
+

@@ -126,17 +126,21 @@ def missing_programs(spec: Spec) -> list[str]:
         if pspec.shell or any(placeholders(t) - set(known) for t in (pspec.command[0], own_path or "", pspec.cwd or "")):
             continue
         program = fill(pspec.command[0], known)
+        who = "workload" if pspec.name == "workload" else f"companion {pspec.name}"
         if "/" in program:
-            found = (Path(fill(pspec.cwd, known)) if pspec.cwd else Path.cwd()).joinpath(program).exists()
-        else:
-            path = fill(own_path, known) if own_path is not None else search_path(os.environ.get("PATH"))
-            found = shutil.which(program, path=path) is not None
-        if not found:
+            cwd = fill(pspec.cwd, known) if pspec.cwd else None
+            file = Path(cwd or Path.cwd()) / program
+            if not file.exists():
+                missing.append(f"{who}: program {program!r} not found (no such file"
+                               + (f" from cwd {cwd})" if cwd else ")"))
+            elif not (file.is_file() and os.access(file, os.X_OK)):  # every run failed "Permission denied"
+                missing.append(f"{who}: program {program!r} is not an executable file")
+            continue
+        path = search_path(fill(own_path, known) if own_path is not None else os.environ.get("PATH"))
+        if shutil.which(program, path=path) is None:
             how = (f"run `make -C native/wire build` or set {BIN_ENV}" if program in TOOLS
-                   else "no such file" + (f" from cwd {fill(pspec.cwd, known)}" if pspec.cwd else "") if "/" in program
-                   else "is it installed and on PATH?")
-            missing.append(f"{'workload' if pspec.name == 'workload' else 'companion ' + pspec.name}: "
-                           f"program {program!r} not found ({how})")
+                   else "is it installed and on " + ("the PATH its env sets?" if own_path is not None else "PATH?"))
+            missing.append(f"{who}: program {program!r} not found ({how})")
     return missing
 
 
