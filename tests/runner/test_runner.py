@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from perflearn.cli import app
 from perflearn.errors import RunnerError, SpecError, StoreError
 from perflearn.experiment.spec import load_spec
-from perflearn.runner.runner import run_experiment
+from perflearn.runner.runner import Observer, run_experiment
 from perflearn.store import open_store
 
 
@@ -688,3 +688,47 @@ def test_a_program_that_is_no_executable_is_refused_before_the_sweep(write_spec,
     """)
     with pytest.raises(SpecError, match="is not an executable file"):
         run(path)
+
+
+def test_a_failed_warmup_is_said_and_noted_on_the_run(write_spec, tmp_path):
+    """A warmup run that failed was dropped unsaid: its point was measured cold."""
+    marker = tmp_path / "warm"
+    path = write_spec(f"""
+        [workload]
+        command = "if [ -e {marker} ]; then echo v=1; else touch {marker}; exit 4; fi"
+        shell = true
+        warmup = 1
+        [knobs.x]
+        values = [1]
+        [metrics.v]
+        source = "regex"
+        pattern = 'v=(\\d+)'
+    """)
+    warnings = []
+
+    class Collect(Observer):
+        def warning(self, message):
+            warnings.append(message)
+
+    outcome, store = run(path, observer=Collect())
+    assert outcome.by_status == {"ok": 1}
+    warm = [w for w in warnings if "warmup" in w]
+    assert warm == ["point 1: warmup run 1 of 1 failed: workload exited with code 4"], warnings
+    assert "warmup run 1 of 1 failed" in store.runs("spec")["notes"].iloc[0]
+
+
+def test_true_and_false_fill_commands_as_written(write_spec):
+    """TOML's true reached commands and the environment as Python's True."""
+    path = write_spec("""
+        [workload]
+        command = 'test {on} = true -o {on} = false && test "$ON" = {on} && echo v=1'
+        shell = true
+        [knobs.on]
+        categorical = [true, false]
+        apply = "env"
+        [metrics.v]
+        source = "regex"
+        pattern = 'v=(\\d+)'
+    """)
+    outcome, store = run(path)
+    assert outcome.by_status == {"ok": 2}, store.runs("spec")["error"].tolist()  # "True" failed the test

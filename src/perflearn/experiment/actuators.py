@@ -20,7 +20,7 @@ from perflearn.errors import UnsupportedError
 
 from . import cgroups
 from .knobs import Knob, is_number
-from .launch import RunContext, env_name_problem, fill
+from .launch import RunContext, as_written, env_name_problem, fill
 
 if TYPE_CHECKING:
     from .cpufreq import CpuFreq
@@ -136,7 +136,7 @@ class Env(Actuator):
         var = self.options.get("var", self.knob.name.upper())
         targets = run.processes.values() if self.target == "*" else [self._process(run)]
         for process in targets:
-            process.env[var] = str(value)
+            process.env[var] = str(as_written(value))
 
 
 class Affinity(Actuator):
@@ -429,7 +429,7 @@ class Hook(Actuator):
     def apply(self, value: Any, run: RunContext) -> None:
         self._applied = True
         if "command" in self.options:
-            command = fill(self.options["command"], {**run.values, "value": shlex.quote(str(value))})
+            command = fill(self.options["command"], {**run.values, "value": shlex.quote(str(as_written(value)))})
             done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=300)
             if done.returncode != 0:
                 tail = (done.stderr.strip().splitlines() or [""])[-1]

@@ -34,7 +34,13 @@ def env_name_problem(name: str) -> str | None:
 
 
 def fill(template: str, values: dict[str, Any]) -> str:
-    return template.format_map(values)
+    return template.format_map({k: as_written(v) for k, v in values.items()})
+
+
+def as_written(value: Any) -> Any:
+    """A knob value as a command or environment takes it: TOML's true and false as written
+    (Python's True reached commands, session 61's audit); any other value as it is."""
+    return ("true" if value else "false") if isinstance(value, bool) else value
 
 
 @dataclass

@@ -23,7 +23,7 @@ from perflearn.experiment.actuators import Actuator, cpu_list, parse_cpus
 from perflearn.experiment.collectors import Collector, Missing
 from perflearn.experiment.collectors.derived import Derived
 from perflearn.experiment.design import PlannedRun
-from perflearn.experiment.launch import ProcessLaunch, ProcessResult, RunContext, RunResult, fill
+from perflearn.experiment.launch import ProcessLaunch, ProcessResult, RunContext, RunResult, as_written, fill
 from perflearn.experiment.sampling import Sampler
 from perflearn.experiment.spec import ProcessSpec, Spec, derived_order
 from perflearn.lifetime import alive
@@ -154,7 +154,7 @@ class RunExecutor:
 
     def _launch(self, pspec: ProcessSpec, values: dict[str, Any]) -> ProcessLaunch:
         if pspec.shell:
-            quoted = {k: shlex.quote(str(v)) for k, v in values.items()}
+            quoted = {k: shlex.quote(str(as_written(v))) for k, v in values.items()}
             argv = ["/bin/sh", "-c", fill(pspec.command, quoted)]
         else:
             argv = [fill(arg, values) for arg in pspec.command]

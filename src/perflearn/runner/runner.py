@@ -321,12 +321,19 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
                 for run in todo:
                     with signals_held():
                         store.release()  # `ls`, `show`, `fit` may read it while the run is measured
+                    warm_failed = []
                     if run.point_id not in warmed:
                         warmed.add(run.point_id)
-                        for _ in range(spec.workload.warmup):
-                            executor.execute(run, measure=False)
+                        warmups = [executor.execute(run, measure=False) for _ in range(spec.workload.warmup)]
+                        # a warmup that failed was dropped unsaid: its point measured cold (session 61's audit)
+                        warm_failed = [f"warmup run {i + 1} of {len(warmups)} {w.status}: {w.error or 'no reason'}"
+                                       for i, w in enumerate(warmups) if w.status != "ok"]
+                        for line in warm_failed:
+                            observer.warning(f"point {run.point_id}: {line}")
                     observer.run_started(run)
                     record = executor.execute(run)
+                    if warm_failed:
+                        record.notes = "; ".join([*([record.notes] if record.notes else []), *warm_failed])
                     with signals_held():  # a finished run is stored whole, then the signal stops the sweep
                         store.record_run(experiment, record)
                     outcome.by_status[record.status] = outcome.by_status.get(record.status, 0) + 1
