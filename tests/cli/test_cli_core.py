@@ -153,6 +153,23 @@ def test_export_checks_its_directories_first(cli, write_spec, store_path):
     assert_one_line_error(result, 2, "--samples: no such directory")  # before the runs' file is written
     result = cli("export", "cli-demo", "--store", store_path, "--samples", "same.csv", "-o", "same.csv")
     assert_one_line_error(result, 2, "the samples would overwrite the runs")
+    result = cli("export", "cli-demo", "--store", store_path, "--samples", "-", "-o", "-")
+    assert_one_line_error(result, 2, "--output and --samples are both standard output")
+
+
+def test_export_to_standard_output_and_a_knob_of_numbers_and_text_to_parquet(cli, write_spec, store_path, tmp_path,
+                                                                          monkeypatch):
+    """-o - wrote a file named "-"; a categorical knob of 0 and "0-1" (one object column)
+    was an internal error in Parquet (ArrowInvalid)."""
+    spec = write_spec(SPEC.replace("values = [1, 2]", 'categorical = [0, "0-1"]').replace("{x}", "7"))
+    assert cli("run", spec, "--store", store_path).exit_code == 0
+    monkeypatch.chdir(tmp_path)
+    result = cli("export", "cli-demo", "--store", store_path, "-o", "-")
+    assert result.exit_code == 0 and result.stdout.splitlines()[0] == "run_id,point_id,rep,status,x,v"
+    assert len(result.stdout.splitlines()) == 5 and not (tmp_path / "-").exists()
+    result = cli("export", "cli-demo", "--store", store_path, "-f", "parquet", "-o", tmp_path / "m.parquet")
+    assert result.exit_code == 0, result.output
+    assert sorted(pd.read_parquet(tmp_path / "m.parquet")["x"].unique()) == ["0", "0-1"]
 
 
 MIXED = """

@@ -279,7 +279,8 @@ def export_cmd(
     experiment: Annotated[str, typer.Argument(help="Experiment name.")],
     store: StoreOpt = DEFAULT_STORE,
     fmt: Annotated[str, typer.Option("--format", "-f", help=f"One of: {', '.join(FORMATS)}.")] = "csv",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default EXPERIMENT.FORMAT).")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default EXPERIMENT.FORMAT; "
+                                                   "- for standard output).")] = None,
     samples: Annotated[Optional[Path], typer.Option("--samples", help="Also write the runs' interval samples "
                                                     "(run_id, metric, t, value) to this file, in the same format.")] = None,
 ) -> None:
@@ -290,6 +291,8 @@ def export_cmd(
     if fmt not in FORMATS:
         raise UsageError(f"--format: unknown format {fmt!r} (one of: {', '.join(FORMATS)})")
     runs_path = output or Path(f"{experiment}.{fmt}")
+    if str(runs_path) == "-" and str(samples) == "-":
+        raise UsageError("--output and --samples are both standard output: give one a file")
     if samples is not None and samples.resolve() == runs_path.resolve():
         raise UsageError(f"--samples and the runs' file are both {str(samples)!r}: the samples would overwrite the runs")
     for option, path in (("--output", output), ("--samples", samples)):  # both checked before either is written
@@ -299,10 +302,10 @@ def export_cmd(
         dataset = results.dataset(experiment)
         series = results.samples(experiment) if samples else None
     path = export(dataset, output or Path(f"{experiment}.{fmt}"), fmt)
-    terminal.info(f"wrote {len(dataset.frame)} runs to {path}")
+    terminal.info(f"wrote {len(dataset.frame)} runs to {'standard output' if str(path) == '-' else path}")
     if samples:
         export_frame(series, samples, fmt)
-        terminal.info(f"wrote {len(series)} samples to {samples}")
+        terminal.info(f"wrote {len(series)} samples to {'standard output' if str(samples) == '-' else samples}")
 
 
 @app.command("import")
