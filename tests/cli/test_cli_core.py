@@ -123,6 +123,9 @@ def test_values_replace_a_knobs_values_for_one_run(cli, write_spec, store_path):
     assert set(pd.read_csv(out)["v"]) == {7}  # the workload ran with the replaced value
     # the override is part of what the spec asks for: resuming with other values is a changed spec
     assert_one_line_error(cli("run", spec, "--store", store_path, "--resume", "--values", "x=8"), 1, "changed")
+    # resumed without them, it said "the spec changed" of a file that had not (session 61's audit)
+    assert_one_line_error(cli("run", spec, "--store", store_path, "--resume"), 1,
+                          "its file, or the --values given, which a resume repeats")
     assert_one_line_error(cli("validate", spec, "--values", "y=1"), 2, "--values y", "no knob 'y'", "knobs: x")
     assert_one_line_error(cli("validate", spec, "--values", "x=1", "--values", "x=2"), 2, "--values x is given twice")
     assert_one_line_error(cli("validate", spec, "--values", "x"), 2, "expected NAME=V1,V2")
@@ -236,3 +239,18 @@ def test_a_duckdb_query_interrupted_is_an_interruption_not_a_bug():
         timer.cancel()
     assert _interrupted_query(caught.value), repr(caught.value)
     assert not _interrupted_query(RuntimeError("Query failed")) and not _interrupted_query(ValueError("x"))
+
+
+def test_show_runs_says_why_a_metric_added_later_is_missing(cli, write_spec, store_path):
+    """A metric a resumed, changed spec added read NULL with no reason in the runs before."""
+    assert cli("run", write_spec(SPEC), "--store", store_path).exit_code == 0
+    grown = SPEC.replace("values = [1, 2]", "values = [1, 2, 3]") + """
+    [metrics.w]
+    source = "regex"
+    pattern = 'value (\\d+)'
+"""
+    result = cli("run", write_spec(grown), "--store", store_path, "--resume", "--allow-changed-spec")
+    assert result.exit_code == 0, result.output
+    result = cli("show", "cli-demo", "--store", store_path, "--runs")
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0 and text.count("w: not in the spec when the run was measured") == 4, result.output

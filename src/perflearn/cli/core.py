@@ -194,12 +194,21 @@ def list_experiments(store: StoreOpt = DEFAULT_STORE) -> None:
     terminal.out.print(table)
 
 
-def _missing_by_run(measurements) -> dict[int, str]:
-    """Per run, its NULL metrics grouped by their reason: "a, b: reason; c: other"."""
-    null = measurements[measurements["value"].isna()]
+def _missing_by_run(measurements, run_ids, metrics: list[str]) -> dict[int, str]:
+    """Per run, its NULL metrics grouped by their reason: "a, b: reason; c: other". A metric
+    of ``metrics`` a run has no value of at all was added later (``--resume
+    --allow-changed-spec``): it showed as NULL with no reason, though every NULL has one."""
+    import pandas as pd
+
+    later = "not in the spec when the run was measured"
+    had = measurements.groupby("run_id")["metric"].agg(set).to_dict()
+    absent = [{"run_id": r, "metric": m, "value": None, "missing_reason": later}
+              for r in run_ids for m in metrics if m not in had.get(r, set())]
+    rows = pd.concat([measurements, pd.DataFrame(absent, columns=measurements.columns)]) if absent else measurements
+    null = rows[rows["value"].isna()]
     out: dict[int, str] = {}
-    for run_id, rows in null.groupby("run_id"):
-        by_reason = rows.fillna({"missing_reason": "no reason stored"}).groupby("missing_reason", sort=False)["metric"]
+    for run_id, group in null.groupby("run_id"):
+        by_reason = group.fillna({"missing_reason": "no reason stored"}).groupby("missing_reason", sort=False)["metric"]
         out[int(run_id)] = "; ".join(f"{', '.join(m)}: {reason}" for reason, m in by_reason)
     return out
 
@@ -219,7 +228,8 @@ def show(
         info = results.require(experiment)
         if runs:
             frame = results.runs(experiment)
-            missing = _missing_by_run(results.measurements(experiment))
+            missing = _missing_by_run(results.measurements(experiment), frame["run_id"].tolist(),
+                                      results.dataset(experiment).metrics)
             table = Table("run", "point", "rep", "status", "exit", "wall s", "error", "missing (why)", box=None)
             for row in frame.itertuples(index=False):
                 error = row.error if isinstance(row.error, str) else ""  # NaN beside failed runs' text

@@ -251,8 +251,9 @@ def _run_experiment(spec: Spec, store: ResultsStore, resume: bool, allow_changed
         raise StoreError(f"experiment {spec.name!r} exists already ({len(store.recorded(existing))} runs); "
                          "continue it with --resume, or name a new one with --name", where=getattr(store, "path", None))
     if existing is not None and existing.spec_hash != spec.hash and not allow_changed_spec:
-        raise StoreError(f"the spec of {spec.name!r} changed since it was started ({existing.spec_hash} -> {spec.hash}); "
-                         "pass --allow-changed-spec to continue anyway, or --name to start a new experiment",
+        raise StoreError(f"the spec of {spec.name!r} changed since it was started ({existing.spec_hash} -> {spec.hash}: "
+                         "its file, or the --values given, which a resume repeats); pass --allow-changed-spec to "
+                         "continue anyway, or --name to start a new experiment",
                          where=str(spec.path))
     if existing is not None and existing.source != "run":
         raise StoreError(f"experiment {spec.name!r} was imported, not run; choose another --name",
