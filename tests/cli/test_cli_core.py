@@ -139,6 +139,7 @@ def test_values_replace_a_knobs_values_for_one_run(cli, write_spec, store_path):
     ("a,b,lat\n1,x,3\n", ["-m", "lat", "-c", "a", "-k", "a"], "column 'a' is both a context and a knob"),
     ("a,lat,status\n1,3,ok\n2,4,\n", ["-m", "lat"], "column 'status' has nan (data row 2); expected one of ok,"),
     ("a,lat,status\n1,3,OK\n", ["-m", "lat"], "column 'status' has 'OK' (data row 1)"),
+    ("a,perf,lat\n1,3,\n2,4,\n", ["-m", "perf"], "column 'lat' is empty in every row: no knob or context"),
 ])
 def test_import_refuses_what_it_would_store_wrongly(cli, store_path, tmp_path, rows, args, fragment):
     """Fuzzing (session 19): inf was stored as a measurement, a header-only file imported

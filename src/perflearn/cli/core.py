@@ -334,6 +334,10 @@ def import_cmd(
     metric, knob, context = (_columns(names) if names else names for names in (metric, knob, context))
     dataset = Dataset.from_csv(csv, metrics=metric, knobs=knob, context=context,
                                name=None if name is None else _experiment_name(name))
+    empty = [k for k in [*dataset.knobs, *dataset.context] if dataset.frame[k].isna().all()]
+    if empty:  # taken as a knob of no value in any run (session 61's audit): an empty metric column, unnamed
+        raise UsageError(f"column {empty[0]!r} is empty in every row: no knob or context; name it with --metric "
+                         "if it is a measure", where=str(csv))
     for note in dataset.notes:
         terminal.warn(note)
     with open_store(store) as results:
