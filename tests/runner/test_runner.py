@@ -518,6 +518,8 @@ def test_a_missing_working_directory_is_named_not_blamed_on_the_program(write_sp
         source = "time"
     """)
     assert failure(path) == f"cannot start the workload: its cwd '{tmp_path}/gone/1' is not a directory"
+    _, store = run(path)
+    assert store.runs("spec")["wall_s"].isna().all()  # it never ran: no wall time (it read 0 s)
 
 
 def test_show_runs_says_why_in_the_workloads_words(write_spec, store_path):

@@ -108,7 +108,7 @@ class RunResult:
     """What happened: the workload's exit, time and resource usage, every process's output."""
 
     status: str  # ok | failed | timeout
-    wall_s: float
+    wall_s: float | None  # None: the workload never started
     exit_code: int | None
     signal: int | None
     rusage: Any | None  # resource.struct_rusage of the workload (and its reaped children)

@@ -203,7 +203,7 @@ class RunExecutor:
             proc = proc_mod.spawn(launch, run.run_dir)
         except OSError as exc:
             results = {"workload": ProcessResult("workload", None, None, "", "")}
-            return RunResult("failed", 0.0, None, None, None, results,
+            return RunResult("failed", None, None, None, None, results,  # it never ran: no wall time, not 0 s
                              error=f"cannot start the workload: {_not_started(launch, exc)}")
         running.append(proc)
         if sampler is not None:
