@@ -84,6 +84,7 @@ def test_regex_reducers_and_no_match(tmp_path):
     assert values["m_mean"] == pytest.approx(3.0)
     assert values["named"] == 1500.0
     assert isinstance(values["none"], Missing) and "did not match workload stdout" in values["none"].reason
+    assert "/nothing (\\d+)/" in values["none"].reason  # as written: repr doubled its backslashes
 
 
 def test_regex_on_stderr_and_non_numeric(tmp_path):

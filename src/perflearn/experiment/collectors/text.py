@@ -112,7 +112,8 @@ class Regex(Collector):
         if reduce == "count":
             return float(len(found))
         if not found:
-            return Missing(f"pattern {metric.options['pattern']!r} did not match {_where(metric)}")
+            # as written in the spec: repr doubled its backslashes ('v=(\\d+)' of v=(\d+))
+            return Missing(f"pattern /{metric.options['pattern']}/ did not match {_where(metric)}")
         numbers = []
         for raw in found:
             value = number(raw, f"match {raw!r}")
