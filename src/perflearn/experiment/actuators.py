@@ -430,7 +430,10 @@ class Hook(Actuator):
         self._applied = True
         if "command" in self.options:
             command = fill(self.options["command"], {**run.values, "value": shlex.quote(str(as_written(value)))})
-            done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=300)
+            from perflearn.wire.locate import search_path
+
+            done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=300,  # as the runs'
+                                  env={**os.environ, "PATH": search_path(os.environ.get("PATH"))})
             if done.returncode != 0:
                 tail = (done.stderr.strip().splitlines() or [""])[-1]
                 raise RuntimeError(f"hook of knob {self.knob.name!r} exited {done.returncode}: {tail}")
