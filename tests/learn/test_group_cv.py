@@ -125,3 +125,20 @@ def test_no_out_of_bag_score_where_a_configuration_has_several_rows():
     assert not ev.evaluate(data, "rf", folds=3).oob
     one_each = Dataset.from_frame(pd.DataFrame({"x": np.arange(12.0), "y": 1 + np.arange(12.0) ** 2}), ["y"], knobs=["x"])
     assert ev.evaluate(training_data(one_each, "y"), "rf", folds=3).oob
+
+
+def test_groups_of_a_configuration_at_one_load_are_called_so(tmp_path):
+    """With a context feature a fold holds one configuration at one load (its runs at other
+    loads train): "folds by configuration (59 configurations)" was said of 7 configurations."""
+    from typer.testing import CliRunner
+
+    from perflearn.cli import app
+
+    rows = [(c, load, 1e-3 * load / c * (1 + 0.01 * r)) for c in (1, 2) for load in (100, 200, 300) for r in range(3)]
+    path = tmp_path / "profile.csv"
+    pd.DataFrame(rows, columns=["cores", "load", "p95"]).to_csv(path, index=False)
+    args = ["fit", "--csv", str(path), "-t", "p95", "--family", "rf"]
+    out = " ".join(CliRunner().invoke(app, [*args, "--cv", "3", "--context-cols", "load"]).output.split())
+    assert "folds by configuration-context pair (6 configuration-context pairs)" in out, out
+    out = " ".join(CliRunner().invoke(app, [*args, "--cv", "2", "-f", "cores"]).output.split())
+    assert "folds by configuration (2 configurations)" in out, out

@@ -222,3 +222,4 @@ def test_simulated_experience_that_knows_nothing_says_so(tmp_path):
     assert r.exit_code == 0, r.output
     assert "experience: 0 intervals from 1 file(s)" in r.output
     assert "its experience knows no configuration at any load" in r.output and "nan" not in r.output
+    assert "decides as heimdall-cheapest elsewhere" in " ".join(r.output.split())  # its rule; it named heimdall

@@ -104,6 +104,16 @@ def test_a_pass_cut_short_is_a_failed_run_with_every_interval_it_ran(simulated, 
     assert runs.loc["ondemand", "energy_reduction"] != pytest.approx((1 - ondemand / whole) * 100)
 
 
+def test_a_row_missing_inside_a_pass_is_refused(simulated, tmp_path):
+    """One interval deleted mid-pass read as a pass cut short at its end (21 of 22), the next
+    interval charged for two, its energy compared with static's first 21 (session 61's audit)."""
+    _, journal = simulated
+    hole = journal.drop(journal.index[journal["policy"] == "ondemand"][10])
+    hole.to_csv(tmp_path / "hole.csv", index=False)
+    result = from_csv(tmp_path / "hole.csv", tmp_path / "h.duckdb")
+    assert result.exit_code == 2 and "ondemand has no interval at t = 11 s, before its last at 22 s" in result.output
+
+
 def test_a_static_pass_cut_short_or_missing_prices_nothing_longer_and_says_so(simulated, tmp_path):
     """Static's first half priced every whole pass (-56 % saved for +22 %), unsaid; without static
     every reduction was empty, unsaid; every pass alike short was each recorded as failed."""

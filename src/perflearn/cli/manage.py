@@ -830,6 +830,7 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
         raise UsageError(f"{path}: {policy} has an interval at t = {t:g} s, past the {intervals * interval:g} s of the "
                          f"{trace} trace at --step-seconds {step_seconds:g} and --interval {interval:g}: give the "
                          "run's own, or the time is wrong")
+    _refuse_a_hole(path, passes, interval)
     cut = {p: len(f) for p, f in passes.items() if len(f) != intervals}
     if len(passes) > 1 and len(cut) == len(passes) and len(set(cut.values())) == 1:  # other options, or interleaved
         terminal.warn(f"{path}: every pass has {next(iter(cut.values()))} intervals, the {trace} trace at "
@@ -852,6 +853,28 @@ def _from_csv(path: Path, store: Path | None, name: str | None, trace: str, step
     terminal.info(f"{len(labels)} passes recorded" + (
         "; cut short (failed runs): " + ", ".join(f"{p} ({n} of {intervals} intervals)" for p, n in cut.items())
         if cut else f", each of the {intervals} intervals of the trace"))
+
+
+def _refuse_a_hole(path: Path, passes: dict, interval: float) -> None:
+    """A row missing inside a pass: it read as a pass cut short at its end (109 of 110), the
+    interval after the hole was charged the hole's energy too, and the energy compared with
+    static's first 109 (session 61's audit). The manager writes every interval, a stalled
+    one too. Passes that took turns on one service (``--interleave``) share no interval:
+    each has holes by design, and is not checked."""
+    import numpy as np
+
+    steps = {p: f["t"].to_numpy(dtype=float) / interval for p, f in passes.items()}
+    if any(np.abs(k - np.round(k)).max() > 0.01 for k in steps.values()):
+        return  # not on this --interval's grid: another interval, said by the trace's check
+    index = {p: set(np.round(k).astype(int)) for p, k in steps.items()}
+    if len(index) > 1 and not any(a & b for i, a in enumerate(index.values()) for b in list(index.values())[i + 1:]):
+        return
+    for policy, taken in index.items():
+        holes = sorted(set(range(1, max(taken) + 1)) - taken)
+        if holes:
+            raise UsageError(f"{path}: {policy} has no interval at t = {holes[0] * interval:g} s, before its last at "
+                             f"{max(taken) * interval:g} s: a row is missing inside the pass (the manager writes "
+                             "every interval, a stalled one too); give --interval if the run's was another")
 
 
 def _say_if_not_the_trace(path: Path, passes: dict, shape: list[float], trace: str, step_seconds: float,
@@ -896,7 +919,7 @@ def _say_price(name: str, policy, miss_budget: float) -> None:
     if not math.isfinite(policy.expected_share):  # printed "nan %": no load had a configuration known
         terminal.warn(f"{name}: its experience knows no configuration at any load (at least {LEAST} intervals of one "
                       "at one load): no price is set from it, so misses are avoided at any cost where this run's own "
-                      "intervals teach it, and it decides as heimdall elsewhere")
+                      "intervals teach it, and it decides as heimdall-cheapest elsewhere")
         return
     said = f"{name}: a miss priced {policy.price:.3g} W; {policy.expected_share * 100:.4g} % of intervals expected to miss"
     if policy.expected_share > miss_budget + 1e-12:

@@ -90,11 +90,16 @@ def _with_equal_features(ids: np.ndarray, X: pd.DataFrame) -> np.ndarray:
 
 def group_unit(data: TrainingData) -> str:
     """What one group of :func:`run_groups` is, for messages: "run" (the samples of one
-    run) or "configuration" (its repeats, or the runs of one configuration)."""
+    run), "configuration" (its repeats, or the runs of one configuration), or with context
+    features "configuration-context pair" (a group holds one configuration at one load: its
+    runs at other loads are in the training folds, which "configuration" hid; session 61's
+    audit read "59 configurations" of 7)."""
     rows = getattr(data, "rows", None)
     groups = run_groups(data)
     runs = len(pd.unique(rows["run_id"])) if rows is not None and "run_id" in rows.columns else len(data.y)
-    return "configuration" if groups is not None and len(pd.unique(groups)) < runs else "run"
+    if groups is None or len(pd.unique(groups)) >= runs:
+        return "run"
+    return "configuration-context pair" if data.schema.context else "configuration"
 
 
 def fit_params(pipe, groups) -> dict[str, Any]:
