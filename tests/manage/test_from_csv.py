@@ -558,3 +558,11 @@ def test_offered_loads_that_are_not_the_trace_named_are_said(simulated, tmp_path
     journal.to_csv(tmp_path / "steps.csv", index=False)  # the steps trace's own loads: nothing said
     result = from_csv(tmp_path / "steps.csv", tmp_path / "s.duckdb")
     assert result.exit_code == 0 and "offered loads are not" not in result.output, result.output
+
+
+def test_policies_given_as_one_comma_list(tmp_path):
+    """-p static,ondemand was "unknown policy 'static,ondemand'", though the help reads a list."""
+    result = CliRunner().invoke(app, ["manage", "--simulate", "-p", "static,ondemand", "--step-seconds", "1",
+                                      "--csv", str(tmp_path / "two.csv")])
+    assert result.exit_code == 0, result.output
+    assert list(pd.read_csv(tmp_path / "two.csv")["policy"].unique()) == ["static", "ondemand"]

@@ -122,6 +122,8 @@ def manage(
     interrupt_on_sigterm()
 
     # all and others: every baseline, then the others (they were dropped without a word, an unknown one too)
+    policy = [p.strip() for given in policy for p in given.split(",")]  # -p heimdall,static as -p ... -p ... (it was
+    # "unknown policy 'heimdall,static'", though the help reads a list)
     names = list(dict.fromkeys([*(POLICY_NAMES if "all" in policy else ()), *(p for p in policy if p != "all")]))
     known = (*POLICY_NAMES, *EXPERIENCED, *PROFILERS)
     bases = [variant(n)[0] for n in names]
