@@ -648,7 +648,13 @@ def test_a_program_is_looked_for_as_its_launch_finds_it(write_spec, tmp_path):
         command = "serve.sh"
         env = {{ PATH = "{tools}:/usr/bin:/bin" }}
     """ + metric, "path.toml")
-    for path in (from_cwd, on_own_path):
+    relative = write_spec(f"""
+        [workload]
+        command = "serve.sh"
+        cwd = "{tmp_path}"
+        env = {{ PATH = "tools:/usr/bin:/bin" }}
+    """ + metric, "relative.toml")  # a relative PATH entry is looked in from the process's cwd, as exec looks
+    for path in (from_cwd, on_own_path, relative):
         outcome, store = run(path)
         assert outcome.by_status == {"ok": 1}, path.name
     elsewhere = write_spec(f"""

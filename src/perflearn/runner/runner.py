@@ -137,6 +137,9 @@ def missing_programs(spec: Spec) -> list[str]:
                 missing.append(f"{who}: program {program!r} is not an executable file")
             continue
         path = search_path(fill(own_path, known) if own_path is not None else os.environ.get("PATH"))
+        if pspec.cwd:  # the launch looks in a relative entry (or an empty one: ".") from the process's cwd
+            cwd = fill(pspec.cwd, known)
+            path = os.pathsep.join(e if os.path.isabs(e) else os.path.join(cwd, e) for e in path.split(os.pathsep))
         if shutil.which(program, path=path) is None:
             how = (f"run `make -C native/wire build` or set {BIN_ENV}" if program in TOOLS
                    else "is it installed and on " + ("the PATH its env sets?" if own_path is not None else "PATH?"))
