@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perflearn.errors import UnsupportedError
+from perflearn.wire.locate import with_tools_on_path
 
 from . import cgroups
 from .knobs import Knob, is_number
@@ -161,9 +162,6 @@ class Affinity(Actuator):
 class _CgroupActuator(Actuator):
     controller: ClassVar[str]
 
-    def sets(self) -> tuple[str, str]:
-        return f"cgroup {self.controller}", self.target
-
     def __init__(self, knob: Knob, experiment: str):
         super().__init__(knob, experiment)
         self._group: cgroups.Group | None = None
@@ -176,6 +174,9 @@ class _CgroupActuator(Actuator):
         # Prove the group can be made, and take it away again: `validate` checks and never
         # restores, and left an empty group behind. The first apply makes it for the sweep.
         self._create().remove()
+
+    def sets(self) -> tuple[str, str]:
+        return f"cgroup {self.controller}", self.target
 
     def apply(self, value: Any, run: RunContext) -> None:
         if self._group is None:
@@ -430,10 +431,8 @@ class Hook(Actuator):
         self._applied = True
         if "command" in self.options:
             command = fill(self.options["command"], {**run.values, "value": shlex.quote(str(as_written(value)))})
-            from perflearn.wire.locate import search_path
-
-            done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=300,  # as the runs'
-                                  env={**os.environ, "PATH": search_path(os.environ.get("PATH"))})
+            done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=300,
+                                  env=with_tools_on_path(os.environ))  # as the runs'
             if done.returncode != 0:
                 tail = (done.stderr.strip().splitlines() or [""])[-1]
                 raise RuntimeError(f"hook of knob {self.knob.name!r} exited {done.returncode}: {tail}")

@@ -28,7 +28,7 @@ from perflearn.experiment.sampling import Sampler
 from perflearn.experiment.spec import ProcessSpec, Spec, derived_order
 from perflearn.lifetime import alive
 from perflearn.store import RunRecord
-from perflearn.wire.locate import search_path
+from perflearn.wire.locate import search_path, with_tools_on_path
 
 from . import process as proc_mod
 
@@ -89,8 +89,8 @@ class RunExecutor:
         self.run_root = run_root or default_run_root()
         self.uses_port = any("{port}" in t for p in spec.workload.processes for _, t in p.templates()) or any(
             "{port}" in str(m.options.get("file", "")) for m in spec.metrics.values())
-        self.base_env = {**os.environ, proc_mod.RUNNER_VAR: str(os.getpid()), proc_mod.STORE_VAR: store,
-                         "PATH": search_path(os.environ.get("PATH"))}  # perflearn-load by name, wherever built
+        self.base_env = {**with_tools_on_path(os.environ),  # perflearn-load by name, wherever built
+                         proc_mod.RUNNER_VAR: str(os.getpid()), proc_mod.STORE_VAR: store}
 
     # -- the pipeline ---------------------------------------------------------
     def execute(self, planned: PlannedRun, measure: bool = True) -> RunRecord:
@@ -299,4 +299,3 @@ def _filled_list(value: list | tuple) -> str:
         return cpu_list(parse_cpus(value))
     except ValueError:
         return ",".join(map(str, value))
-

@@ -27,7 +27,7 @@ from perflearn.experiment.launch import fill, placeholders
 from perflearn.experiment.spec import Spec
 from perflearn.lifetime import signals_held, stop_signals, terminate
 from perflearn.store import ExperimentInfo, KnobInfo, MetricInfo, ResultsStore, RunRecord
-from perflearn.wire.locate import BIN_ENV, TOOLS, search_path
+from perflearn.wire.locate import BIN_ENV, TOOLS, search_path, with_tools_on_path
 
 from . import originals
 from .execute import RunExecutor, remove_dead_run_dirs
@@ -126,9 +126,9 @@ def missing_programs(spec: Spec) -> list[str]:
         if pspec.shell or any(placeholders(t) - set(known) for t in (pspec.command[0], own_path or "", pspec.cwd or "")):
             continue
         program = fill(pspec.command[0], known)
+        cwd = fill(pspec.cwd, known) if pspec.cwd else None
         who = "workload" if pspec.name == "workload" else f"companion {pspec.name}"
         if "/" in program:
-            cwd = fill(pspec.cwd, known) if pspec.cwd else None
             file = Path(cwd or Path.cwd()) / program
             if not file.exists():
                 missing.append(f"{who}: program {program!r} not found (no such file"
@@ -137,8 +137,7 @@ def missing_programs(spec: Spec) -> list[str]:
                 missing.append(f"{who}: program {program!r} is not an executable file")
             continue
         path = search_path(fill(own_path, known) if own_path is not None else os.environ.get("PATH"))
-        if pspec.cwd:  # the launch looks in a relative entry (or an empty one: ".") from the process's cwd
-            cwd = fill(pspec.cwd, known)
+        if cwd:  # the launch looks in a relative entry (or an empty one: ".") from the process's cwd
             path = os.pathsep.join(e if os.path.isabs(e) else os.path.join(cwd, e) for e in path.split(os.pathsep))
         if shutil.which(program, path=path) is None:
             how = (f"run `make -C native/wire build` or set {BIN_ENV}" if program in TOOLS
@@ -163,7 +162,7 @@ def _run_commands(commands: list[str], spec: Spec, what: str) -> None:
     for command in commands:
         command = fill(command, {"experiment": shlex.quote(spec.name), "spec_dir": shlex.quote(spec.spec_dir)})
         done = subprocess.run(command, shell=True, capture_output=True, text=True,
-                              env={**os.environ, "PATH": search_path(os.environ.get("PATH"))})  # as the runs'
+                              env=with_tools_on_path(os.environ))  # as the runs'
         if done.returncode != 0:
             tail = (done.stderr.strip().splitlines() or [""])[-1]
             raise RunnerError(f"{what} command {command!r} exited {done.returncode}: {tail}", where=str(spec.path))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from perflearn.errors import UnsupportedError
@@ -40,7 +41,6 @@ def locate(tool: str) -> Path:
     raise UnsupportedError(f"{tool} not built: run `make -C native/wire build` or set {BIN_ENV}", where=str(built))
 
 
-
 def search_path(path: str | None) -> str:
     """``path`` (a ``PATH`` value; unset is the system's default) with the directories of
     the wire tools ``locate`` finds put first where ``path`` alone would not find those
@@ -58,3 +58,9 @@ def search_path(path: str | None) -> str:
         if (on_path is None or Path(on_path).resolve() != found) and str(found.parent) not in first:
             first.append(str(found.parent))
     return os.pathsep.join([*first, path]) if first else path
+
+
+def with_tools_on_path(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with its ``PATH`` as ``search_path`` gives it: the environment a spec's
+    commands run in (its processes, set-up and teardown, a hook knob's command)."""
+    return {**environ, "PATH": search_path(environ.get("PATH"))}
