@@ -1,8 +1,8 @@
 #!/bin/bash
 # Session 62 (2026-12-01, a fast host): session 45's interleaved protocol with the code of 611fa05.
 #   round r1: models refitted from bench/manage_live_s36/sweep*.csv.gz (docs/manage.md's recipe);
-#   rounds t1-t4: models fitted on today's two sweeps (today*.csv.gz here, `-p sweep --trace ladder`).
-# Usage: bash rounds.sh sweep 1 2; bash rounds.sh round p95-today.model cost-today.model t 1 2 3 4
+#   rounds t1-t5: models fitted on today's two sweeps (today*.csv.gz here, `-p sweep --trace ladder`).
+# Usage: bash rounds.sh sweep 1 2; bash rounds.sh round p95-today.model cost-today.model t 1 2 3 4 5
 export PERFLEARN_WIRE_BIN=${PERFLEARN_WIRE_BIN:-native/wire/target/release}
 service="memcached -u root -l 127.0.0.1 -p {port} -t 2 -U 0"
 common=(--cores 2 --levels 8 --max-rps 38000 --target-ms 0.196735 --power tx1 --load-args "--value-size fixed:4096")
