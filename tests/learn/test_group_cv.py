@@ -137,7 +137,7 @@ def test_groups_of_a_configuration_at_one_load_are_called_so(tmp_path):
     rows = [(c, load, 1e-3 * load / c * (1 + 0.01 * r)) for c in (1, 2) for load in (100, 200, 300) for r in range(3)]
     path = tmp_path / "profile.csv"
     pd.DataFrame(rows, columns=["cores", "load", "p95"]).to_csv(path, index=False)
-    args = ["fit", "--csv", str(path), "-t", "p95", "--family", "rf"]
+    args = ["fit", "--csv", str(path), "-t", "p95", "--family", "rf", "-o", str(tmp_path / "p95.model")]
     out = " ".join(CliRunner().invoke(app, [*args, "--cv", "3", "--context-cols", "load"]).output.split())
     assert "folds by configuration-context pair (6 configuration-context pairs)" in out, out
     out = " ".join(CliRunner().invoke(app, [*args, "--cv", "2", "-f", "cores"]).output.split())

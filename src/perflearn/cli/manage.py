@@ -863,13 +863,15 @@ def _refuse_a_hole(path: Path, passes: dict, interval: float) -> None:
     static's first 109 (session 61's audit). The manager writes every interval, a stalled
     one too. Passes that took turns on one service (``--interleave``) share no interval:
     each has holes by design, and is not checked."""
+    from itertools import combinations
+
     import numpy as np
 
     steps = {p: f["t"].to_numpy(dtype=float) / interval for p, f in passes.items()}
     if any(np.abs(k - np.round(k)).max() > 0.01 for k in steps.values()):
         return  # not on this --interval's grid: another interval, said by the trace's check
     index = {p: set(np.round(k).astype(int)) for p, k in steps.items()}
-    if len(index) > 1 and not any(a & b for i, a in enumerate(index.values()) for b in list(index.values())[i + 1:]):
+    if len(index) > 1 and not any(a & b for a, b in combinations(index.values(), 2)):
         return
     for policy, taken in index.items():
         holes = sorted(set(range(1, max(taken) + 1)) - taken)
