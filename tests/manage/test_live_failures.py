@@ -310,12 +310,13 @@ def test_a_capture_stopped_for_a_while_leaves_every_later_interval_at_its_own_lo
     # given up as stalled), not to the one it resumed in (8 000 requests too many)
     after = frame[frame.index > stalled[stalled].index.max()]
     assert len(after) >= 7
-    # the kernel's buffer filled meanwhile: what it dropped is said, in the interval the capture resumed in,
-    # and the next may read low too (its drops are counted at its end), said as well
+    # the kernel's buffer filled meanwhile: what it dropped is said, in the interval the capture resumed in
+    # (and the next, on a slow host, where draining the backlog took longer than an interval: CI once read
+    # drops in both), and the interval after a losing one may read low too, said as well; none later
     notes = after["note"].fillna("")
     lost = notes.str.contains("the capture lost")
     losing = notes.str.contains("the capture was losing packets in the kernel in the interval before")
-    assert lost.sum() <= 1 and not lost.iloc[1:].any() and not losing.iloc[2:].any()
+    assert not lost.iloc[2:].any() and not losing.iloc[3:].any(), after[["offered_rps", "rps", "note"]]
     assert after["note"][lost | losing].str.contains("maximum configuration applied").all()  # low rates not followed
     # each later interval holds its own step (steps of 1 600 req/s; an interval a step off read 1 600 away).
     # The bound is half a step: the first interval after the resume, catching up, once read 432 away (at 1-s
