@@ -1939,6 +1939,38 @@ def test_heimdall_follows_the_services_cpu_time_per_request():
     assert blind_choice == half and chosen.cores * chosen.level > 0.5
 
 
+def test_the_cheapest_rules_demand_is_never_under_the_profiles_cost_of_a_configuration():
+    """Live (session 62), one core at an eighth measured 9 µs a request in its first second at
+    7 600 req/s, under half its capacity, where the profile gave one core at a low speed 18-22
+    µs: the headroom let it run, and it missed at 6-32 ms in the next. Each configuration's
+    demand is now at least the load times its profiled CPU time per request; a measured
+    demand above the profile's still counts as measured."""
+    space = ConfigSpace.make(2, 8)
+    under = lambda frame: (np.full(len(frame), 50e-6), np.zeros(len(frame)))  # every configuration forecast to meet
+
+    def cost(frame):  # CPU seconds per request: 20 µs at a quarter speed or less, 14 µs above
+        return np.where(frame["level"].to_numpy() <= 0.25, 20e-6, 14e-6), np.zeros(len(frame))
+
+    def make(cost_model):
+        return Heimdall(space, 196e-6, 38_000.0, model=under, cost_model=cost_model, cheapest=True, react=False,
+                        power=power_model("tx1"))
+
+    eighth = Configuration(1, 0.125)
+    for utilisation, floored in ((0.54, True), (0.99, False)):  # 8.9 and 16.3 µs a request
+        profiled, blind = make(cost), make(None)
+        seen = Observation(1.0, 7600.0, 40e-6, 40e-6, eighth, utilisation, 1.0, True)
+        chosen, blind_choice = profiled.decide(seen), blind.decide(seen)
+        assert profiled.slowdown == 1.0  # measured cheaper than its profile (or saturated): not followed
+        if floored:
+            assert blind_choice == eighth  # 0.068 busy CPUs: within 0.9 of an eighth
+            assert chosen != eighth and 0.9 * chosen.cores * chosen.level >= 20e-6 * 7600
+        else:
+            assert chosen == blind_choice != eighth  # 0.124 busy CPUs measured: over the profile's floor on either
+    # no cost model, or one that does not know a configuration (NaN): the measured demand alone
+    unknown = make(lambda frame: (np.full(len(frame), np.nan), np.zeros(len(frame))))
+    assert unknown._demands(0.05, 7600.0) == pytest.approx(np.full(len(space), 0.05))
+
+
 def test_heimdall_plans_for_the_slowest_host_of_late():
     """A model that knows the host (p95 in proportion to the probe, as live) is asked for
     the host at the 95th percentile of the last intervals' probes: one slow interval in

@@ -52,7 +52,8 @@ class Heimdall(Policy):
     load (``_demand``: one interval over the others is ignored, two are followed), not one
     interval's: at a steady 7.5k req/s live one core at a quarter measured 0.17-0.25 busy
     CPUs from one second to the next, and the rule flipped between a quarter and half a
-    core on that noise (session 15). And the cheapest rules believe a measured violation
+    core on that noise (session 15). With a cost model, a configuration's demand is never
+    under the one its profile gives it (``_demands``). And the cheapest rules believe a measured violation
     over the model (``_distrust``): a configuration that missed the target at a load it
     was chosen for is not chosen at that load again, nor any with no more capacity
     (cores x speed: two cores at a quarter after one at half missed), for
@@ -289,7 +290,7 @@ class Heimdall(Policy):
         if not ok.any():  # nothing predicted to meet the target: the lowest latency
             return self.fastest
         if self.cheapest:  # the slack is headroom in CPU too (see the class docstring)
-            ok &= demand <= self.room * self.capacity
+            ok &= self._demands(demand, load) <= self.room * self.capacity
             if not ok.any():  # none leaves it: the most there is
                 return self.fastest
         watts = self._watts(demand)
@@ -392,7 +393,27 @@ class Heimdall(Policy):
         cost = float(np.median(recent)) if recent else self.unit_cost
         if cost is None and self.cost_model is not None:
             cost = self.slowdown * self._profiled_cost(self.space.maximum, rps, self._host())
-        return cost is None or not np.isfinite(cost) or cost * rps <= self.room[i] * self.capacity[i]
+        if cost is None or not np.isfinite(cost):
+            return True
+        return self._demands(cost * rps, rps)[i] <= self.room[i] * self.capacity[i]
+
+    def _demands(self, demand: float, load: float) -> np.ndarray:
+        """Each configuration's demand at ``load``, as the cheapest rules' headroom reads it:
+        the measured ``demand``, but never less than the load times the CPU time per request
+        the cost model says that configuration took when profiled, times the slowdown k. A
+        service measured cheaper than its profile keeps the profile's forecasts (class
+        docstring); so it keeps the profile's demand, which also knows what the
+        measurement on one configuration cannot: another takes more per request. Live (session
+        62's fast host), the profile gave one core at an eighth 18-22 µs per request at 7 600
+        req/s and the maximum 14.5; measured at 9-12 µs on the one core in its first
+        seconds, it ran at 54 % and then at 70-87 % of its capacity, and missed at 0.3-32 ms in
+        three of six rounds (bench/manage.md, session 63)."""
+        demands = np.full(len(self.configs), demand, dtype=float)
+        if self.cost_model is None or load <= 0:
+            return demands
+        profiled, _ = self.cost_model(self.grid.assign(rps=load, host_probe_us=self._host()))
+        floor = self.slowdown * np.asarray(profiled, dtype=float) * load
+        return np.where(np.isfinite(floor), np.maximum(demands, floor), demands)
 
     def _distrust(self, obs) -> None:
         """A miss by the configuration chosen for the load the interval carried (not one
