@@ -53,8 +53,8 @@ class Heimdall(Policy):
     interval's: at a steady 7.5k req/s live one core at a quarter measured 0.17-0.25 busy
     CPUs from one second to the next, and the rule flipped between a quarter and half a
     core on that noise (session 15). With a cost model, a configuration's demand is never
-    under the one its profile gives it (``_demands``). And the cheapest rules believe a measured violation
-    over the model (``_distrust``): a configuration that missed the target at a load it
+    under the one its profile gives it (``_demands``). And the cheapest rules believe a
+    measured violation over the model (``_distrust``): a configuration that missed the target at a load it
     was chosen for is not chosen at that load again, nor any with no more capacity
     (cores x speed: two cores at a quarter after one at half missed), for
     ``distrust_intervals`` (doubled with each further miss there). Live, the
