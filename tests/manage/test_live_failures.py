@@ -140,8 +140,9 @@ def test_a_service_that_exits_ends_the_run_and_keeps_what_was_measured(tmp_path)
     from perflearn.store import open_store
 
     store = tmp_path / "s.duckdb"
-    result, csv = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "--interleave", "-p", "static",
-                             "-p", "ondemand", "--store", str(store), "--name", "died", after=4, step_seconds=1)
+    result, csv = run_manage(tmp_path, lambda pid: os.kill(pid, signal.SIGKILL), "--interleave", "--handover", "0",
+                             "-p", "static", "-p", "ondemand", "--store", str(store), "--name", "died", after=4,
+                             step_seconds=1)
     assert result.exit_code == 1, result.output
     assert "the service ended with signal SIGKILL during the run" in result.output and "Traceback" not in result.output
     frame = pd.read_csv(csv)  # the turns taken before it, both policies'

@@ -788,6 +788,40 @@ def test_interleaved_policies_take_turns_on_one_service():
     assert frames["ondemand"]["level"].nunique() > 1  # its own decisions, turn after turn
 
 
+def test_each_turn_begins_after_a_hand_over_at_its_own_configuration():
+    """--handover: every turn but the first starts after intervals recorded in no pass, at
+    the incoming policy's configuration and the load of the trace's interval before its
+    first, so every policy meets a step at its own first interval, as a pass alone does."""
+    from perflearn.manage.loop import SimulatedService, interleaved, interleaved_loads
+
+    class Starving(Static):
+        def decide(self, o):
+            return self.space.minimum
+
+    class Logged(SimulatedService):
+        def apply(self, config):
+            self.applied.append((self.i, config))
+            super().apply(config)
+
+    loads = [1000.0] * 4 + [9000.0] * 4 + [3000.0] * 3
+    offered = interleaved_loads(loads, 4, 2, 2)
+    assert offered == ([1000.0] * 4 + [1000.0] * 2 + [1000.0] * 4 + [1000.0] * 2 + [9000.0] * 4 + [1000.0] * 2
+                       + [9000.0] * 4 + [9000.0] * 2 + [3000.0] * 3 + [9000.0] * 2 + [3000.0] * 3)
+    service = Logged(ServerModel(mu_max=4000, seed=3), SPACE, offered, 1.0)
+    service.applied = []
+    frames = interleaved({"static": Static(SPACE, TARGET, 10_000), "starving": Starving(SPACE, TARGET, 10_000)},
+                         service, loads, 4, 1.0, PowerModel(), handover=2)
+    assert service.i == len(offered) == 2 * len(loads) + 5 * 2
+    ran = sorted(i for f in frames.values() for i in f["service_interval"])
+    assert ran == [i for i in range(len(offered)) if i not in {4, 5, 10, 11, 16, 17, 22, 23, 27, 28}]
+    for name, frame in frames.items():
+        assert frame["offered_rps"].tolist() == loads  # the hand-overs are in no pass
+        first = int(frame["service_interval"].iloc[4])  # its turn at 9000 req/s: the hand-over ended just before
+        owns = (SPACE.maximum if name == "static" else SPACE.minimum)
+        assert (first - 2, owns) in service.applied  # its own configuration, from the hand-over's start
+    assert service.config == SPACE.maximum
+
+
 def test_a_simulated_turn_does_not_inherit_another_policys_backlog():
     """Static at the maximum read 84 % met at 4-s steps once hipster took turns with it: each
     turn began with the queue hipster's saturated turn had left (session 55's audit)."""
@@ -975,6 +1009,18 @@ def test_interleaved_comparison_cli(tmp_path):
     bad = CliRunner().invoke(app, ["manage", "--service", "memcached -p {port}", "--max-rps", "1000", "--target-ms",
                                    "1", "-p", "sweep", "--interleave"])
     assert bad.exit_code != 0 and "--interleave" in bad.output and "Traceback" not in bad.output
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--handover", "2"], "give it with --interleave"),
+    (["--interleave", "--handover", "-1"], "seconds, 0 or more"),
+    (["--interleave", "--handover", "nan"], "seconds, 0 or more"),
+    (["--interleave", "--handover", "2", "--simulate"], "a live service's option"),
+])
+def test_a_bad_handover_is_one_line(args, says):
+    live = [] if "--simulate" in args else ["--service", "memcached -p {port}", "--max-rps", "1000", "--target-ms", "1"]
+    result = CliRunner().invoke(app, ["manage", *live, "-p", "static", *args])
+    assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output, result.output
 
 
 def test_summary_metrics():
@@ -1432,13 +1478,14 @@ def test_live_interleaved_policies_share_one_memcached(tmp_path):
 
     from perflearn.store import open_store
 
-    csv = manage_live(tmp_path, "-p", "static", "-p", "ondemand", "--interleave", "--name", "turns")
+    # a hand-over of one 0.5-s interval before every turn but the first, recorded in no pass
+    csv = manage_live(tmp_path, "-p", "static", "-p", "ondemand", "--interleave", "--handover", "0.5", "--name", "turns")
     frame = pd.read_csv(csv)
     assert sorted(frame["policy"].unique()) == ["ondemand", "static"]
-    assert sorted(frame["service_interval"]) == list(range(22))  # both, taking turns on one service
+    assert sorted(frame["service_interval"]) == list(range(0, 44, 2))  # both, taking turns on one service
     with open_store(tmp_path / "m.duckdb", read_only=True) as store:
         stored = store.samples("turns")
-    assert sorted(stored.loc[stored["metric"] == "service_interval", "value"]) == list(range(22))
+    assert sorted(stored.loc[stored["metric"] == "service_interval", "value"]) == list(range(0, 44, 2))
     for _, own in frame.groupby("policy"):
         assert len(own) == 11 and own["offered_rps"].max() == 8000
         top = own[own["offered_rps"] == 8000]
@@ -1512,10 +1559,12 @@ def test_a_terminated_interleaved_comparison_keeps_its_intervals(tmp_path):
             stdout=subprocess.DEVNULL, stderr=stderr, text=True)
     try:
         deadline = time.monotonic() + 60
-        while "interleaved: 44 intervals" not in log.read_text() and manager.poll() is None:
+        while "interleaved: 86 intervals" not in log.read_text() and manager.poll() is None:
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
-        time.sleep(6)  # the preload, then some of each policy's turns (2-s steps, 44 intervals of 1 s in all)
+        # the preload, then some of each policy's turns (2-s steps, 44 intervals of 1 s in all and 21 hand-overs
+        # of 2 between them)
+        time.sleep(8)
         manager.send_signal(signal.SIGTERM)
         manager.wait(timeout=30)
     finally:

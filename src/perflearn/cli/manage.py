@@ -80,6 +80,10 @@ def manage(
     interleave: Annotated[bool, typer.Option("--interleave", help="The policies take turns on one service: each "
                           "step of the trace is run by every policy in turn (the order rotated from step to step), "
                           "so a slow spell of the host meets them all, not one pass. Learning passes run first.")] = False,
+    handover: Annotated[Optional[float], typer.Option("--handover", help="Live, with --interleave: each turn begins "
+                        "after this many seconds at its own configuration, at the load before its first interval, "
+                        "recorded in no pass: handing the service over from another policy's cores costs a second "
+                        "or two that a pass alone never pays (default 2; 0: none).")] = None,
     interval: Annotated[float, typer.Option(help="Control interval, seconds.")] = 1.0,
     react_ms: Annotated[float, typer.Option("--react-ms", help="Heimdall reacts to a load rise inside the interval, "
                                             "from the arrival rate of ticks this long (0: only at interval ends, "
@@ -237,7 +241,8 @@ def manage(
         given = [option for option, value in (("--service", service), ("--max-rps", max_rps), ("--model", model),
                                               ("--cost-model", cost_model), ("--load-args", load_args),
                                               ("--protocol", protocol != "memcache-binary"),
-                                              ("--model-unit", unit_given)) if value]
+                                              ("--model-unit", unit_given), ("--handover", handover is not None))
+                 if value]
         if given:
             raise UsageError(f"{given[0]}: a live service's option; the simulator has its own service "
                              "(--mu, --base-us) and fits its own models")
@@ -258,7 +263,7 @@ def manage(
                                 ("--cores", cores != 3), ("--levels", levels != 17), ("--react-ms", react_ms != 20.0),
                                 ("--protocol", protocol != "memcache-binary"), ("--load-args", load_args),
                                 ("--host-quantile", host_quantile), ("--miss-budget", miss_budget != 0.01),
-                                ("--model-unit", unit_given)) if v]
+                                ("--model-unit", unit_given), ("--handover", handover is not None)) if v]
         if given:  # the run's own command line may be given again; they were ignored unsaid (--figure wrote nothing)
             terminal.warn(f"ignored with --from-csv, which records every pass its file holds, at the file's own "
                           f"configurations and target: {', '.join(given)}")
@@ -273,6 +278,10 @@ def manage(
     if interleave and any(n in PROFILERS for n in names):
         raise UsageError("--interleave compares policies; -p sweep profiles: run it on its own")
     slot = max(1, round(step_seconds / interval)) if interleave else None
+    if handover is not None and not interleave:
+        raise UsageError(f"--handover {handover:g}: the seconds between policies' turns; give it with --interleave")
+    if handover is not None and not 0 <= handover < math.inf:
+        raise UsageError(f"--handover {handover:g}: seconds, 0 or more")
     order = ([] if profiling else ["static"]) + [n for n in names if n != "static"]
     rows = with_learning(order)
     rapl = None if simulate else rapl_or_none()  # looked up once: the label said and the energy read agree
@@ -305,7 +314,7 @@ def manage(
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, models,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
               shlex.split(load_args), power_, tick, cost_models, order, headroom, cpus, experience, miss_budget, slot,
-              quantiles, rapl, store=store, unit_given=unit_given)
+              quantiles, rapl, store=store, unit_given=unit_given, handover_s=handover)
 
 
 LABEL = re.compile(r"[A-Za-z0-9_.-]+")
@@ -573,11 +582,11 @@ def _of(model, kind: str, what: str):
 def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, trace, step_seconds, interval,
           figure, csv, record, load_args, power, tick, cost_dirs, order, headroom, service_cpus=None, experience_csvs=None,
           miss_budget=0.01, slot=None, quantiles: dict | None = None, rapl=None, store=None,
-          unit_given: bool = False) -> None:
+          unit_given: bool = False, handover_s: float | None = None) -> None:
     from perflearn.manage.compare import check_unit, figure as draw, model_predictor
     from perflearn.manage.hostspeed import slow_intervals
     from perflearn.manage.journal import IntervalCsv
-    from perflearn.manage.live import LiveService, work_directory, write_trace
+    from perflearn.manage.live import LiveService, handover_intervals, work_directory, write_trace
     from perflearn.manage.loop import comparison, summarize
     from perflearn.manage.policies import HOST_QUANTILE, make_policy, variant
     from perflearn.manage.simulator import per_interval
@@ -621,6 +630,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         shape = ["--profile", "trace", "--trace", str(write_trace(segments, Path(workdir.name) / f"{trace}.trace"))]
     offered = per_interval(segments, interval)  # the rate each interval was offered, in the records
     intervals = len(offered)
+    handover = handover_intervals(interval, handover_s) if slot else 0
     frames = {}
 
     def service(label: str, loads: list[float] | None = None) -> LiveService:
@@ -629,7 +639,9 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
             given = ["--profile", "trace", "--trace",
                      str(write_trace([(interval, rps) for rps in loads], Path(workdir.name) / f"{label}.trace"))]
             count = len(loads)
-            terminal.info(f"{label}: {len(made)} policies take turns every {slot} intervals")
+            terminal.info(f"{label}: {len(made)} policies take turns every {slot} intervals"
+                          + (f", each turn after {handover} at its own configuration, recorded in no pass (the "
+                             "hand-over)" if handover else ""))
         port = free_port()
         load = ["--server", f"127.0.0.1:{port}", "--protocol", protocol, "--rate", f"{max_rps:g}", *given,
                 "--preload", "--connections", "8", "--drain", "1", *load_args]
@@ -662,7 +674,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         try:
             priced = StaticFirst(record, "static" in made)
             for label, frame, wall, complete in comparison(made, service, offered, interval, power, slot,
-                                                           log=alarms):
+                                                           log=alarms, handover=handover):
                 frames[label] = frame
                 priced.add(label, frame, wall, complete)
         except BaseException as exc:  # interrupted, or the service failed: nothing measured is lost

@@ -46,6 +46,14 @@ from .stream import LineStream
 # how far ahead the load announces its start: its line reaches the sniffer's mark through a pipe, a
 # thread of this process and a file, milliseconds (more on a loaded host); it delays each pass as long
 START_IN_S = 0.25
+# policies taking turns (--interleave): each turn begins after this long at its own configuration, recorded in no
+# pass (loop.take_turns): a cpuset cut makes memcached's CPU time per request jump for a second or two
+HANDOVER_S = 2.0
+
+
+def handover_intervals(interval_s: float, seconds: float | None = None) -> int:
+    """The intervals a turn's hand-over of ``seconds`` lasts (default ``HANDOVER_S``)."""
+    return math.ceil((HANDOVER_S if seconds is None else seconds) / interval_s - 1e-9)
 
 
 def _usage(group: cgroups.Group) -> tuple[float | None, float | None]:

@@ -364,34 +364,66 @@ def _leave_after(service: Service) -> LeaveFailed | None:
     return None
 
 
-def interleaved_loads(offered: list[float], slot: int, turns: int) -> list[float]:
+def interleaved_loads(offered: list[float], slot: int, turns: int, handover: int = 0) -> list[float]:
     """The load a service is offered when ``turns`` policies take turns on one trace:
-    each slot of ``slot`` intervals of ``offered``, ``turns`` times over."""
-    return [rps for k in range(0, len(offered), slot) for _ in range(turns) for rps in offered[k:k + slot]]
+    each slot of ``slot`` intervals of ``offered``, ``turns`` times over, every turn but the
+    first after ``handover`` intervals at the load of the trace's interval before its first
+    (``take_turns``)."""
+    loads: list[float] = []
+    for start in range(0, len(offered), slot):
+        for turn in range(turns):
+            if loads:
+                loads += [offered[max(start - 1, 0)]] * handover
+            loads += offered[start:start + slot]
+    return loads
 
 
 def interleaved(policies: dict[str, Policy], service: Service, offered: list[float], slot: int, interval_s: float,
-                power: PowerModel, realtime: bool = False) -> dict[str, pd.DataFrame]:
+                power: PowerModel, realtime: bool = False, handover: int = 0) -> dict[str, pd.DataFrame]:
     """Every policy on one trace and one service, taking turns (``take_turns``); each
     policy's intervals."""
     controllers = {n: Controller(p, service.space, interval_s, power) for n, p in policies.items()}
-    take_turns(controllers, service, offered, slot, realtime)
+    take_turns(controllers, service, offered, slot, realtime, handover)
     return {n: c.frame() for n, c in controllers.items()}
 
 
+class _Hold(Policy):
+    """A configuration held whatever is measured: a turn's hand-over (``take_turns``)."""
+
+    name = "hand-over"
+
+    def __init__(self, config: Configuration, space: ConfigSpace, target_s: float, max_rps: float):
+        super().__init__(space, target_s, max_rps)
+        self.config = config
+
+    def decide(self, obs: Observation) -> Configuration:
+        return self.config
+
+
 def take_turns(controllers: dict[str, Controller], service: Service, offered: list[float], slot: int,
-               realtime: bool = False) -> None:
+               realtime: bool = False, handover: int = 0) -> None:
     """The controllers on one trace and one service, taking turns: the trace is cut in
     slots of ``slot`` intervals (a step of the seed's profile), and each slot is run by
     every controller in turn, the order rotated by one from one slot to the next (so none
-    always follows the same one); ``service`` must be offered ``interleaved_loads``. Each
-    policy keeps its own state and clock across its turns and sees the trace as it would
-    alone, except that a step it does not open has already reached the service, under
-    another policy, when its turn begins. Why: passes one after another met different
-    hosts. Live, a slow phase of the host lasts minutes, as long as a pass: in session 33
-    static missed 45 times in a pass 81 % slow and never in one 45 % slow, and the
-    ranking followed which passes met one (bench/manage.md, session 34). Taking turns
-    within every step spreads a phase over every policy; the comparison is paired in time.
+    always follows the same one); ``service`` must be offered ``interleaved_loads`` (with
+    the same ``handover``). Each policy keeps its own state and clock across its turns.
+    Why: passes one after another met different hosts. Live, a slow phase of the host
+    lasts minutes, as long as a pass: in session 33 static missed 45 times in a pass 81 %
+    slow and never in one 45 % slow, and the ranking followed which passes met one
+    (bench/manage.md, session 34). Taking turns within every step spreads a phase over
+    every policy; the comparison is paired in time.
+
+    ``handover``: every turn but the first begins after this many intervals, recorded in
+    no pass, at the incoming policy's own configuration and at the load of the trace's
+    interval before the turn's first, which is where that policy would be running alone.
+    So a turn starts as a pass alone would, and meets its step at its first interval.
+    Why: live, the hand-over from another policy's configuration was a cost no pass alone
+    pays. A cpuset cut from two CPUs to one makes memcached's CPU time per request jump
+    for a second or two, and a lean configuration then saturates. heimdall-cheapest
+    missed 10 of 44 second intervals after a hand-over that cut cores, against 9 of 1 319
+    one-core intervals held (bench/manage.md, session 64). Without it (0, the simulator,
+    where a hand-over costs nothing) a step a policy does not open has already reached
+    the service, under another policy, when its turn begins.
     The records taken so far stay in the controllers when it is interrupted."""
     names = list(controllers)
     done = 0
@@ -401,12 +433,26 @@ def take_turns(controllers: dict[str, Controller], service: Service, offered: li
             turn = k % len(names)
             for name in names[turn:] + names[:turn]:
                 service.hand_over(name)
+                if handover and done:
+                    done += _hand_over(controllers[name], service, [offered[max(start - 1, 0)]] * handover,
+                                       realtime, done)
                 controllers[name].run(service, chunk, realtime, first=done)
                 done += len(chunk)
     finally:
         left = _leave_after(service)
     if left is not None:  # every turn ran: the caller keeps them (``comparison``), then says why it ended
         raise left
+
+
+def _hand_over(incoming: Controller, service: Service, loads: list[float], realtime: bool, first: int) -> int:
+    """``incoming``'s configuration held on ``service`` for ``len(loads)`` intervals, by a
+    controller of its own whose records are dropped; how many intervals that was."""
+    policy = incoming.policy
+    holding = Controller(_Hold(incoming.config, service.space, policy.target, policy.max_rps), service.space,
+                         incoming.interval, incoming.power)
+    holding.config = incoming.config
+    holding.run(service, loads, realtime, first=first)
+    return len(loads)
 
 
 def passes(policy: Policy, name: str, new_service: Callable[[str], Service], intervals: int, interval_s: float,
@@ -464,7 +510,7 @@ def _stopped(frame: pd.DataFrame, exc: BaseException | None, ran_last: bool = Tr
 
 def comparison(policies: dict[str, Policy], new_service: Callable[..., Service], offered: list[float],
                interval_s: float, power: PowerModel, slot: int | None = None,
-               log: Callable[[str, IntervalRecord], None] | None = None
+               log: Callable[[str, IntervalRecord], None] | None = None, handover: int = 0
                ) -> Iterator[tuple[str, pd.DataFrame, float, bool]]:
     """(label, intervals, wall seconds, complete) of every pass of a comparison, as each
     ends, in the order of ``policies``. Without ``slot``: each policy's passes
@@ -472,9 +518,10 @@ def comparison(policies: dict[str, Policy], new_service: Callable[..., Service],
     marked incomplete.
     With it: only the learning passes so, then the evaluated passes taking turns on one
     service, ``new_service("interleaved", loads)`` offered ``interleaved_loads``
-    (``take_turns``). Those end together and share one wall time; interrupted, each
-    policy's intervals so far come out marked incomplete before the exception goes on,
-    since the run in flight is then every policy's. ``log(label, record)``: told every
+    (``take_turns``, each turn after ``handover`` intervals). Those end together and
+    share one wall time; interrupted, each policy's intervals so far come out marked
+    incomplete before the exception goes on, since the run in flight is then every
+    policy's. ``log(label, record)``: told every
     interval of every pass as it ends, so a comparison killed outright (nothing after it
     runs) still has them somewhere (``IntervalCsv``)."""
     for name, policy in policies.items():
@@ -486,12 +533,12 @@ def comparison(policies: dict[str, Policy], new_service: Callable[..., Service],
     if slot is None:
         return
     started = time.monotonic()
-    shared = new_service("interleaved", interleaved_loads(offered, slot, len(policies)))
+    shared = new_service("interleaved", interleaved_loads(offered, slot, len(policies), handover))
     controllers = {n: Controller(p, shared.space, interval_s, power, None if log is None else partial(log, n))
                    for n, p in policies.items()}
     complete, left = False, None
     try:
-        take_turns(controllers, shared, offered, slot)
+        take_turns(controllers, shared, offered, slot, handover=handover)
         complete = True
     except LeaveFailed as exc:  # every turn ran: the passes are complete; the run ends after they are kept
         complete, left = True, exc
