@@ -740,3 +740,42 @@ def test_true_and_false_fill_commands_as_written(write_spec):
     """)
     outcome, store = run(path)
     assert outcome.by_status == {"ok": 2}, store.runs("spec")["error"].tolist()  # "True" failed the test
+
+
+def test_a_sweep_removes_its_lock_file_and_a_second_is_still_kept_out(tmp_path):
+    """The sweep lock's file was left in the temporary directory for every store ever swept."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from perflearn.runner import runner
+
+    class Store:
+        path = str(tmp_path / "s.duckdb")
+
+    before = set(Path(tempfile.gettempdir()).glob("perflearn-sweep-*.lock"))
+    with runner._one_sweep_at_a_time(Store()):
+        held = set(Path(tempfile.gettempdir()).glob("perflearn-sweep-*.lock")) - before
+        assert len(held) == 1 and next(iter(held)).read_text() == f"pid {os.getpid()}"
+        with pytest.raises(StoreError, match="runs never overlap"):
+            with runner._one_sweep_at_a_time(Store()):
+                pass
+    assert not next(iter(held)).exists()
+    with runner._one_sweep_at_a_time(Store()):  # free again, and removed again
+        assert next(iter(held)).exists()
+    assert not next(iter(held)).exists()
+
+
+def test_a_lock_file_removed_as_it_was_opened_is_not_taken(tmp_path):
+    """The file of a lock released (and removed) between a second sweep's open and its flock:
+    locking it kept nobody out, so the second sweep locks the path's file instead."""
+    from perflearn.runner import runner
+
+    path = tmp_path / "lock"
+    path.write_text("")
+    with open(path) as f:
+        assert runner._same_file(f, path)
+        path.unlink()
+        assert not runner._same_file(f, path)
+        path.write_text("")
+        assert not runner._same_file(f, path)
