@@ -221,11 +221,12 @@ def test_a_manager_killed_outright_keeps_its_intervals_and_leaves_nothing_runnin
     assert list(frame.columns) == COLUMNS and (frame["rps"] > 0).any()
     stale = [name for name in cgroups.remove_stale("manage") if f"-{manager.pid}-" in name]
     assert stale == [f"manage-{manager.pid}-service"], stale
-    # and its work directory, which the next manager removes
+    # and its work directory and the sniffer's mark directory, which the next manager removes
     from perflearn.manage.live import remove_stale_work_directories
 
-    left = [d.name for d in tmp_path.glob(f"perflearn-manage-{manager.pid}-*")]
-    assert len(left) == 1 and remove_stale_work_directories(tmp_path) == left, left
+    left = sorted(d.name for d in tmp_path.glob(f"perflearn-manage-{manager.pid}-*"))
+    assert len(left) == 2 and sum("-mark-" in name for name in left) == 1, left
+    assert remove_stale_work_directories(tmp_path) == left, left
     assert not list(tmp_path.glob("perflearn-manage-*"))
     # the intervals kept only in --csv go to the store afterwards: two passes cut short
     recorded = subprocess.run([sys.executable, "-m", "perflearn", "manage", "--from-csv", str(csv), "--store",

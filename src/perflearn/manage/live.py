@@ -161,7 +161,9 @@ class LiveService(Service):
         self.lost = 0  # packets the kernel dropped from the capture so far, as the last interval recorded said
         self.dropping = False  # the last interval recorded lost some
         self.load_started = threading.Event()
-        self.marks = tempfile.TemporaryDirectory(prefix="perflearn-mark-")  # the mark's time, for the sniffer
+        # the mark's time, for the sniffer; named as the work directory is, so the next manager removes it if
+        # this one is killed outright (``remove_stale_work_directories``: perflearn-mark-* were left behind)
+        self.marks = tempfile.TemporaryDirectory(prefix=f"{WORKDIR}-{os.getpid()}-mark-")
         self.sniffer = LiveSniffer(interface, bpf=f"tcp port {port}", protocol=protocol, ports=[port],
                                    interval=interval_s, tick=tick_s or interval_s / 10, on_line=self._line,
                                    mark_file=Path(self.marks.name) / "mark").start()
@@ -228,6 +230,10 @@ class LiveService(Service):
     def freq(self) -> CpuFreq | None:
         """The speed knob's cpufreq; None where the CFS quota stands in for it."""
         return self.governors.cpufreq if self.governors is not None else None
+
+    @property
+    def speed_is_quota(self) -> bool:
+        return self.freq is None
 
     def apply(self, config: Configuration) -> None:
         cpus = self.cpus[:config.cores]
