@@ -67,6 +67,7 @@ class Service:
 
     space: ConfigSpace
     tick_s: float | None = None  # the service reports ticks this long inside an interval (None: it does not)
+    speed_is_quota = False  # its speed level is a CFS quota, whose hold (Measured.throttled_ms) policies may read
     horizon: int | None = None  # set by the loop: the first of the service's intervals past the caller's run
 
     def apply(self, config: Configuration) -> None: ...
@@ -251,7 +252,8 @@ class Controller:
                 measured.power_w = power_w
                 # no request, no latency (the record's NaN); for control, none was late
                 obs = Observation(t, measured.rps, _none_late(measured.p95), _none_late(measured.p99), config,
-                                  measured.utilisation, power_w, settled, measured.host_probe_us)
+                                  measured.utilisation, power_w, settled, measured.host_probe_us,
+                                  measured.throttled_ms if service.speed_is_quota else None)
                 cost_us = obs.busy / obs.rps * 1e6 if obs.rps > 0 else None
                 try:
                     new = policy.decide(obs)

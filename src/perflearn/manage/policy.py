@@ -18,6 +18,9 @@ class Observation:
     power_w: float
     settled: bool = False  # its configuration ran through the interval before too (the loop knows)
     host_probe_us: float | None = None  # how slow the host ran fixed work meanwhile (live only; hostspeed.py)
+    # ms the CFS quota held the service back in the interval, where the speed level is that quota (live without
+    # cpufreq); None where it is not measured or the speed is a frequency (the simulator: None)
+    throttled_ms: float | None = None
 
     @property
     def busy(self) -> float:
