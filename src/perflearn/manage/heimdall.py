@@ -16,7 +16,7 @@ from .power import PowerModel
 
 HOST_QUANTILE = 0.95  # Heimdall plans for a host as slow as the recent one was one interval in twenty
 # a quota that held the service back less than this in an interval did not make its p95: the misses it made
-# were held back 12-204 ms, and 99 % of the intervals that met the target under 10 (``_speed_missed``)
+# were held back 12-204 ms, and 98.9 % of the intervals that met the target under 10 (``_speed_missed``)
 HELD_MS = 10.0
 
 
@@ -424,12 +424,12 @@ class Heimdall(Policy):
         back: an interval it held back under ``HELD_MS``, at a utilisation under the
         configuration's headroom, ran as it would have at full speed on the same cores,
         and its miss says nothing against the configuration's speed. Live on a fast host
-        (sessions 62-63, nine rounds) every miss of a cheaper configuration but 3 of 37 was
-        held back 12-204 ms, at 0.2-32 ms; on a host whose latency was near the target at
-        any load (session 64), heimdall-cheapest's 20 misses in two rounds were held back
-        0 ms at 40-83 % utilisation and 201-396 µs, and static missed 8 times meanwhile.
-        Distrust and the headroom's cut sent it from one core to two at partial speed,
-        which missed alike, for more power."""
+        (sessions 62-63, nine rounds) all but 3 of its 26 misses on configurations
+        cheaper than the maximum were held back 12-204 ms, at 0.2-32 ms. On a host whose
+        latency was near the target at any load (session 64), heimdall-cheapest's 20
+        misses in two rounds were held back 0 ms at 40-83 % utilisation and 201-396 µs,
+        and static missed 8 times meanwhile. Distrust and the headroom's cut sent it from
+        one core to two at partial speed, which missed alike, for more power."""
         if obs.throttled_ms is None or not np.isfinite(obs.throttled_ms) or obs.config not in self.configs:
             return True
         return obs.throttled_ms >= HELD_MS or obs.utilisation >= self.room[self.configs.index(obs.config)]
