@@ -1041,8 +1041,9 @@ def test_interleaved_comparison_cli(tmp_path):
 
 @pytest.mark.parametrize("args, says", [
     (["--handover", "2"], "give it with --interleave"),
-    (["--interleave", "--handover", "-1"], "seconds, 0 or more"),
-    (["--interleave", "--handover", "nan"], "seconds, 0 or more"),
+    (["--interleave", "--handover", "-1"], "seconds from 0 to 60"),
+    (["--interleave", "--handover", "nan"], "seconds from 0 to 60"),
+    (["--interleave", "--handover", "1e9"], "seconds from 0 to 60"),
     (["--interleave", "--handover", "2", "--simulate"], "a live service's option"),
 ])
 def test_a_bad_handover_is_one_line(args, says):

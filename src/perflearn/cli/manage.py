@@ -83,7 +83,7 @@ def manage(
     handover: Annotated[Optional[float], typer.Option("--handover", help="Live, with --interleave: each turn begins "
                         "after this many seconds at its own configuration, at the load before its first interval, "
                         "recorded in no pass: handing the service over from another policy's cores costs a second "
-                        "or two that a pass alone never pays (default 2; 0: none).")] = None,
+                        "or two that a pass alone never pays (default 2; 0: none; at most 60).")] = None,
     interval: Annotated[float, typer.Option(help="Control interval, seconds.")] = 1.0,
     react_ms: Annotated[float, typer.Option("--react-ms", help="Heimdall reacts to a load rise inside the interval, "
                                             "from the arrival rate of ticks this long (0: only at interval ends, "
@@ -280,8 +280,8 @@ def manage(
     slot = max(1, round(step_seconds / interval)) if interleave else None
     if handover is not None and not interleave:
         raise UsageError(f"--handover {handover:g}: the seconds between policies' turns; give it with --interleave")
-    if handover is not None and not 0 <= handover < math.inf:
-        raise UsageError(f"--handover {handover:g}: seconds, 0 or more")
+    if handover is not None and not 0 <= handover <= 60:  # a transient's length: 1e9 built a trace until memory ran out
+        raise UsageError(f"--handover {handover:g}: seconds from 0 to 60")
     order = ([] if profiling else ["static"]) + [n for n in names if n != "static"]
     rows = with_learning(order)
     rapl = None if simulate else rapl_or_none()  # looked up once: the label said and the energy read agree
