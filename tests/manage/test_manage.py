@@ -2225,7 +2225,8 @@ def test_labelled_policies_run_their_own_models_in_one_round(tmp_path):
     fast = fit_p95_model(tmp_path, "fast", lambda capacity: 1e-5 / capacity)  # 5-40 µs: all meet 2 ms
     slow = fit_p95_model(tmp_path, "slow", lambda capacity: 0.02 / capacity)  # 10-80 ms: none does
     csv = manage_live(tmp_path, "-p", "heimdall-cheapest", "-p", "heimdall-cheapest:slow", "--interleave",
-                                "--model", fast, "--model", f"slow={slow}", "--model-unit", "s", "--name", "pair")
+                      "--handover", "0",  # 2 s before each of 32 half-second turns: a minute more, and not the point here
+                      "--model", fast, "--model", f"slow={slow}", "--model-unit", "s", "--name", "pair")
     frame = pd.read_csv(csv)
     assert set(frame["policy"]) == {"static", "heimdall-cheapest", "heimdall-cheapest:slow"}
     loaded = frame[frame["offered_rps"] > 0]
@@ -2419,8 +2420,8 @@ def test_live_redis_on_one_core(tmp_path):
     import pandas as pd
 
     model = fit_p95_model(tmp_path, "fast", lambda capacity: 1e-5 / capacity)
-    csv = manage_live(tmp_path, "--protocol", "redis", "--interleave", "-p", "static", "-p", "ondemand",
-                      "-p", "heimdall-cheapest", "--model", model, "--model-unit", "s",
+    csv = manage_live(tmp_path, "--protocol", "redis", "--interleave", "--handover", "0", "-p", "static",
+                      "-p", "ondemand", "-p", "heimdall-cheapest", "--model", model, "--model-unit", "s",
                       service="redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no", cores=1)
     frame = pd.read_csv(csv)
     assert set(frame["policy"]) == {"static", "ondemand", "heimdall-cheapest"} and (frame["cores"] == 1).all()
