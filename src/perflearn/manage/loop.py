@@ -436,8 +436,8 @@ def take_turns(controllers: dict[str, Controller], service: Service, offered: li
             for name in names[turn:] + names[:turn]:
                 service.hand_over(name)
                 if handover and done:
-                    done += _hand_over(controllers[name], service, [offered[max(start - 1, 0)]] * handover,
-                                       realtime, done)
+                    _hand_over(controllers[name], service, [offered[max(start - 1, 0)]] * handover, realtime, done)
+                    done += handover
                 controllers[name].run(service, chunk, realtime, first=done)
                 done += len(chunk)
     finally:
@@ -446,15 +446,14 @@ def take_turns(controllers: dict[str, Controller], service: Service, offered: li
         raise left
 
 
-def _hand_over(incoming: Controller, service: Service, loads: list[float], realtime: bool, first: int) -> int:
+def _hand_over(incoming: Controller, service: Service, loads: list[float], realtime: bool, first: int) -> None:
     """``incoming``'s configuration held on ``service`` for ``len(loads)`` intervals, by a
-    controller of its own whose records are dropped; how many intervals that was."""
+    controller of its own whose records are dropped."""
     policy = incoming.policy
     holding = Controller(_Hold(incoming.config, service.space, policy.target, policy.max_rps), service.space,
                          incoming.interval, incoming.power)
     holding.config = incoming.config
     holding.run(service, loads, realtime, first=first)
-    return len(loads)
 
 
 def passes(policy: Policy, name: str, new_service: Callable[[str], Service], intervals: int, interval_s: float,

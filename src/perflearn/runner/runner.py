@@ -239,10 +239,9 @@ def _one_sweep_at_a_time(store: ResultsStore) -> Iterator[None]:
 def _same_file(f, path: Path) -> bool:
     """Whether the open file ``f`` is the one at ``path`` still."""
     try:
-        here, there = os.fstat(f.fileno()), os.stat(path)
+        return os.path.samestat(os.fstat(f.fileno()), os.stat(path))
     except FileNotFoundError:
         return False
-    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _put_back(actuators, held) -> None:
