@@ -420,6 +420,31 @@ def test_a_miss_the_quota_did_not_hold_back_is_not_the_configurations_speed():
         assert chosen != quarter and (policy.distrusted > 0).any(), (held, busy)
 
 
+def test_idle_the_cheapest_rules_wait_for_the_next_arrival_at_full_speed():
+    """Idle, a configuration's power is its cores': the cheapest rules take the most capacity
+    within 1 % of the least power, one core at full speed, not at a quarter (session 65:
+    live, one core at an eighth missed the first step from idle in every round of session
+    64). Under load, or where speed costs more than 1 %, the least power as before; the
+    seed's rule is unchanged."""
+    space = ConfigSpace.make(2, 4)
+    flat = lambda frame: (np.full(len(frame), 80e-6), np.zeros(len(frame)))
+    full, quarter = Configuration(1, 1.0), Configuration(1, 0.25)
+    for power in ("tx1", "server"):
+        policy = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=power_model(power),
+                             intervals=10, model=flat)
+        seen = lambda t, rps, busy, config: policy.decide(
+            Observation(float(t), rps, 80e-6 if rps else float("nan"), 80e-6 if rps else float("nan"), config,
+                        busy / (config.cores * config.level), 1.0))
+        assert seen(1, 0.0, 0.001, space.maximum) == full, power  # idle: not two cores (their idle power)
+        assert seen(2, 0.0, 0.001, full) == full, power
+        assert seen(3, 7_500.0, 0.19, full) == quarter, power  # under load: the least power
+        if power == "tx1":  # under 5 % of the maximum load, but full speed costs 8 % more, half speed 1.6 %
+            assert seen(4, 1_800.0, 0.05, quarter) == quarter
+    seed_rule = make_policy("heimdall", space, 197e-6, 38_000, 1.0, power=power_model("tx1"), intervals=10,
+                            model=flat)
+    assert seed_rule.decide(Observation(1.0, 0.0, float("nan"), float("nan"), space.maximum, 0.0005, 1.0)) == quarter
+
+
 @pytest.mark.live
 def test_the_cheapest_rules_learn_their_headroom_from_misses():
     """How near its capacity this machine's memcached can run before an interval's p95
@@ -489,14 +514,17 @@ def test_a_rise_the_configuration_cannot_carry_drains_even_when_forecast_to_meet
     assert reactions["heimdall-cheapest"] == [None, None, None, space.maximum]
     assert reactions["heimdall"] == [None] * 4
 
-    # from idle no CPU time per request is measured yet: the profiled one (the cost model) judges
+    # from idle no CPU time per request is measured yet: the profiled one (the cost model) judges a
+    # quarter in force (idle, the rule itself waits at full speed, which carries the rise)
     cost_model = lambda frame: (np.full(len(frame), 30e-6), np.zeros(len(frame)))
     for model_of_cost, expected in ((cost_model, space.maximum), (None, None)):
-        policy = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10, model=flat,
-                             cost_model=model_of_cost)
-        idle = policy.decide(Observation(1.0, 0.0, 0.0, 0.0, space.maximum, 0.0, 1.0))
-        assert idle == Configuration(1, 0.25)
-        assert [policy.react(8_000.0, 0.02, idle) for _ in range(2)] == [None, expected]  # 0.24 CPUs > 0.225
+        for in_force in (None, Configuration(1, 0.25)):
+            policy = make_policy("heimdall-cheapest", space, 197e-6, 38_000, 1.0, power=tx1, intervals=10,
+                                 model=flat, cost_model=model_of_cost)
+            idle = policy.decide(Observation(1.0, 0.0, 0.0, 0.0, space.maximum, 0.0, 1.0))
+            assert idle == Configuration(1, 1.0)
+            carried = [policy.react(8_000.0, 0.02, in_force or idle) for _ in range(2)]  # 0.24 CPUs > 0.225
+            assert carried == ([None, expected] if in_force else [None, None])
 
 
 def test_ondemand_static_heracles_rules():

@@ -18,6 +18,10 @@ HOST_QUANTILE = 0.95  # Heimdall plans for a host as slow as the recent one was 
 # a quota that held the service back less than this in an interval did not make its p95: the misses it made
 # were held back 12-204 ms, and 98.9 % of the intervals that met the target under 10 (``_speed_missed``)
 HELD_MS = 10.0
+# below this share of the maximum load the service is idle: a request's CPU time is mostly wake-ups, and a
+# configuration's modelled power hardly depends on its speed (``_choose``)
+IDLE_SHARE = 0.05
+IDLE_POWER = 0.01  # idle, a configuration within this share of the least power is as cheap (``_ready_for_arrival``)
 
 
 class Heimdall(Policy):
@@ -227,7 +231,7 @@ class Heimdall(Policy):
 
     def _follow_cost(self, obs) -> None:
         """Fold this interval's measured / profiled CPU time per request into the slowdown."""
-        if (self.cost_model is None or self.recovering or self.switched or obs.rps < 0.05 * self.max_rps
+        if (self.cost_model is None or self.recovering or self.switched or obs.rps < IDLE_SHARE * self.max_rps
                 or obs.utilisation >= 0.98):  # a saturated interval's CPU time is capped
             return
         profiled = self._profiled_cost(obs.config, obs.rps, obs.host_probe_us)
@@ -299,7 +303,21 @@ class Heimdall(Policy):
         watts = self._watts(demand)
         if not self.cheapest:  # equation 3.2: the highest predicted latency under target - slack; of equals, the cheapest
             ok &= np.isclose(mean, mean[ok].max(), rtol=1e-9, atol=0.0)
+        elif load < IDLE_SHARE * self.max_rps:
+            return self._ready_for_arrival(ok, watts)
         return int(np.argmin(np.where(ok, watts, np.inf)))
+
+    def _ready_for_arrival(self, ok: np.ndarray, watts: np.ndarray) -> int:
+        """Idle, the cheapest rules take the most capacity among the configurations within
+        ``IDLE_POWER`` of the least power: idle, a configuration's modelled power is its
+        cores', hardly its speed (one core at full speed costs 0.2 % more than at an eighth
+        under tx1), and the next arrival is a step from idle. Live, one core at an eighth, the
+        least power, met the first step of the trace (7 600 req/s) with the quota holding the
+        service back 25-60 ms before the reaction (two 20-ms ticks) could act, and missed it
+        in all seven rounds of sessions 64-65 with the old rule; one core at full speed, where
+        Heracles idles, met it in both rounds with this one (bench/manage.md, session 65)."""
+        near = ok & (watts <= watts[ok].min() * (1 + IDLE_POWER))
+        return int(np.lexsort((watts, -np.where(near, self.capacity, -np.inf)))[0])
 
     def decide(self, obs):
         # a load rise seen inside the interval sizes the next one by the rate since the rise:
@@ -376,7 +394,7 @@ class Heimdall(Policy):
         cost = obs.busy / obs.rps
         if not (self.recovering or self.switched or obs.p95 > self.target):
             self.costs[self._bucket(obs.rps)].append(cost)
-            if obs.rps >= 0.05 * self.max_rps:  # below it, idle wake-ups dominate a request's CPU time
+            if obs.rps >= IDLE_SHARE * self.max_rps:  # below it, idle wake-ups dominate a request's CPU time
                 self.unit_cost = cost
         recent = self.costs[self._bucket(load)]
         return float(np.median(recent) if recent else cost) * load
