@@ -1229,8 +1229,8 @@ def test_bad_flags():
     cli = CliRunner()
     for args, fragment in ((["-p", "nope", "--simulate"], "unknown policy 'nope'"),
                            (["--target-ms", "0", "--simulate"], "--target-ms: a number > 0 and at most 3,600,000"),
-                           (["--headroom", "0", "--simulate"], "--headroom: a fraction of the capacity in (0, 1]"),
-                           (["--headroom", "nan", "--simulate"], "--headroom: a fraction of the capacity in (0, 1]"),
+                           (["--headroom", "0", "--simulate"], "--headroom '0': a fraction of the capacity in (0, 1]"),
+                           (["--headroom", "nan", "--simulate"], "--headroom 'nan': a fraction of the capacity in (0, 1]"),
                            (["--trace", "stairs", "--simulate"], "--trace: expected steps, diurnal, ladder"),
                            (["-p", "sweeps", "--simulate"], "unknown policy 'sweeps'"),
                            # fuzzing, session 19: these ran (nan: a target nothing met) or crashed
@@ -2355,6 +2355,19 @@ def test_labelled_models_bad_flags(tmp_path):
     assert "the simulator takes one quantile" in error("manage", "--simulate", "-p", "heimdall", "--host-quantile", "q=0.5")
     out = error(*live, "-p", "heimdall", "--model", str(tmp_path / "none"), "--host-quantile", "spare=0.5")
     assert "--host-quantile spare=...: no policy is labelled 'spare'" in " ".join(out.split())
+    # --headroom [LABEL=]H the same way: a fraction of the capacity, one per label, labels live only
+    assert "a fraction of the capacity in (0, 1]" in error(*live, "-p", "heimdall-cheapest", "--model", "m",
+                                                           "--headroom", "wide=1.5")
+    assert "--headroom 'a b=0.9': LABEL=NUMBER" in error(*live, "-p", "heimdall-cheapest", "--model", "m",
+                                                         "--headroom", "a b=0.9")
+    assert "two headrooms for 'w'" in error(*live, "-p", "heimdall-cheapest:w", "--model", "w=m", "--headroom", "w=0.9",
+                                            "--headroom", "w=0.95")
+    assert "the simulator takes one headroom" in error("manage", "--simulate", "-p", "heimdall-cheapest",
+                                                       "--headroom", "w=0.95")
+    out = " ".join(error(*live, "-p", "heimdall:s", "--model", "s=" + str(tmp_path / "none"), "--headroom", "s=0.95",
+                         "--headroom", "spare=0.8").split())
+    assert "--headroom s=...: heimdall:s is the seed's heimdall, which reads no headroom" in out
+    assert "--headroom spare=...: no policy is labelled 'spare'" in out
 
 
 def test_a_labelled_host_quantile_reaches_its_policy_only():
@@ -2373,6 +2386,24 @@ def test_a_labelled_host_quantile_reaches_its_policy_only():
     assert made("heimdall-cheapest:q50", quantiles["q50"]).host_quantile == 0.5
     assert made("heimdall-cheapest", quantiles[None]).host_quantile == 0.8
     assert made("heimdall-cheapest", 0.95).host_quantile == 0.95
+
+
+def test_a_labelled_headroom_reaches_its_policy_only():
+    """--headroom wide=0.95 with -p heimdall-cheapest:wide: that policy plans for 95 % of a
+    configuration's capacity, the unlabelled one for 1 - slack or the unlabelled value."""
+    from perflearn.cli.manage import _headrooms
+
+    headrooms = _headrooms(["wide=0.95", "0.8"])
+    assert headrooms == {"wide": 0.95, None: 0.8}
+    space, power = ConfigSpace.make(2, 2), power_model("tx1")
+
+    def made(name, headroom):
+        return make_policy(name, space, TARGET, 1000.0, 1.0, power=power, intervals=10,
+                           model=lambda X: np.full(len(X), TARGET / 2), headroom=headroom)
+
+    assert made("heimdall-cheapest:wide", headrooms["wide"]).headroom == 0.95
+    assert made("heimdall-cheapest", headrooms[None]).headroom == 0.8
+    assert made("heimdall-cheapest", None).headroom == pytest.approx(0.9)
 
 
 def test_one_interval_over_the_target_is_no_verdict_on_a_configuration_two_are():

@@ -50,11 +50,13 @@ def manage(
                           "unlabelled one when their label has none).")] = None,
     follow_cost: Annotated[bool, typer.Option("--follow-cost/--no-follow-cost", help="Simulator: heimdall also gets "
                            "its profile's CPU time per request and follows the service's.")] = True,
-    headroom: Annotated[Optional[float], typer.Option(help="The cheapest Heimdall rules run a configuration only where "
-                                "the load's CPU demand is at most this fraction of its capacity (cores x speed), "
-                                "else the maximum (default: 1 - slack = 0.9). A miss cuts it live, down to 0.5, for the "
-                                "configuration that missed and those no faster; intervals that meet the target give "
-                                "it back, up to this.")] = None,
+    headroom: Annotated[Optional[list[str]], typer.Option("--headroom", help="The cheapest Heimdall rules run a "
+                        "configuration only where the load's CPU demand is at most this fraction of its capacity "
+                        "(cores x speed), else the maximum (default: 1 - slack = 0.9). A miss cuts it live, down to "
+                        "0.5, for the configuration that missed and those no faster; intervals that meet the target "
+                        "give it back, up to this. LABEL=H: for NAME:LABEL policies only (live), e.g. -p "
+                        "heimdall-cheapest:wide --model wide=PATH --headroom wide=0.95 beside -p heimdall-cheapest, "
+                        "to compare two headrooms in one run.")] = None,
     host_quantile: Annotated[Optional[list[str]], typer.Option("--host-quantile", help="With a model that knows "
                              "the host (host_probe_us; the simulator's, with --slow-host), heimdall plans for this quantile of the host-speed probe over "
                              "its last 60 intervals (default 0.95: a host as slow as it was one interval in twenty). "
@@ -135,8 +137,8 @@ def manage(
     if unknown:
         raise UsageError(f"--policy: unknown policy {unknown[0]!r} (one of: {', '.join(known)}, all)")
     models, cost_models = _labelled(model, "--model"), _labelled(cost_model, "--cost-model")
-    quantiles = _quantiles(host_quantile)
-    _check_labels(names, models, cost_models, simulate, quantiles)
+    quantiles, headrooms = _quantiles(host_quantile), _headrooms(headroom)
+    _check_labels(names, models, cost_models, simulate, quantiles, headrooms)
     if any(n in EXPERIENCED for n in bases) and not experience:
         raise UsageError("heimdall-experience needs --experience: the --csv files of earlier runs")
     if experience and not any(n in EXPERIENCED for n in bases):
@@ -152,7 +154,7 @@ def manage(
     heimdall = any(b.startswith("heimdall") for b in bases)
     if not heimdall:  # taken and ignored without a word (session 52's audit)
         unused = [o for o, v in (("--model", None in models), ("--cost-model", None in cost_models),
-                                 ("--headroom", headroom is not None), ("--host-quantile", None in quantiles),
+                                 ("--headroom", None in headrooms), ("--host-quantile", None in quantiles),
                                  # the simulator's own: a live run refuses them below
                                  ("--profiled-speed", simulate and profiled_speed != 1.0),
                                  ("--no-follow-cost", simulate and not follow_cost),
@@ -160,7 +162,7 @@ def manage(
         if unused:
             terminal.warn(f"{', '.join(unused)}: read by the heimdall policies only, none of which is among the "
                           "policies: unused")
-    elif headroom is not None and all(b == "heimdall" for b in bases if b.startswith("heimdall")):
+    elif None in headrooms and all(b == "heimdall" for b in bases if b.startswith("heimdall")):
         terminal.warn("--headroom is read by the cheapest rules (heimdall-cheapest, -uncertain, -online, "
                       "-experience); the seed's heimdall keeps its slack as latency only: unused")
     if "sweep" in bases and trace != "ladder":  # a profile at the trace's few loads, not the buckets' ten
@@ -172,8 +174,6 @@ def manage(
                                       ("--max-rps", max_rps, 1e9, "1e9 requests/s"), ("--mu", mu, 1e9, "1e9 requests/s")):
         if value is not None and not (0 < value <= most):
             raise UsageError(f"{option}: a number > 0 and at most {most:,.0f} ({what}), got {value:g}")
-    if headroom is not None and not (0 < headroom <= 1):  # NaN too
-        raise UsageError(f"--headroom: a fraction of the capacity in (0, 1], got {headroom:g}")
     if not (0 <= base_us <= 1e6):  # NaN too
         raise UsageError(f"--base-us: a delay of 0 to 1e6 us (one second), got {base_us:g}")
     if seed < 0:
@@ -258,7 +258,7 @@ def manage(
         given = [o for o, v in (("--policy", policy != ["all"]), ("--figure", figure), ("--csv", csv),
                                 ("--target-ms", target_ms), ("--max-rps", max_rps), ("--model", model),
                                 ("--cost-model", cost_model), ("--experience", experience), ("--interleave", interleave),
-                                ("--service-cpus", service_cpus), ("--headroom", headroom is not None),
+                                ("--service-cpus", service_cpus), ("--headroom", headroom),
                                 # the file's own configurations and load: these were taken unsaid (session 57's audit)
                                 ("--cores", cores != 3), ("--levels", levels != 17), ("--react-ms", react_ms != 20.0),
                                 ("--protocol", protocol != "memcache-binary"), ("--load-args", load_args),
@@ -301,7 +301,7 @@ def manage(
                           "unused")
         with recording as record:  # said at the first pass recorded: the simulation's own checks come first
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
-                      csv, record, power_, tick, profiled_speed, follow_cost, headroom, experience, miss_budget, slot,
+                      csv, record, power_, tick, profiled_speed, follow_cost, headrooms.get(None), experience, miss_budget, slot,
                       slow_host, quantiles.get(None), stored=store is not None)
         return
     if not service:
@@ -313,7 +313,7 @@ def manage(
     with recording as record:
         _live(names, space, service, protocol, max_rps, target_ms / 1e3, models,
               {"us": 1e-6, "ms": 1e-3, "s": 1.0}[model_unit], trace, step_seconds, interval, figure, csv, record,
-              shlex.split(load_args), power_, tick, cost_models, order, headroom, cpus, experience, miss_budget, slot,
+              shlex.split(load_args), power_, tick, cost_models, order, headrooms, cpus, experience, miss_budget, slot,
               quantiles, rapl, store=store, unit_given=unit_given, handover_s=handover)
 
 
@@ -337,22 +337,33 @@ def _labelled(values: list[str] | None, option: str) -> dict[str | None, Path]:
 
 def _quantiles(values: list[str] | None) -> dict[str | None, float]:
     """--host-quantile as {label: q}; None for unlabelled policies."""
-    quantiles: dict[str | None, float] = {}
+    return _per_label(values, "--host-quantile", "quantile", lambda q: 0 <= q <= 1, "a quantile in [0, 1], e.g. 0.5 or blind=0.5")
+
+
+def _headrooms(values: list[str] | None) -> dict[str | None, float]:
+    """--headroom as {label: fraction}; None for unlabelled policies."""
+    return _per_label(values, "--headroom", "headroom", lambda h: 0 < h <= 1,
+                      "a fraction of the capacity in (0, 1], e.g. 0.9 or wide=0.95")
+
+
+def _per_label(values: list[str] | None, option: str, noun: str, valid, what: str) -> dict[str | None, float]:
+    """[LABEL=]NUMBER values of ``option`` as {label: number}, one each; None for unlabelled policies."""
+    numbers: dict[str | None, float] = {}
     for value in values or []:
         label, sep, text = value.rpartition("=")
         key = label if sep else None
         if sep and not LABEL.fullmatch(label):
-            raise UsageError(f"--host-quantile {value!r}: LABEL=Q, the label letters, digits, '_', '.', '-'")
+            raise UsageError(f"{option} {value!r}: LABEL=NUMBER, the label letters, digits, '_', '.', '-'")
         try:
-            q = float(text)
+            number = float(text)
         except ValueError:
-            q = math.nan
-        if not 0 <= q <= 1:  # NaN too
-            raise UsageError(f"--host-quantile {value!r}: a quantile in [0, 1], e.g. 0.5 or blind=0.5")
-        if key in quantiles:
-            raise UsageError(f"--host-quantile: two quantiles for {'unlabelled policies' if key is None else repr(key)}")
-        quantiles[key] = q
-    return quantiles
+            number = math.nan
+        if not valid(number):  # NaN too
+            raise UsageError(f"{option} {value!r}: {what}")
+        if key in numbers:
+            raise UsageError(f"{option}: two {noun}s for {'unlabelled policies' if key is None else repr(key)}")
+        numbers[key] = number
+    return numbers
 
 
 def _check_service_command(command: str) -> None:
@@ -378,7 +389,8 @@ def _check_service_command(command: str) -> None:
                          where="--service")
 
 
-def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: bool, quantiles: dict) -> None:
+def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: bool, quantiles: dict,
+                  headrooms: dict) -> None:
     """NAME:LABEL policies: heimdall's only (the label picks its models), live only, and
     each label given its --model; a labelled model no policy takes is said to be unused."""
     from perflearn.manage.policies import variant
@@ -398,7 +410,14 @@ def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: b
         labels[label] = name
     if simulate and quantiles.keys() - {None}:
         raise UsageError("--host-quantile LABEL=Q: labels pick live models; the simulator takes one quantile")
-    for option, given in (("--model", models), ("--cost-model", cost_models), ("--host-quantile", quantiles)):
+    if simulate and headrooms.keys() - {None}:
+        raise UsageError("--headroom LABEL=H: labels pick live models; the simulator takes one headroom")
+    seeds_own = [label for label in headrooms.keys() - {None} if variant(labels.get(label, ""))[0] == "heimdall"]
+    if seeds_own:  # the seed's rule keeps its slack as latency only
+        terminal.warn(f"--headroom {seeds_own[0]}=...: {labels[seeds_own[0]]} is the seed's heimdall, which reads no "
+                      "headroom (the cheapest rules do): unused")
+    for option, given in (("--model", models), ("--cost-model", cost_models), ("--host-quantile", quantiles),
+                          ("--headroom", headrooms)):
         for label in given.keys() - labels.keys() - {None}:
             terminal.warn(f"{option} {label}=...: no policy is labelled {label!r} (e.g. -p heimdall-cheapest:{label}): unused")
 
@@ -580,7 +599,7 @@ def _of(model, kind: str, what: str):
 
 
 def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, trace, step_seconds, interval,
-          figure, csv, record, load_args, power, tick, cost_dirs, order, headroom, service_cpus=None, experience_csvs=None,
+          figure, csv, record, load_args, power, tick, cost_dirs, order, headrooms, service_cpus=None, experience_csvs=None,
           miss_budget=0.01, slot=None, quantiles: dict | None = None, rapl=None, store=None,
           unit_given: bool = False, handover_s: float | None = None) -> None:
     from perflearn.manage.compare import check_unit, figure as draw, model_predictor
@@ -662,7 +681,7 @@ def _live(names, space, command, protocol, max_rps, target, model_dirs, scale, t
         base, label = variant(name)
         policy = made[name] = make_policy(name, space, target, max_rps, interval, power=power, intervals=intervals,
                                           model=predictors.get(label), cost_model=costs.get(label, costs.get(None)),
-                                          headroom=headroom,
+                                          headroom=headrooms.get(label, headrooms.get(None)),
                                           host_quantile=quantiles.get(label, quantiles.get(None, HOST_QUANTILE)),
                                           experience=experience, miss_budget=miss_budget)
         if base == "heimdall-experience":
