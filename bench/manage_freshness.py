@@ -20,6 +20,8 @@ TARGET_S, MAX_RPS = 0.000196735, 38000  # sessions 23-33's knee
 EXPERIENCE = sorted(glob.glob("bench/manage_live_s29/r[456].csv.gz") + glob.glob("bench/manage_live_s30/*.csv.gz")
                     + glob.glob("bench/manage_live_s31/r?a.csv.gz"))
 
+if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):  # --help was read as a file: a traceback
+    sys.exit(__doc__)
 space = ConfigSpace.make(2, 8)
 index = {(c.cores, round(c.level, 4)): i for i, c in enumerate(space)}
 for path in sys.argv[1:]:

@@ -87,6 +87,6 @@ def main(paths: list[str]) -> None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # piped into head: stop quietly
-    if len(sys.argv) < 2:
-        sys.exit("usage: python bench/manage_misses.py ROUND.csv[.gz] ...")
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):  # --help was read as a file: a traceback
+        sys.exit(__doc__ if len(sys.argv) > 1 else "usage: python bench/manage_misses.py ROUND.csv[.gz] ...")
     main(sys.argv[1:])

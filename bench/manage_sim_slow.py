@@ -64,6 +64,6 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):  # --help was read as a file: a traceback
         sys.exit(__doc__)
     main(sys.argv[1:])
