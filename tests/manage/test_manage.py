@@ -2370,40 +2370,26 @@ def test_labelled_models_bad_flags(tmp_path):
     assert "--headroom spare=...: no policy is labelled 'spare'" in out
 
 
-def test_a_labelled_host_quantile_reaches_its_policy_only():
-    """--host-quantile q50=0.5 with -p heimdall-cheapest:q50: that policy plans for the
-    median recent host, the unlabelled one for the default 0.95 or the unlabelled value."""
-    from perflearn.cli.manage import _quantiles
+@pytest.mark.parametrize("option, given, default", [("host_quantile", ["q50=0.5", "0.8"], 0.95),
+                                                     ("headroom", ["q50=0.95", "0.8"], 0.9)])
+def test_a_labelled_value_reaches_its_policy_only(option, given, default):
+    """--host-quantile q50=0.5 (--headroom q50=0.95) with -p heimdall-cheapest:q50: that
+    policy plans for the median recent host (95 % of a configuration's capacity), the
+    unlabelled one for the unlabelled value, or the default without one."""
+    from perflearn.cli.manage import _headrooms, _quantiles
 
-    quantiles = _quantiles(["q50=0.5", "0.8"])
-    assert quantiles == {"q50": 0.5, None: 0.8}
+    values = {"host_quantile": _quantiles, "headroom": _headrooms}[option](given)
+    labelled = float(given[0].split("=")[1])
+    assert values == {"q50": labelled, None: 0.8}
     space, power = ConfigSpace.make(2, 2), power_model("tx1")
 
-    def made(name, q):
+    def made(name, value):
         return make_policy(name, space, TARGET, 1000.0, 1.0, power=power, intervals=10,
-                           model=lambda X: np.full(len(X), TARGET / 2), host_quantile=q)
+                           model=lambda X: np.full(len(X), TARGET / 2), **({option: value} if value else {}))
 
-    assert made("heimdall-cheapest:q50", quantiles["q50"]).host_quantile == 0.5
-    assert made("heimdall-cheapest", quantiles[None]).host_quantile == 0.8
-    assert made("heimdall-cheapest", 0.95).host_quantile == 0.95
-
-
-def test_a_labelled_headroom_reaches_its_policy_only():
-    """--headroom wide=0.95 with -p heimdall-cheapest:wide: that policy plans for 95 % of a
-    configuration's capacity, the unlabelled one for 1 - slack or the unlabelled value."""
-    from perflearn.cli.manage import _headrooms
-
-    headrooms = _headrooms(["wide=0.95", "0.8"])
-    assert headrooms == {"wide": 0.95, None: 0.8}
-    space, power = ConfigSpace.make(2, 2), power_model("tx1")
-
-    def made(name, headroom):
-        return make_policy(name, space, TARGET, 1000.0, 1.0, power=power, intervals=10,
-                           model=lambda X: np.full(len(X), TARGET / 2), headroom=headroom)
-
-    assert made("heimdall-cheapest:wide", headrooms["wide"]).headroom == 0.95
-    assert made("heimdall-cheapest", headrooms[None]).headroom == 0.8
-    assert made("heimdall-cheapest", None).headroom == pytest.approx(0.9)
+    assert getattr(made("heimdall-cheapest:q50", values["q50"]), option) == labelled
+    assert getattr(made("heimdall-cheapest", values[None]), option) == 0.8
+    assert getattr(made("heimdall-cheapest", None), option) == pytest.approx(default)
 
 
 def test_one_interval_over_the_target_is_no_verdict_on_a_configuration_two_are():

@@ -301,8 +301,8 @@ def manage(
                           "unused")
         with recording as record:  # said at the first pass recorded: the simulation's own checks come first
             _simulate(names, space, mu, base_us * 1e-6, trace, step_seconds, interval, target_ms, seed, seeds, figure,
-                      csv, record, power_, tick, profiled_speed, follow_cost, headrooms.get(None), experience, miss_budget, slot,
-                      slow_host, quantiles.get(None), stored=store is not None)
+                      csv, record, power_, tick, profiled_speed, follow_cost, headrooms.get(None), experience,
+                      miss_budget, slot, slow_host, quantiles.get(None), stored=store is not None)
         return
     if not service:
         raise UsageError("give --service COMMAND to manage a live service, or --simulate")
@@ -337,7 +337,8 @@ def _labelled(values: list[str] | None, option: str) -> dict[str | None, Path]:
 
 def _quantiles(values: list[str] | None) -> dict[str | None, float]:
     """--host-quantile as {label: q}; None for unlabelled policies."""
-    return _per_label(values, "--host-quantile", "quantile", lambda q: 0 <= q <= 1, "a quantile in [0, 1], e.g. 0.5 or blind=0.5")
+    return _per_label(values, "--host-quantile", "quantile", lambda q: 0 <= q <= 1,
+                      "a quantile in [0, 1], e.g. 0.5 or blind=0.5")
 
 
 def _headrooms(values: list[str] | None) -> dict[str | None, float]:
