@@ -396,7 +396,7 @@ def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: b
     each label given its --model; a labelled model no policy takes is said to be unused."""
     from perflearn.manage.policies import variant
 
-    labels = {}
+    labels: dict[str, list[str]] = {}  # label -> the policies carrying it
     for name in names:
         base, label = variant(name)
         if label is None:
@@ -408,15 +408,19 @@ def _check_labels(names: list[str], models: dict, cost_models: dict, simulate: b
             raise UsageError(f"--policy {name!r}: a label picks a --model, and the simulator fits its own: live only")
         if label not in models:
             raise UsageError(f"--policy {name!r}: no --model {label}=PATH")
-        labels[label] = name
-    if simulate and quantiles.keys() - {None}:
-        raise UsageError("--host-quantile LABEL=Q: labels pick live models; the simulator takes one quantile")
-    if simulate and headrooms.keys() - {None}:
-        raise UsageError("--headroom LABEL=H: labels pick live models; the simulator takes one headroom")
-    seeds_own = [label for label in headrooms.keys() - {None} if variant(labels.get(label, ""))[0] == "heimdall"]
-    if seeds_own:  # the seed's rule keeps its slack as latency only
-        terminal.warn(f"--headroom {seeds_own[0]}=...: {labels[seeds_own[0]]} is the seed's heimdall, which reads no "
-                      "headroom (the cheapest rules do): unused")
+        labels.setdefault(label, []).append(name)
+    for option, given, what in (("--host-quantile", quantiles, "LABEL=Q: labels pick live models; the simulator "
+                                 "takes one quantile"),
+                                ("--headroom", headrooms, "LABEL=H: labels pick live models; the simulator takes "
+                                 "one headroom")):
+        if simulate and given.keys() - {None}:
+            raise UsageError(f"{option} {what}")
+    # the seed's rule keeps its slack as latency only: a headroom only it carries is read by none
+    seeds_own = [label for label in headrooms.keys() & labels.keys()
+                 if all(variant(name)[0] == "heimdall" for name in labels[label])]
+    if seeds_own:
+        terminal.warn(f"--headroom {seeds_own[0]}=...: {labels[seeds_own[0]][0]} is the seed's heimdall, which reads "
+                      "no headroom (the cheapest rules do): unused")
     for option, given in (("--model", models), ("--cost-model", cost_models), ("--host-quantile", quantiles),
                           ("--headroom", headrooms)):
         for label in given.keys() - labels.keys() - {None}:
