@@ -52,10 +52,10 @@ def manage(
                            "its profile's CPU time per request and follows the service's.")] = True,
     headroom: Annotated[Optional[list[str]], typer.Option("--headroom", help="The cheapest Heimdall rules run a "
                         "configuration only where the load's CPU demand is at most this fraction of its capacity "
-                        "(cores x speed), else the maximum (default: 1 - slack = 0.9). A miss cuts it live, down to "
+                        "(cores x speed), else the maximum (default 0.95). A miss cuts it live, down to "
                         "0.5, for the configuration that missed and those no faster; intervals that meet the target "
                         "give it back, up to this. LABEL=H: for NAME:LABEL policies only (live), e.g. -p "
-                        "heimdall-cheapest:wide --model wide=PATH --headroom wide=0.95 beside -p heimdall-cheapest, "
+                        "heimdall-cheapest:wide --model wide=PATH --headroom wide=0.9 beside -p heimdall-cheapest, "
                         "to compare two headrooms in one run.")] = None,
     host_quantile: Annotated[Optional[list[str]], typer.Option("--host-quantile", help="With a model that knows "
                              "the host (host_probe_us; the simulator's, with --slow-host), heimdall plans for this quantile of the host-speed probe over "

@@ -73,7 +73,7 @@ def make_policy(name: str, space: ConfigSpace, target_s: float, max_rps: float, 
     heuristic runs its learning iteration(s) of ``intervals`` each and its Q-table decides
     after them; the Heimdall variants share one latency model (and, when given, the
     profiled CPU time per request it follows) and react to ticks (``react``) where the
-    service reports them; ``headroom``: the cheapest rules' CPU headroom (default 1 - slack);
+    service reports them; ``headroom``: the cheapest rules' CPU headroom (default ``HEADROOM``, 0.95);
     heimdall-experience is heimdall-cheapest that, where ``experience`` knows the load,
     prices misses to spend ``miss_budget`` (module ``experience``); ``host_quantile``: the
     quantile of the recent host-speed probe the Heimdall variants plan for."""
