@@ -12,7 +12,6 @@ otherwise, the intervals after are those of what ran.
 """
 import argparse
 
-import numpy as np
 import pandas as pd
 
 from perflearn.learn import load
@@ -33,12 +32,12 @@ def replay(path: str, args, p95, cost) -> pd.DataFrame:
     frame = pd.read_csv(path)
     rows = []
     for _, x in frame[frame.policy == args.policy].sort_values("t").iterrows():
-        ran = Configuration(int(x.cores), float(x.level))
-        policy.decide(Observation(x.t, x.rps, x.p95 if np.isfinite(x.p95) else float("nan"), x.p99, ran,
-                                  x.utilisation, x.power_w, True, x.host_probe_us, x.throttled_ms))
+        seen = Observation(x.t, x.rps, x.p95, x.p99, Configuration(int(x.cores), float(x.level)), x.utilisation,
+                           x.power_w, bool(x.settled), x.host_probe_us, x.throttled_ms)
+        policy.decide(seen)
         if abs(x.offered_rps - args.rps) <= 0.05 * args.rps:
             mean, spread = policy._forecast(x.rps)
-            rows.append(dict(measured=x.utilisation * ran.cores * ran.level, floor=policy._demands(0.0, x.rps)[i],
+            rows.append(dict(measured=seen.busy, floor=policy._demands(0.0, x.rps)[i],
                              room=policy.room[i] * policy.capacity[i], forecast_ok=bool(policy._qualifies(mean, spread)[i]),
                              k=policy.slowdown, host=policy._host()))
     return pd.DataFrame(rows)

@@ -13,7 +13,7 @@ from perflearn.cli import app
 from perflearn.manage.config import ConfigSpace, Configuration
 from perflearn.manage.loop import Measured, Service, control_loop, summarize
 from perflearn.manage.baselines import Heracles, Hipster, Ondemand, Static
-from perflearn.manage.heimdall import HEADROOM, Heimdall, monotone_fit, ramp, tick_dispersion
+from perflearn.manage.heimdall import HEADROOM, HOST_QUANTILE, Heimdall, monotone_fit, ramp, tick_dispersion
 from perflearn.manage.policies import make_policy
 from perflearn.manage.policy import Observation
 from perflearn.manage.power import PowerModel, power_model
@@ -2370,7 +2370,7 @@ def test_labelled_models_bad_flags(tmp_path):
     assert "--headroom spare=...: no policy is labelled 'spare'" in out
 
 
-@pytest.mark.parametrize("option, given, default", [("host_quantile", ["q50=0.5", "0.8"], 0.95),
+@pytest.mark.parametrize("option, given, default", [("host_quantile", ["q50=0.5", "0.8"], HOST_QUANTILE),
                                                      ("headroom", ["q50=0.9", "0.8"], HEADROOM)])
 def test_a_labelled_value_reaches_its_policy_only(option, given, default):
     """--host-quantile q50=0.5 (--headroom q50=0.9) with -p heimdall-cheapest:q50: that

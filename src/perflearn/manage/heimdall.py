@@ -164,7 +164,6 @@ class Heimdall(Policy):
         if host_window < 1 or not 0 <= host_quantile <= 1:
             raise ValueError(f"host: a window of at least 1 interval and a quantile in [0, 1], got {host_window}, "
                              f"{host_quantile}")
-        # the cheapest rules' CPU headroom: the demand at most this fraction of a configuration's capacity
         self.headroom = HEADROOM if headroom is None else headroom
         if not 0 < self.headroom <= 1:
             raise ValueError(f"headroom: a fraction of the capacity in (0, 1], got {self.headroom}")
